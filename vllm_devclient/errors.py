@@ -1,0 +1,290 @@
+"""One error hierarchy for everything the client raises.
+
+Status errors are keyed by HTTP status (see `error_from_response`), and carry the raw body and the
+frontend that answered, so a caller can always see what the server really said.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+import httpx
+
+Frontend = Literal["python", "rust", "unknown"]
+
+__all__ = [
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BarrierTimeoutError",
+    "BarrierUnsupportedError",
+    "ConflictError",
+    "DevClientError",
+    "DevModeDisabledError",
+    "EngineCallError",
+    "EngineDeadError",
+    "InternalServerError",
+    "InvalidParameterError",
+    "MethodNotAllowedError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResponseValidationError",
+    "ServiceUnavailableError",
+    "WaitTimeoutError",
+    "error_from_response",
+]
+
+
+class DevClientError(Exception):
+    """Base class of every error raised by vllm_devclient."""
+
+
+class InvalidParameterError(DevClientError, ValueError):
+    """An argument was rejected before anything was sent."""
+
+
+class APIConnectionError(DevClientError):
+    """The server could not be reached, or the connection broke before an answer came."""
+
+    def __init__(self, message: str, *, method: str, url: str) -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
+
+
+class APITimeoutError(APIConnectionError):
+    """No answer within the timeout. Neither frontend times out a hung engine call: this is what ends it."""
+
+
+class ResponseValidationError(DevClientError):
+    """A 2xx answer whose body does not have the shape this route answers with."""
+
+    def __init__(self, message: str, *, method: str, path: str, status_code: int, body: str) -> None:
+        super().__init__(f"{method} {path}: {message} (status {status_code}, body {body[:200]!r})")
+        self.method = method
+        self.path = path
+        self.status_code = status_code
+        self.body = body
+
+
+class APIStatusError(DevClientError):
+    """The server answered with a non-2xx status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        method: str,
+        path: str,
+        body: str,
+        frontend: Frontend,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.http_method = method
+        # EngineCallError rebinds .method to the engine method; .http_method always holds the HTTP one.
+        self.method = method
+        self.path = path
+        self.body = body
+        self.frontend = frontend
+        self.param = param
+
+    def __str__(self) -> str:
+        return (
+            f"{self.http_method} {self.path} -> {self.status_code} ({self.frontend} frontend): {self.message}"
+        )
+
+
+class BadRequestError(APIStatusError):
+    """400 or 422: a parameter was rejected; `.param` names it when the server does."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the API key is missing or wrong (only /v1 paths are guarded by --api-key)."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403."""
+
+
+class NotFoundError(APIStatusError):
+    """404 on a route that is not a dev route."""
+
+
+class DevModeDisabledError(NotFoundError):
+    """404 on a dev route: the server was started without VLLM_SERVER_DEV_MODE=1."""
+
+
+class MethodNotAllowedError(APIStatusError):
+    """405: the route exists but not for this HTTP method (older or newer server?)."""
+
+
+class ConflictError(APIStatusError):
+    """409."""
+
+
+class InternalServerError(APIStatusError):
+    """5xx that is not an engine call failure."""
+
+
+class EngineCallError(InternalServerError):
+    """500 because an engine utility method raised.
+
+    `.method` is the engine method (e.g. "reset_prefix_cache"), `.engine_message` the engine's own message;
+    the HTTP method is in `.http_method`.
+    """
+
+    def __init__(self, message: str, *, engine_method: str, engine_message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.method = engine_method
+        self.engine_message = engine_message
+
+
+class ServiceUnavailableError(InternalServerError):
+    """503 (for example a completion while the server is paused)."""
+
+
+class EngineDeadError(ServiceUnavailableError):
+    """503 from /health: the engine core reported itself dead; restart the server."""
+
+
+class WaitTimeoutError(DevClientError, TimeoutError):
+    """A wait_until_* deadline passed before the server reached the wanted state."""
+
+    def __init__(self, message: str, *, waited_s: float, last: object = None) -> None:
+        super().__init__(message)
+        self.waited_s = waited_s
+        self.last = last
+
+
+class BarrierTimeoutError(WaitTimeoutError):
+    """reset_prefix_cache never answered success before the deadline."""
+
+    def __init__(
+        self, message: str, *, waited_s: float, attempts: int, engine_steps: int, last: object
+    ) -> None:
+        super().__init__(message, waited_s=waited_s, last=last)
+        self.attempts = attempts
+        self.engine_steps = engine_steps
+
+
+class BarrierUnsupportedError(DevClientError):
+    """The server answers /reset_prefix_cache with a bare 200: it cannot say whether the reset happened."""
+
+
+# Both frontends embed the engine's own message: Python "Call to m method failed: msg",
+# Rust "failed to call /route: utility call `m` failed (call_id=N): Call to m method failed: msg".
+_ENGINE_FAILURE = re.compile(r"Call to (?P<method>[\w.]+) method failed: (?P<msg>.*)", re.DOTALL)
+_RUST_UTILITY = re.compile(r"utility call `(?P<method>[\w.]+)` failed[^:]*: (?P<msg>.*)", re.DOTALL)
+_RUST_QUERY_PARAM = re.compile(r"query string: (?P<param>\w+):")
+
+
+def detect_frontend(response: httpx.Response) -> Frontend:
+    """Which frontend answered, from what each one always sends (uvicorn names itself, axum does not)."""
+    server = response.headers.get("server", "")
+    if "uvicorn" in server.lower():
+        return "python"
+    if not server:
+        return "rust"
+    return "unknown"
+
+
+def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
+    """(message, error type, param) from any of the error bodies the two frontends send."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return (body.strip() or None), None, None
+    if not isinstance(data, dict):
+        return body.strip() or None, None, None
+    err = data.get("error")
+    if isinstance(err, dict):
+        param = err.get("param")
+        return _text(err.get("message")), _text(err.get("type")), _text(param)
+    if isinstance(err, str):
+        return err, None, None
+    detail = data.get("detail")
+    if isinstance(detail, str):
+        return detail, None, None
+    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        # FastAPI validation errors: [{"loc": ["query", "level"], "msg": ...}]
+        first = detail[0]
+        loc = first.get("loc")
+        param = ".".join(str(p) for p in loc) if isinstance(loc, list) else None
+        return _text(first.get("msg")), None, param
+    if "message" in data:
+        return _text(data.get("message")), _text(data.get("type")), _text(data.get("param"))
+    return None, None, None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def error_from_response(response: httpx.Response, *, path: str, dev_route: bool) -> APIStatusError:
+    """The typed error for a non-2xx answer. Never fails on odd bodies (HTML, plain text, empty)."""
+    status = response.status_code
+    method = response.request.method
+    body = response.text
+    frontend = detect_frontend(response)
+    message, _type, param = _error_fields(body)
+    kw: dict[str, Any] = {
+        "status_code": status,
+        "method": method,
+        "path": path,
+        "body": body,
+        "frontend": frontend,
+        "param": param,
+    }
+    if status in (400, 422):
+        if param is None and message:
+            m = _RUST_QUERY_PARAM.search(message)
+            param = m.group("param") if m else None
+            kw["param"] = param
+        return BadRequestError(message or "bad request", **kw)
+    if status == 401:
+        return AuthenticationError(message or "unauthorized: pass api_key= or set VLLM_API_KEY", **kw)
+    if status == 403:
+        return PermissionDeniedError(message or "forbidden", **kw)
+    if status == 404:
+        if dev_route:
+            return DevModeDisabledError(
+                f"{path} is a development route and the server does not serve it: "
+                "start the server with VLLM_SERVER_DEV_MODE=1",
+                **kw,
+            )
+        return NotFoundError(message or "not found", **kw)
+    if status == 405:
+        allow = response.headers.get("allow")
+        hint = f"; allowed: {allow}" if allow else ""
+        return MethodNotAllowedError(f"{method} is not allowed on {path}{hint}", **kw)
+    if status == 409:
+        return ConflictError(message or "conflict", **kw)
+    if status == 503 and path == "/health":
+        return EngineDeadError("the engine is dead (/health answered 503): restart the server", **kw)
+    if status >= 500 and message:
+        engine = _ENGINE_FAILURE.search(message)
+        if engine:
+            return EngineCallError(
+                message,
+                engine_method=engine.group("method"),
+                engine_message=engine.group("msg").strip(),
+                **kw,
+            )
+        rust = _RUST_UTILITY.search(message)
+        if rust:
+            return EngineCallError(
+                message, engine_method=rust.group("method"), engine_message=rust.group("msg").strip(), **kw
+            )
+    if status == 503:
+        return ServiceUnavailableError(message or "service unavailable", **kw)
+    if status >= 500:
+        return InternalServerError(message or f"server error {status}", **kw)
+    return APIStatusError(message or f"unexpected status {status}", **kw)

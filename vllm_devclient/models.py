@@ -1,0 +1,123 @@
+"""Typed answers. Every model keeps fields it does not know, so a newer server never breaks parsing."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AbortRequestsResult",
+    "BarrierResult",
+    "KVEventSource",
+    "MessageResult",
+    "ModelCard",
+    "ModelList",
+    "ResetPrefixCacheResult",
+    "ServerInfo",
+    "SleepResult",
+    "StatusResult",
+    "VersionInfo",
+    "WakeUpResult",
+    "WeightInfo",
+    "WeightVersionResult",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class VersionInfo(_Model):
+    version: str
+    rust_frontend_version: str | None = None
+
+    @property
+    def frontend(self) -> Literal["python", "rust"]:
+        """The Rust frontend adds rust_frontend_version to /version; the Python one does not."""
+        return "rust" if self.rust_frontend_version is not None else "python"
+
+
+class ModelCard(_Model):
+    id: str
+    object: str = "model"
+    owned_by: str | None = None
+    root: str | None = None
+    max_model_len: int | None = None
+
+
+class ModelList(_Model):
+    object: str = "list"
+    data: list[ModelCard] = Field(default_factory=list)
+
+
+class ResetPrefixCacheResult(_Model):
+    """`success` is None only when an old server answered a bare 200 and so could not say."""
+
+    success: bool | None
+    status_code: int = 200
+
+
+class SleepResult(_Model):
+    status: str | None = None
+    level: int | None = None
+
+
+class WakeUpResult(_Model):
+    """A partial wake (some tags still asleep) answers status "sleeping"."""
+
+    status: str | None = None
+    tags: list[str] | None = None
+
+    @property
+    def awake(self) -> bool | None:
+        """True when the engine is fully awake; None when an old server did not say."""
+        return None if self.status is None else self.status == "awake"
+
+
+class StatusResult(_Model):
+    status: str | None = None
+
+
+class AbortRequestsResult(_Model):
+    status: str | None = None
+    aborted: int | None = None
+
+
+class MessageResult(_Model):
+    message: str | None = None
+
+
+class WeightVersionResult(_Model):
+    success: bool | None = None
+    new_version: str | None = None
+
+
+class WeightInfo(_Model):
+    weight_version: str | None = None
+
+
+class ServerInfo(_Model):
+    """`vllm_config` is a dict with config_format="json", a string with "text"."""
+
+    vllm_config: dict[str, Any] | str | None = None
+    vllm_env: dict[str, Any] = Field(default_factory=dict)
+    system_env: dict[str, Any] = Field(default_factory=dict)
+
+
+class KVEventSource(_Model):
+    """Where one data-parallel rank publishes its KV-cache events."""
+
+    endpoint: str = "tcp://*:5557"
+    replay_endpoint: str | None = None
+    topic: str = ""
+    enable_kv_cache_events: bool | None = None
+    publisher: str | None = None
+
+
+class BarrierResult(_Model):
+    """What reset_prefix_cache_until_success did before the reset went through."""
+
+    attempts: int
+    engine_steps: int
+    elapsed_s: float
