@@ -40,13 +40,13 @@ RUST_ENGINE_MSG = (
                     "error": {
                         "message": "Input should be 0, 1 or 2",
                         "type": "Bad Request",
-                        "param": "query.level",
+                        "param": "level",
                     }
                 },
             ),
             BadRequestError,
             "python",
-            "query.level",
+            "level",
         ),
         (
             rust(
@@ -76,7 +76,7 @@ RUST_ENGINE_MSG = (
             python(422, json={"detail": [{"loc": ["query", "mode"], "msg": "bad mode"}]}),
             BadRequestError,
             "python",
-            "query.mode",
+            "mode",
         ),
         (python(401, json={"error": "Unauthorized"}), AuthenticationError, "python", None),
         (python(404, json={"detail": "Not Found"}), DevModeDisabledError, "python", None),
@@ -199,13 +199,13 @@ async def test_retries_are_bounded(dc: Either, mock: respx.MockRouter) -> None:
 async def test_non_idempotent_route_is_never_resent_after_it_may_have_arrived(
     dc: Either, mock: respx.MockRouter
 ) -> None:
-    route = mock.post("/collective_rpc").mock(side_effect=[rust(503), rust(200, json={"results": [1]})])
-    with pytest.raises(ServiceUnavailableError):
+    route = mock.post("/collective_rpc").mock(side_effect=httpx.ReadError("connection reset"))
+    with pytest.raises(APIConnectionError):
         await dc.collective_rpc("m")
     assert route.call_count == 1
     route.reset()
-    route.mock(side_effect=httpx.ReadError("connection reset"))
-    with pytest.raises(APIConnectionError):
+    route.mock(side_effect=[rust(503), rust(200, json={"results": [1]})])
+    with pytest.raises(ServiceUnavailableError):
         await dc.collective_rpc("m")
     assert route.call_count == 1
 
@@ -273,3 +273,23 @@ def test_connection_refused_is_typed() -> None:
     ):
         client.health()
     assert not isinstance(info.value, APITimeoutError)
+
+
+async def test_connection_dropped_after_a_500_is_resent_once(dc: Either, mock: respx.MockRouter) -> None:
+    # The Python frontend closes its keep-alive connection after an engine-error 500: the next request on
+    # it is reset without being processed, so even a non-idempotent route is resent (once).
+    mock.post("/reset_prefix_cache").mock(return_value=python(500, json={"error": {"message": "x"}}))
+    rpc = mock.post("/collective_rpc").mock(
+        side_effect=[httpx.ReadError("connection reset by peer"), python(200, json={"results": [None]})]
+    )
+    with pytest.raises(InternalServerError):
+        await dc.reset_prefix_cache()
+    assert await dc.collective_rpc("m") == [None]
+    assert rpc.call_count == 2
+
+
+async def test_reset_without_a_preceding_500_is_not_resent(dc: Either, mock: respx.MockRouter) -> None:
+    rpc = mock.post("/collective_rpc").mock(side_effect=httpx.ReadError("connection reset by peer"))
+    with pytest.raises(APIConnectionError):
+        await dc.collective_rpc("m")
+    assert rpc.call_count == 1

@@ -38,6 +38,7 @@ T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+_STALE_SIGNS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class _NotGiven:
@@ -78,6 +79,8 @@ class _BaseClient(Generic[H]):
         self._retry = RetryPolicy(max_retries=max_retries)
         self._owns_http = http_client is None
         self._models = ModelCache(model)
+        # Set after a 5xx: the server may have closed the connection it answered on (uvicorn does).
+        self._pool_suspect = False
 
     def __repr__(self) -> str:
         key = ", api_key=<set>" if self._api_key else ""
@@ -106,6 +109,16 @@ class _BaseClient(Generic[H]):
             headers=self._headers(),
             timeout=effect.timeout if effect.timeout is not None else httpx.Timeout(None),
         )
+
+    def _received(self, response: httpx.Response) -> httpx.Response:
+        self._pool_suspect = response.status_code >= 500
+        return response
+
+    def _failed(self, exc: httpx.HTTPError) -> BaseException:
+        if self._pool_suspect and isinstance(exc, _STALE_SIGNS):
+            self._pool_suspect = False
+            return ops.StaleConnection(exc)
+        return exc
 
     def _call(self, ep: Endpoint[T], timeout: TimeoutArg) -> Operation[T]:
         return ops.call(ep, timeout=self._timeout(timeout), retry=self._retry)
@@ -177,9 +190,9 @@ class DevClient(_BaseClient[httpx.Client]):
                 if isinstance(effect, Sleep):
                     time.sleep(effect.seconds)
                 else:
-                    outcome = self._http.send(self._build(effect))
+                    outcome = self._received(self._http.send(self._build(effect)))
             except httpx.HTTPError as exc:
-                error = exc
+                error = self._failed(exc)
             effect, result = _advance(op, outcome, error)
         return cast(T, result)
 
@@ -411,9 +424,9 @@ class AsyncDevClient(_BaseClient[httpx.AsyncClient]):
                 if isinstance(effect, Sleep):
                     await asyncio.sleep(effect.seconds)
                 else:
-                    outcome = await self._http.send(self._build(effect))
+                    outcome = self._received(await self._http.send(self._build(effect)))
             except httpx.HTTPError as exc:
-                error = exc
+                error = self._failed(exc)
             effect, result = _advance(op, outcome, error)
         return cast(T, result)
 

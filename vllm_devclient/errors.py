@@ -184,6 +184,7 @@ class BarrierUnsupportedError(DevClientError):
 _ENGINE_FAILURE = re.compile(r"Call to (?P<method>[\w.]+) method failed: (?P<msg>.*)", re.DOTALL)
 _RUST_UTILITY = re.compile(r"utility call `(?P<method>[\w.]+)` failed[^:]*: (?P<msg>.*)", re.DOTALL)
 _RUST_QUERY_PARAM = re.compile(r"query string: (?P<param>\w+):")
+_LOCATION_PREFIX = re.compile(r"^(query|body|path|header)\.")
 
 
 def detect_frontend(response: httpx.Response) -> Frontend:
@@ -247,7 +248,8 @@ def error_from_response(response: httpx.Response, *, path: str, dev_route: bool)
         if param is None and message:
             m = _RUST_QUERY_PARAM.search(message)
             param = m.group("param") if m else None
-            kw["param"] = param
+        # Python names it "query.level", Rust "level": report the bare name on both.
+        kw["param"] = _LOCATION_PREFIX.sub("", param) if param else None
         return BadRequestError(message or "bad request", **kw)
     if status == 401:
         return AuthenticationError(message or "unauthorized: pass api_key= or set VLLM_API_KEY", **kw)

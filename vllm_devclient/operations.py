@@ -66,6 +66,18 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.initial_delay * 2**retry))
 
 
+class StaleConnection(Exception):
+    """A pooled connection the server had already dropped; the request on it was never processed.
+
+    The Python frontend closes the keep-alive connection after answering an engine-error 500, so the next
+    request on that connection is reset. The drivers report such a failure as this, and `call` resends once.
+    """
+
+    def __init__(self, cause: httpx.TransportError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 # The request never left the machine: safe to resend on any route.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
@@ -92,12 +104,21 @@ def _has_request(exc: httpx.HTTPError) -> bool:
 def call(ep: Endpoint[T], *, timeout: Timeout, retry: RetryPolicy) -> Operation[T]:
     """One route call with retries where repeating is safe."""
     attempt = 0
+    resent_stale = False
     while True:
         cause: BaseException | None = None
         try:
             response: httpx.Response = yield Transmit(ep, timeout)
+        except StaleConnection as stale:
+            if not resent_stale:
+                resent_stale = True
+                log.debug("resending %s %s on a fresh connection: %s", ep.method, ep.path, stale)
+                continue
+            error: DevClientError = _connection_error(stale.cause, ep)
+            cause = stale.cause
+            may_retry = ep.idempotent
         except httpx.HTTPError as exc:
-            error: DevClientError = _connection_error(exc, ep)
+            error = _connection_error(exc, ep)
             cause = exc
             may_retry = ep.idempotent or isinstance(exc, _NOT_SENT)
         else:
@@ -285,6 +306,7 @@ __all__ = [
     "ModelCache",
     "RetryPolicy",
     "Sleep",
+    "StaleConnection",
     "Transmit",
     "call",
     "reset_prefix_cache_until_success",
