@@ -1,0 +1,95 @@
+"""Test harness: run the real vLLM frontends against a scripted fake engine core.
+
+Test your own control code against both vLLM HTTP frontends on a machine without a GPU::
+
+    from vllm_devclient.testing import RustFrontend, Return
+
+    with RustFrontend() as fe:
+        fe.engine.script("reset_prefix_cache", [Return(False), Return(True)])
+        ...  # call fe.base_url with your client; inspect fe.engine.calls
+
+Needs the ``testing`` extra (pyzmq, msgspec, tokenizers) and a vLLM install (``bash
+scripts/setup.sh`` in a checkout). Names are imported lazily so that loading the pytest plugin
+costs nothing when the fixtures are not used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import (
+        Action,
+        Delay,
+        EngineCall,
+        EngineStartupError,
+        FinishReason,
+        Hang,
+        Raise,
+        Return,
+        ScriptedEngine,
+    )
+    from .frontends import (
+        INSTALL_HINT,
+        Frontend,
+        FrontendStartupError,
+        PythonFrontend,
+        RustFrontend,
+        VllmNotInstalledError,
+        find_vllm_rs,
+    )
+    from .model_dir import make_model_dir
+
+_EXPORTS = {
+    "Action": "engine",
+    "Delay": "engine",
+    "EngineCall": "engine",
+    "EngineStartupError": "engine",
+    "FinishReason": "engine",
+    "Hang": "engine",
+    "Raise": "engine",
+    "Return": "engine",
+    "ScriptedEngine": "engine",
+    "INSTALL_HINT": "frontends",
+    "Frontend": "frontends",
+    "FrontendStartupError": "frontends",
+    "PythonFrontend": "frontends",
+    "RustFrontend": "frontends",
+    "VllmNotInstalledError": "frontends",
+    "find_vllm_rs": "frontends",
+    "make_model_dir": "model_dir",
+}
+
+__all__ = [
+    "INSTALL_HINT",
+    "Action",
+    "Delay",
+    "EngineCall",
+    "EngineStartupError",
+    "FinishReason",
+    "Frontend",
+    "FrontendStartupError",
+    "Hang",
+    "PythonFrontend",
+    "Raise",
+    "Return",
+    "RustFrontend",
+    "ScriptedEngine",
+    "VllmNotInstalledError",
+    "find_vllm_rs",
+    "make_model_dir",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

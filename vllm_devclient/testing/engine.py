@@ -1,0 +1,680 @@
+"""A scripted fake vLLM engine core that the real frontends can talk to.
+
+Both vLLM frontends (the Python FastAPI server and the Rust ``vllm-rs`` binary) reach their
+engine core over ZMQ with msgpack payloads. :class:`ScriptedEngine` speaks that protocol from a
+background thread, with no vllm or torch import, so the real frontends can be driven on a
+machine without a GPU: dev routes become scripted utility calls, and completions are answered
+with generated tokens.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib.metadata
+import itertools
+import os
+import queue
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+import zmq
+
+__all__ = [
+    "Action",
+    "Delay",
+    "EngineCall",
+    "EngineStartupError",
+    "FinishReason",
+    "Hang",
+    "Raise",
+    "Return",
+    "ScriptedEngine",
+]
+
+# Request types: the first frame of every frontend -> engine message.
+_ADD: Final = b"\x00"
+_ABORT: Final = b"\x01"
+_START_DP_WAVE: Final = b"\x02"
+_UTILITY: Final = b"\x03"
+ENGINE_CORE_DEAD: Final = b"ENGINE_CORE_DEAD"
+
+
+class FinishReason:
+    """Finish reasons as the engine sends them (``vllm.v1.engine.FinishReason``)."""
+
+    STOP: Final = 0
+    LENGTH: Final = 1
+    ABORT: Final = 2
+    ERROR: Final = 3
+
+
+@dataclass(frozen=True)
+class Return:
+    """Answer the call with ``value`` (must be msgpack-encodable)."""
+
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Raise:
+    """Fail the call; the frontend sees ``Call to <method> method failed: <message>``."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Answer with ``value`` after ``seconds``."""
+
+    seconds: float
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Never answer the call (neither frontend times it out; the HTTP client must)."""
+
+
+Action: TypeAlias = Return | Raise | Delay | Hang
+
+# What a connect step yields: input addresses, output addresses, the handshake socket (if any).
+_Addresses: TypeAlias = "tuple[list[str], list[str], zmq.Socket[bytes] | None]"
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """One message the engine received from a frontend.
+
+    ``kind`` is ``"utility"`` (``method`` is the utility method name, ``args`` its positional
+    arguments), ``"add"`` (``method`` is ``"add_request"``, ``args`` is ``(request_id,
+    sampling_params)``) or ``"abort"`` (``method`` is ``"abort_requests"``, ``args`` is
+    ``(request_ids,)``).
+    """
+
+    kind: Literal["utility", "add", "abort"]
+    method: str
+    args: tuple[Any, ...]
+    time: float
+    call_id: int | None = None
+    client_index: int = 0
+
+
+class EngineStartupError(RuntimeError):
+    """The scripted engine could not register with its frontend."""
+
+
+def _default_results() -> dict[str, Any]:
+    # What the real engine answers when nothing is wrong; the Rust frontend checks result types
+    # strictly, so bool methods must answer bools and string methods strings.
+    return {
+        "reset_prefix_cache": True,
+        "is_sleeping": False,
+        "is_scheduler_paused": False,
+        "wake_up": True,
+        "collective_rpc": [None],
+        "get_supported_tasks": ["generate"],
+        "get_weight_version": "default",
+        "compute_weight_checksums": [{}],
+        "list_loras": [],
+        "add_lora": True,
+        "remove_lora": True,
+        "pin_lora": True,
+    }
+
+
+# collective_rpc answers per worker method: the Rust /weight_checker checks for maps.
+_RPC_DEFAULTS: Final[Mapping[str, Any]] = {"compute_weight_checksums": [{}]}
+
+# Methods whose "abort" mode ends in-flight requests in the real engine.
+_PAUSING_METHODS: Final = frozenset({"pause_generation", "pause_scheduler", "sleep"})
+
+
+def _installed_vllm_version() -> str:
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.33.0"
+
+
+@dataclass
+class _Held:
+    request_id: str
+    client_index: int
+    num_tokens: int
+
+
+@dataclass(order=True)
+class _Pending:
+    due: float
+    seq: int
+    client_index: int = field(compare=False)
+    payload: bytes = field(compare=False)
+
+
+class ScriptedEngine:
+    """A fake engine core answering both vLLM frontends from per-method scripts.
+
+    Use :meth:`start_handshake` (frontend waits for a headless engine: Python ``vllm serve
+    --data-parallel-size-local 0``) or :meth:`start_direct` (``vllm-rs frontend`` with
+    inherited listeners), then :meth:`wait_registered`. Everything else is safe to call from any
+    thread while the engine runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_model_len: int = 128,
+        num_gpu_blocks: int = 1024,
+        block_size: int = 16,
+        rank: int = 0,
+        token_ids: Sequence[int] = (74, 71, 78, 78, 81),
+        kv_events_config: Mapping[str, Any] | None = None,
+        enable_sleep_mode: bool = True,
+        weight_transfer_backend: str | None = None,
+        ready_overrides: Mapping[str, Any] | None = None,
+        stateful: bool = False,
+    ) -> None:
+        """Create an engine (not yet connected).
+
+        ``token_ids`` are cycled to answer generation requests; they must exist in the
+        tokenizer. ``ready_overrides`` replaces fields of the ready response. With
+        ``stateful=True`` unscripted ``is_sleeping``/``is_scheduler_paused`` follow earlier
+        ``sleep``/``wake_up``/``pause_generation``/``resume_scheduler`` calls.
+        """
+        if not token_ids:
+            raise ValueError("token_ids must name at least one token id")
+        self.rank = rank
+        self.token_ids: tuple[int, ...] = tuple(token_ids)
+        self.stateful = stateful
+        self._ready: dict[str, Any] = {
+            "max_model_len": max_model_len,
+            "num_gpu_blocks": num_gpu_blocks,
+            "block_size": block_size,
+            "dp_stats_address": None,
+            "dtype": "bfloat16",
+            "vllm_version": _installed_vllm_version(),
+            "world_size": 1,
+            "data_parallel_size": 1,
+            "tensor_parallel_size": 1,
+            "pipeline_parallel_size": 1,
+            "decode_context_parallel_size": 1,
+            "data_parallel_rank": rank,
+            "max_num_seqs": 256,
+            "max_num_batched_tokens": 2048,
+            "instance_id": uuid.uuid4().hex,
+            "supports_lora": False,
+            "max_loras": 0,
+            "mamba_block_size": None,
+            "kv_cache_size_tokens": num_gpu_blocks * block_size,
+            "kv_cache_max_concurrency": num_gpu_blocks * block_size / max_model_len,
+            "kv_events_config": dict(kv_events_config) if kv_events_config is not None else None,
+            "weight_transfer_backend": weight_transfer_backend,
+            "enable_sleep_mode": enable_sleep_mode,
+            "supports_draft_weight_updates": False,
+            "effective_attention_block_size": block_size,
+            "coord_store_port": 0,
+            "coordinator_input_address": None,
+            "coordinator_output_address": None,
+        }
+        if ready_overrides:
+            self._ready.update(ready_overrides)
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder()
+        self._lock = threading.Lock()
+        self._call_cond = threading.Condition(self._lock)
+        self._calls: list[EngineCall] = []
+        self._scripts: dict[str, list[Action]] = {}
+        self._requests_added = 0
+        self._held: dict[str, _Held] = {}
+        self._hung: dict[int, tuple[int, str]] = {}  # call_id -> (client_index, method)
+        # Messages the engine could not handle (it keeps running); empty when all is well.
+        self.errors: list[str] = []
+        self.hold_requests = False
+        self._state = {"sleeping": False, "paused": False}
+        self._dead = False
+        self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        # Closes the wake-up pipe even for an engine that is dropped without close().
+        self._close_fds = weakref.finalize(self, _close_fds, self._wake_r, self._wake_w)
+        self._stop = threading.Event()
+        self._registered = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._outputs: list[zmq.Socket[bytes]] = []
+        self._pending: list[_Pending] = []
+        self._seq = itertools.count()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def ready_response(self) -> dict[str, Any]:
+        """The registration map sent to the frontend (a copy)."""
+        return dict(self._ready)
+
+    def start_handshake(self, address: str) -> None:
+        """Register through the headless handshake at ``address`` (``tcp://HOST:RPC_PORT``)."""
+        self._start(lambda ctx: self._handshake(ctx, address))
+
+    def start_direct(self, input_address: str, output_address: str) -> None:
+        """Connect straight to a frontend's input (ROUTER) and output (PULL) listeners."""
+        self._start(lambda ctx: ([input_address], [output_address], None))
+
+    def wait_registered(self, timeout: float = 60.0) -> None:
+        """Block until the frontend has the ready response; raise if registration failed."""
+        deadline = time.monotonic() + timeout
+        while not self._registered.wait(0.05):
+            if self._error is not None:
+                raise EngineStartupError(f"scripted engine failed to register: {self._error}")
+            if self._thread is None or not self._thread.is_alive():
+                raise EngineStartupError("scripted engine thread is not running")
+            if time.monotonic() > deadline:
+                raise EngineStartupError(f"scripted engine not registered after {timeout:.0f} s")
+        if self._error is not None:
+            raise EngineStartupError(f"scripted engine failed: {self._error}")
+
+    @property
+    def registered(self) -> bool:
+        """Whether the ready response went out to the frontend."""
+        return self._registered.is_set()
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the background thread and close every socket. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._thread is None or not self._thread.is_alive():
+            self._close_fds()
+
+    def __enter__(self) -> ScriptedEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ scripting
+
+    def script(self, method: str, actions: Action | Iterable[Action]) -> None:
+        """Replace ``method``'s script: actions are used in order, the last one sticks.
+
+        Safe while the engine runs; the next call of ``method`` uses the new script.
+        """
+        items = [actions] if isinstance(actions, Return | Raise | Delay | Hang) else list(actions)
+        if not items:
+            raise ValueError(f"script for {method!r} is empty: give at least one action")
+        for action in items:
+            if not isinstance(action, Return | Raise | Delay | Hang):
+                raise TypeError(
+                    f"script for {method!r}: {action!r} is not an action; "
+                    "use Return(value), Raise(message), Delay(seconds, value) or Hang()"
+                )
+            if isinstance(action, Return | Delay):
+                try:
+                    self._encoder.encode(action.value)
+                except (TypeError, msgspec.EncodeError) as exc:
+                    raise TypeError(
+                        f"script for {method!r}: {action.value!r} cannot be sent as msgpack ({exc})"
+                    ) from exc
+        with self._lock:
+            self._scripts[method] = items
+
+    def reset(self) -> None:
+        """Restore defaults: scripts, call log, counters; fail hung calls, finish held requests."""
+        with self._lock:
+            self._scripts.clear()
+            self._calls.clear()
+            self._requests_added = 0
+            self._state = {"sleeping": False, "paused": False}
+            self.hold_requests = False
+        self.release_requests()
+        self.release_hung()
+
+    def declare_dead(self) -> None:
+        """Tell the frontend the engine died (``ENGINE_CORE_DEAD``); later requests are ignored."""
+        self._command(self._send_dead)
+
+    @property
+    def dead(self) -> bool:
+        """Whether :meth:`declare_dead` was called."""
+        return self._dead
+
+    def release_hung(self, message: str = "released by ScriptedEngine") -> None:
+        """Fail every call that a ``Hang()`` left unanswered, so no frontend handler stays stuck.
+
+        The HTTP clients have usually given up already; this lets the frontend finish (and shut
+        down) cleanly.
+        """
+        self._command(lambda: self._fail_hung(message))
+
+    @property
+    def hung_calls(self) -> int:
+        """How many calls are waiting forever because of ``Hang()``."""
+        with self._lock:
+            return len(self._hung)
+
+    def release_requests(self, finish_reason: int = FinishReason.LENGTH) -> None:
+        """Finish every held generation request (see ``hold_requests``)."""
+        self._command(lambda: self._finish_held(None, finish_reason))
+
+    # ------------------------------------------------------------------ call log
+
+    @property
+    def calls(self) -> list[EngineCall]:
+        """Every message received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._calls)
+
+    def calls_for(self, method: str) -> list[EngineCall]:
+        """The received calls of one utility method (or ``add_request``/``abort_requests``)."""
+        with self._lock:
+            return [c for c in self._calls if c.method == method]
+
+    def clear_calls(self) -> None:
+        """Forget the call log and the added-request count."""
+        with self._lock:
+            self._calls.clear()
+            self._requests_added = 0
+
+    @property
+    def requests_added(self) -> int:
+        """How many ADD (generation) requests arrived since the last reset."""
+        with self._lock:
+            return self._requests_added
+
+    @property
+    def held_request_ids(self) -> list[str]:
+        """Generation requests kept open because ``hold_requests`` is set."""
+        with self._lock:
+            return list(self._held)
+
+    def wait_for_call(self, method: str, timeout: float = 10.0, count: int = 1) -> EngineCall:
+        """Block until ``count`` calls of ``method`` were logged; return the latest one."""
+        deadline = time.monotonic() + timeout
+        with self._call_cond:
+            while True:
+                found = [c for c in self._calls if c.method == method]
+                if len(found) >= count:
+                    return found[-1]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"engine saw {len(found)} call(s) of {method!r} within {timeout} s, expected {count}"
+                    )
+                self._call_cond.wait(left)
+
+    # ------------------------------------------------------------------ thread side
+
+    def _start(self, connect: Callable[[zmq.Context[zmq.Socket[bytes]]], _Addresses]) -> None:
+        if self._thread is not None:
+            raise RuntimeError("ScriptedEngine was already started; create a new one")
+        if self._closed:
+            raise RuntimeError("ScriptedEngine is closed")
+        self._thread = threading.Thread(target=self._run, args=(connect,), name="ScriptedEngine", daemon=True)
+        self._thread.start()
+
+    def _wake(self) -> None:
+        if not self._close_fds.alive:
+            return  # the fd numbers may belong to someone else by now
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass  # pipe full (loop already woken) or closed
+
+    def _command(self, fn: Callable[[], None]) -> None:
+        self._commands.put(fn)
+        self._wake()
+
+    def _handshake(self, ctx: zmq.Context[zmq.Socket[bytes]], address: str) -> _Addresses:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, self._identity)
+        sock.setsockopt(zmq.LINGER, 5000)
+        sock.connect(address)
+        sock.send(self._encoder.encode({"status": "HELLO", "local": False, "headless": True}))
+        # The frontend may bind its handshake socket seconds later; ZMQ reconnects meanwhile.
+        while not sock.poll(100):
+            if self._stop.is_set():
+                sock.close(0)
+                raise _Stopped
+        init = self._decoder.decode(sock.recv())
+        addresses = init["addresses"]
+        if addresses.get("coordinator_input") is not None:
+            sock.close(0)
+            raise EngineStartupError(
+                "the frontend expects a data-parallel coordinator (data-parallel size > 1); "
+                "ScriptedEngine serves data-parallel size 1 only"
+            )
+        return list(addresses["inputs"]), list(addresses["outputs"]), sock
+
+    @property
+    def _identity(self) -> bytes:
+        return self.rank.to_bytes(2, "little")
+
+    def _run(self, connect: Callable[[zmq.Context[zmq.Socket[bytes]]], _Addresses]) -> None:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        inputs: list[zmq.Socket[bytes]] = []
+        handshake: zmq.Socket[bytes] | None = None
+        try:
+            input_addrs, output_addrs, handshake = connect(ctx)
+            for addr in output_addrs:
+                out = ctx.socket(zmq.PUSH)
+                out.setsockopt(zmq.LINGER, 0)
+                out.connect(addr)
+                self._outputs.append(out)
+            ready = self._encoder.encode(self._ready)
+            for addr in input_addrs:
+                sock = ctx.socket(zmq.DEALER)
+                sock.setsockopt(zmq.IDENTITY, self._identity)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(addr)
+                sock.send(ready)
+                inputs.append(sock)
+            if handshake is not None:
+                handshake.send(self._encoder.encode({"status": "READY", "local": False, "headless": True}))
+            self._registered.set()
+            self._loop(inputs)
+        except _Stopped:
+            pass
+        except BaseException as exc:  # surfaced by wait_registered
+            self._error = exc
+        finally:
+            if handshake is not None:
+                handshake.close(0)
+            for sock in inputs + self._outputs:
+                sock.close(0)
+            ctx.term()
+
+    def _loop(self, inputs: list[zmq.Socket[bytes]]) -> None:
+        poller = zmq.Poller()
+        for sock in inputs:
+            poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        while not self._stop.is_set():
+            timeout_ms: int | None = None
+            if self._pending:
+                timeout_ms = max(0, int((self._pending[0].due - time.monotonic()) * 1000) + 1)
+            for sock, _ in poller.poll(timeout_ms):
+                if sock == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                assert isinstance(sock, zmq.Socket)
+                while True:
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    try:
+                        self._handle(frames)
+                    except Exception as exc:  # one bad message must not kill the engine
+                        with self._lock:
+                            self.errors.append(f"{type(exc).__name__}: {exc} (frames: {frames!r:.200})")
+            while True:
+                try:
+                    cmd = self._commands.get_nowait()
+                except queue.Empty:
+                    break
+                cmd()
+            now = time.monotonic()
+            while self._pending and self._pending[0].due <= now:
+                item = heapq.heappop(self._pending)
+                self._send(item.client_index, item.payload)
+
+    def _send(self, client_index: int, payload: bytes) -> None:
+        if self._dead or not self._outputs:
+            return
+        out = self._outputs[client_index if client_index < len(self._outputs) else 0]
+        out.send(payload)
+
+    def _send_dead(self) -> None:
+        for out in self._outputs:
+            out.send(ENGINE_CORE_DEAD)
+        self._dead = True
+
+    def _log(self, call: EngineCall) -> None:
+        with self._call_cond:
+            self._calls.append(call)
+            if call.kind == "add":
+                self._requests_added += 1
+            self._call_cond.notify_all()
+
+    def _handle(self, frames: list[bytes]) -> None:
+        if self._dead or len(frames) < 2:
+            return
+        kind, payload = frames[0], self._decoder.decode(frames[1])
+        if kind == _UTILITY:
+            client_index, call_id, method, args = payload
+            self._log(EngineCall("utility", method, tuple(args), time.time(), call_id, client_index))
+            self._utility(client_index, call_id, method, list(args))
+        elif kind == _ADD:
+            request_id, sampling = payload[0], payload[3] or {}
+            client_index = payload[11] if len(payload) > 11 and payload[11] is not None else 0
+            call = EngineCall("add", "add_request", (request_id, sampling), time.time(), None, client_index)
+            self._log(call)
+            self._add(request_id, client_index, sampling)
+        elif kind == _ABORT:
+            ids = list(payload)
+            self._log(EngineCall("abort", "abort_requests", (ids,), time.time()))
+            self._finish_held(ids, FinishReason.ABORT)
+        # START_DP_WAVE and anything else: nothing to do with one engine.
+
+    def _next_action(self, method: str) -> Action | None:
+        with self._lock:
+            script = self._scripts.get(method)
+            if not script:
+                return None
+            return script.pop(0) if len(script) > 1 else script[0]
+
+    def _default(self, method: str, args: list[Any]) -> Any:
+        with self._lock:
+            if self.stateful:
+                if method == "is_sleeping":
+                    return self._state["sleeping"] or self._state["paused"]
+                if method == "is_scheduler_paused":
+                    return self._state["paused"]
+            if method == "collective_rpc" and args and args[0] in _RPC_DEFAULTS:
+                return _RPC_DEFAULTS[args[0]]
+            return _default_results().get(method)
+
+    def _track_state(self, method: str, args: list[Any]) -> None:
+        with self._lock:
+            if method == "sleep":
+                level = args[0] if args else 1
+                self._state["paused"] = True
+                self._state["sleeping"] = level >= 1
+            elif method in ("pause_generation", "pause_scheduler"):
+                self._state["paused"] = True
+            elif method == "wake_up" or method == "resume_scheduler":
+                self._state = {"sleeping": False, "paused": False}
+        # Like the real engine, an "abort"-mode pause ends in-flight requests.
+        if method in _PAUSING_METHODS:
+            # sleep(level, mode); pause_generation/pause_scheduler(mode, clear_cache)
+            index = 1 if method == "sleep" else 0
+            mode = args[index] if len(args) > index else "abort"
+            if mode == "abort":
+                self._finish_held(None, FinishReason.ABORT)
+
+    def _utility(self, client_index: int, call_id: int, method: str, args: list[Any]) -> None:
+        action = self._next_action(method)
+        if isinstance(action, Hang):
+            with self._lock:
+                self._hung[call_id] = (client_index, method)
+            return
+        if isinstance(action, Raise):
+            reply = [call_id, f"Call to {method} method failed: {action.message}", None]
+            self._send(client_index, self._outputs_msg(utility=reply))
+            return
+        self._track_state(method, args)
+        value = self._default(method, args) if action is None else action.value
+        payload = self._outputs_msg(utility=[call_id, None, [None, value]])
+        if isinstance(action, Delay):
+            due = time.monotonic() + action.seconds
+            heapq.heappush(self._pending, _Pending(due, next(self._seq), client_index, payload))
+        else:
+            self._send(client_index, payload)
+
+    def _add(self, request_id: str, client_index: int, sampling: Mapping[str, Any]) -> None:
+        # SamplingParams omits defaults on the wire: a missing max_tokens is vLLM's 16.
+        max_tokens = sampling.get("max_tokens")
+        num = 16 if max_tokens is None else max(1, min(int(max_tokens), 4096))
+        if self.hold_requests:
+            with self._lock:
+                self._held[request_id] = _Held(request_id, client_index, num)
+            return
+        self._send(client_index, self._token_msg(request_id, num, FinishReason.LENGTH))
+
+    def _fail_hung(self, message: str) -> None:
+        with self._lock:
+            hung, self._hung = self._hung, {}
+        for call_id, (client_index, method) in hung.items():
+            reply = [call_id, f"Call to {method} method failed: {message}", None]
+            self._send(client_index, self._outputs_msg(utility=reply))
+
+    def _finish_held(self, ids: list[str] | None, reason: int) -> None:
+        with self._lock:
+            chosen = list(self._held) if ids is None else [i for i in ids if i in self._held]
+            items = [self._held.pop(i) for i in chosen]
+        for held in items:
+            num = held.num_tokens if reason == FinishReason.LENGTH else 0
+            self._send(held.client_index, self._token_msg(held.request_id, num, reason))
+
+    def _token_msg(self, request_id: str, num_tokens: int, reason: int) -> bytes:
+        tokens = [self.token_ids[i % len(self.token_ids)] for i in range(num_tokens)]
+        # EngineCoreOutput (array_like): request_id, new_token_ids, new_logprobs,
+        # new_prompt_logprobs_tensors, pooling_output, finish_reason, stop_reason.
+        output = [request_id, tokens, None, None, None, reason, None]
+        return self._encoder.encode([self.rank, [output], None, time.monotonic()])
+
+    def _outputs_msg(self, *, utility: list[Any]) -> bytes:
+        # EngineCoreOutputs (array_like): engine_index, outputs, scheduler_stats, timestamp,
+        # utility_output = [call_id, failure_message, [result_type, result] | None].
+        return self._encoder.encode([self.rank, [], None, time.monotonic(), utility])
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+class _Stopped(Exception):
+    """The engine was closed before it registered."""
