@@ -133,3 +133,14 @@ async def test_wait_until_sleeping_awake_paused(dc: Either, mock: respx.MockRout
     with pytest.raises(WaitTimeoutError, match="is_paused == true"):
         await dc.wait_until_paused(timeout=0.2, interval=0.01)
     await dc.wait_until_resumed(timeout=1.0)
+
+
+async def test_tries_that_time_out_end_in_barrier_timeout(dc: Either, mock: respx.MockRouter) -> None:
+    # A hung engine call: each try times out; the barrier still ends with its own typed error.
+    reset = mock.post("/reset_prefix_cache").mock(side_effect=httpx.ReadTimeout("hung"))
+    _completions(mock)
+    with pytest.raises(BarrierTimeoutError) as info:
+        await dc.reset_prefix_cache_until_success(timeout=0.3, request_timeout=0.05, interval=0.01)
+    assert info.value.attempts >= 1
+    assert reset.call_count >= info.value.attempts
+    assert "timed out" in str(info.value)

@@ -4,6 +4,8 @@ Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.gsm8
 so importing the package costs little more than importing httpx and pydantic.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .client import NOT_GIVEN, AsyncDevClient, DevClient
 from .errors import (
@@ -45,6 +47,21 @@ from .models import (
     WeightVersionResult,
 )
 
+if TYPE_CHECKING:
+    from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
+
+# The fleet is loaded on first use, like the other optional parts.
+_LAZY = {name: "fleet" for name in ("AsyncFleet", "Fleet", "FleetError", "FleetResult", "TargetOutcome")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "NOT_GIVEN",
     "APIConnectionError",
@@ -52,6 +69,7 @@ __all__ = [
     "APITimeoutError",
     "AbortRequestsResult",
     "AsyncDevClient",
+    "AsyncFleet",
     "AuthenticationError",
     "BadRequestError",
     "BarrierResult",
@@ -63,6 +81,9 @@ __all__ = [
     "DevModeDisabledError",
     "EngineCallError",
     "EngineDeadError",
+    "Fleet",
+    "FleetError",
+    "FleetResult",
     "InternalServerError",
     "InvalidParameterError",
     "KVEventSource",
@@ -78,6 +99,7 @@ __all__ = [
     "ServiceUnavailableError",
     "SleepResult",
     "StatusResult",
+    "TargetOutcome",
     "VersionInfo",
     "WaitTimeoutError",
     "WakeUpResult",

@@ -203,33 +203,44 @@ def reset_prefix_cache_until_success(
     start = time.monotonic()
     deadline = start + timeout
     attempts = steps = 0
-    last: ResetPrefixCacheResult | None = None
+    last: ResetPrefixCacheResult | APITimeoutError | None = None
     intervals = poll.intervals()
     ep = endpoints.reset_prefix_cache(reset_running_requests, reset_external)
     while True:
-        last = yield from call(ep, timeout=_try_timeout(request_timeout, deadline), retry=retry)
+        # A try that times out (busy or hung engine) counts as "not yet": only the deadline ends the barrier.
+        try:
+            last = yield from call(ep, timeout=_try_timeout(request_timeout, deadline), retry=retry)
+        except APITimeoutError as exc:
+            last = exc
         attempts += 1
-        if last.success is None:
-            raise BarrierUnsupportedError(
-                "the server answers /reset_prefix_cache with a bare 200, so the barrier cannot know "
-                "whether the prefix cache was reset; upgrade vLLM (>= 0.26) or reset without the barrier"
-            )
-        if last.success:
-            return BarrierResult(attempts=attempts, engine_steps=steps, elapsed_s=time.monotonic() - start)
+        if isinstance(last, ResetPrefixCacheResult):
+            if last.success is None:
+                raise BarrierUnsupportedError(
+                    "the server answers /reset_prefix_cache with a bare 200, so the barrier cannot know "
+                    "whether the prefix cache was reset; upgrade vLLM (>= 0.26) or reset without the barrier"
+                )
+            if last.success:
+                return BarrierResult(
+                    attempts=attempts, engine_steps=steps, elapsed_s=time.monotonic() - start
+                )
         if time.monotonic() >= deadline:
             break
         if step:
-            yield from step_engine(cache, timeout=_try_timeout(request_timeout, deadline), retry=retry)
-            steps += 1
+            try:
+                yield from step_engine(cache, timeout=_try_timeout(request_timeout, deadline), retry=retry)
+                steps += 1
+            except APITimeoutError as exc:
+                last = exc
         wait = min(next(intervals), deadline - time.monotonic())
         if wait > 0:
             yield Sleep(wait)
     elapsed = time.monotonic() - start
+    said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else f"{last}"
     raise BarrierTimeoutError(
         f"reset_prefix_cache did not succeed within {timeout:.1f}s: {attempts} attempts, "
         f"{steps} engine steps, "
-        f"last answer success={last.success if last else None}. Blocks are still held (running requests or "
-        "in-flight offload stores); raise the timeout or pass reset_running_requests=True",
+        f"last answer {said}. Blocks are still held (running requests or in-flight offload stores); "
+        "raise the timeout or pass reset_running_requests=True",
         waited_s=elapsed,
         attempts=attempts,
         engine_steps=steps,
