@@ -1,0 +1,309 @@
+"""vllm_devclient.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
+
+Nothing here reaches the internet: the data comes from the shared copy through VLLM_DEVCLIENT_GSM8K_DIR,
+and the download path is served by respx (which also refuses any request it was not told about).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import respx
+
+from vllm_devclient.errors import InvalidParameterError, NotFoundError, ResponseValidationError
+from vllm_devclient.gsm8k import (
+    DATA_DIR_ENV,
+    GSM8K_SHA256,
+    GSM8K_URLS,
+    STOP,
+    GSM8KDataError,
+    GSM8KItem,
+    build_prompts,
+    default_cache_dir,
+    evaluate_gsm8k,
+    evaluate_gsm8k_async,
+    extract_answer,
+    load_gsm8k,
+    load_split,
+)
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.frontends import RustFrontend
+
+SHARED = Path("/work/shared/data/gsm8k")
+MODELS = {"object": "list", "data": [{"id": "/models/smol", "object": "model"}]}
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[respx.MockRouter]:
+    """Every test: data from the shared copy, an empty private cache, and no real HTTP to GitHub."""
+    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED))
+    monkeypatch.setenv("VLLM_DEVCLIENT_CACHE_DIR", str(tmp_path / "cache"))
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        router.route(host="127.0.0.1").pass_through()  # the real frontend in the evaluator tests
+        yield router
+
+
+def test_checksums_pin_the_shared_copy() -> None:
+    for split in ("train", "test"):
+        assert hashlib.sha256((SHARED / f"{split}.jsonl").read_bytes()).hexdigest() == GSM8K_SHA256[split]
+
+
+def test_load_from_the_offline_folder() -> None:
+    train, test = load_gsm8k()
+    assert (len(train), len(test)) == (7473, 1319)
+    assert train[0].question.startswith("Natalia sold clips")
+    assert train[0].answer.endswith("#### 72")
+
+
+def test_data_dir_argument_beats_the_environment(tmp_path: Path) -> None:
+    shutil.copy(SHARED / "test.jsonl", tmp_path / "test.jsonl")
+    assert len(load_split("test", data_dir=tmp_path)) == 1319
+    with pytest.raises(GSM8KDataError, match=r"train\.jsonl"):
+        load_split("train", data_dir=tmp_path)
+
+
+def test_missing_offline_file_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(GSM8KDataError, match=DATA_DIR_ENV) as info:
+        load_split("test")
+    assert "test.jsonl" in str(info.value)
+
+
+def test_damaged_copy_fails_the_checksum(tmp_path: Path) -> None:
+    text = (SHARED / "test.jsonl").read_text().replace("Janet", "Jenny", 1)
+    (tmp_path / "test.jsonl").write_text(text)
+    with pytest.raises(GSM8KDataError, match="sha256"):
+        load_split("test", data_dir=tmp_path)
+    items = load_split("test", data_dir=tmp_path, verify=False)
+    assert items[0].question.startswith("Jenny")
+
+
+def test_bad_split_name() -> None:
+    with pytest.raises(InvalidParameterError):
+        load_split("validation")  # type: ignore[arg-type]
+
+
+def test_download_into_the_cache_once(monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV)
+    route = _offline.get(GSM8K_URLS["test"]).respond(200, content=(SHARED / "test.jsonl").read_bytes())
+    assert len(load_split("test")) == 1319
+    cached = default_cache_dir() / "test.jsonl"
+    assert cached.is_file()
+    assert len(load_split("test")) == 1319
+    assert route.call_count == 1  # the second load came from the cache
+
+
+def test_damaged_cache_is_downloaded_again(
+    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
+) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV)
+    cached = default_cache_dir() / "test.jsonl"
+    cached.parent.mkdir(parents=True)
+    cached.write_text('{"question": "x", "answer": "#### 1"}\n')
+    route = _offline.get(GSM8K_URLS["test"]).respond(200, content=(SHARED / "test.jsonl").read_bytes())
+    assert len(load_split("test")) == 1319
+    assert route.call_count == 1
+
+
+def test_wrong_download_is_rejected_and_not_cached(
+    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
+) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV)
+    _offline.get(GSM8K_URLS["test"]).respond(200, content=b'{"question": "q", "answer": "#### 1"}\n')
+    with pytest.raises(GSM8KDataError, match="sha256"):
+        load_split("test")
+    assert not (default_cache_dir() / "test.jsonl").exists()
+    assert list(default_cache_dir().iterdir()) == []  # no partial file left behind
+
+
+def test_failed_download_points_at_the_offline_setting(
+    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
+) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV)
+    _offline.get(GSM8K_URLS["train"]).mock(side_effect=httpx.ConnectError("no route to host"))
+    with pytest.raises(GSM8KDataError, match=DATA_DIR_ENV):
+        load_split("train")
+
+
+def test_no_download_when_forbidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV)
+    with pytest.raises(GSM8KDataError, match="download=False"):
+        load_split("test", download=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (" She makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18", 18),
+        ("The total is 1,234 dollars.", 1234),
+        ("first 3 then 4", 4),
+        ("no digits here", None),
+        ("", None),
+        ("answer 007", None),  # vLLM: ast.literal_eval("007") is a SyntaxError -> invalid
+        ("answer 00", 0),
+        ("-5 degrees", 5),  # vLLM takes digits only
+    ],
+)
+def test_extract_answer_scores_like_vllm(text: str, expected: int | None) -> None:
+    assert extract_answer(text) == expected
+
+
+def test_prompt_format_matches_vllm() -> None:
+    train = [GSM8KItem("What is 1+1?", "1+1=2\n#### 2"), GSM8KItem("What is 2+2?", "#### 4")]
+    test = [GSM8KItem("What is 3+3?", "#### 6"), GSM8KItem("And 5+5?", "#### 10")]
+    prompts = build_prompts(train, test, num_questions=5, num_shots=2)
+    assert len(prompts) == 2  # capped by the test set
+    assert prompts[0].prompt == (
+        "Question: What is 1+1?\nAnswer: 1+1=2\n#### 2\n\n"
+        "Question: What is 2+2?\nAnswer: #### 4\n\n"
+        "Question: What is 3+3?\nAnswer:"
+    )
+    assert [p.label for p in prompts] == [6, 10]
+    assert [p.index for p in prompts] == [0, 1]
+    with pytest.raises(InvalidParameterError):
+        build_prompts(train, test, 1, num_shots=3)
+
+
+def test_real_prompts_use_five_shots() -> None:
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 3)
+    assert prompts[0].prompt.count("Question: ") == 6
+    assert prompts[0].prompt.endswith(f"Question: {test[0].question}\nAnswer:")
+    assert prompts[0].label == 18
+
+
+# ---- the evaluator, against the real Rust frontend and a scripted engine --------------------------------
+
+
+@pytest.fixture(scope="module")
+def answering_18() -> Iterator[RustFrontend]:
+    # Token ids 19, 26 are "1" and "8" in the tiny test tokenizer: every answer is "18", which is right
+    # for test question 0 (Janet's ducks) only.
+    with RustFrontend(engine=ScriptedEngine(token_ids=(19, 26), max_model_len=4096)) as fe:
+        yield fe
+
+
+@pytest.mark.parametrize("concurrency", [1, None])
+def test_evaluate_against_the_real_frontend(answering_18: RustFrontend, concurrency: int | None) -> None:
+    result = evaluate_gsm8k(answering_18.base_url, num_questions=4, max_tokens=2, concurrency=concurrency)
+    assert [q.text for q in result.questions] == ["18"] * 4
+    assert [q.index for q in result.questions] == [0, 1, 2, 3]
+    assert result.questions[0].correct and not any(q.correct for q in result.questions[1:])
+    assert result.accuracy == 0.25
+    assert result.invalid_rate == 0.0
+    assert result.output_tokens == 8
+    assert result.concurrency == concurrency
+    assert result.latency_s > 0 and result.questions_per_s > 0 and result.output_tokens_per_s > 0
+    assert all(q.finish_reason == "length" for q in result.questions)
+    assert answering_18.engine.requests_added >= 4
+
+
+async def test_evaluate_async_with_a_model_name(answering_18: RustFrontend) -> None:
+    result = await evaluate_gsm8k_async(
+        answering_18.base_url, num_questions=2, max_tokens=1, model=answering_18.model, progress=False
+    )
+    assert result.texts == ["1", "1"]
+    assert result.invalid_rate == 0.0 and result.accuracy == 0.0
+
+
+def test_progress_bar_counts_every_question(
+    answering_18: RustFrontend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evaluate_gsm8k(answering_18.base_url, num_questions=3, max_tokens=1, progress=True)
+    assert "3/3" in capsys.readouterr().err
+
+
+async def test_concurrency_caps_requests_in_flight() -> None:
+    in_flight = peak = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return httpx.Response(200, json={"choices": [{"text": " 42", "finish_reason": "stop"}], "usage": {}})
+
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 12)
+    for limit, expected in ((2, 2), (1, 1), (None, 12)):
+        peak = 0
+        async with httpx.AsyncClient(
+            base_url="http://vllm.test", transport=httpx.MockTransport(handler)
+        ) as c:
+            result = await evaluate_gsm8k_async(
+                prompts=prompts, concurrency=limit, http_client=c, progress=False
+            )
+        assert peak == expected
+        assert result.num_questions == 12 and result.output_tokens == 0
+
+
+async def test_request_errors_are_typed() -> None:
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 2)
+
+    def not_found(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        return httpx.Response(404, json={"error": {"message": "model not found"}})
+
+    def garbage(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        return httpx.Response(200, json={"nothing": True})
+
+    def no_models(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"object": "list", "data": []})
+
+    for handler, error in (
+        (not_found, NotFoundError),
+        (garbage, ResponseValidationError),
+        (no_models, ResponseValidationError),
+    ):
+        async with httpx.AsyncClient(
+            base_url="http://vllm.test", transport=httpx.MockTransport(handler)
+        ) as c:
+            with pytest.raises(error):
+                await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False)
+
+
+async def test_model_comes_from_v1_models_unless_given() -> None:
+    # vLLM 0.26's Rust frontend answers 400 "missing field `model`" to a completion without one.
+    sent: list[str | None] = []
+
+    def strict(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        model = json.loads(request.content).get("model")
+        sent.append(model)
+        if model is None:
+            return httpx.Response(400, text="Failed to deserialize the JSON body: missing field `model`")
+        return httpx.Response(200, json={"choices": [{"text": " 18"}], "usage": {"completion_tokens": 1}})
+
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 2)
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(strict)) as c:
+        auto = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False)
+        given = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False, model="other")
+    assert sent == ["/models/smol", "/models/smol", "other", "other"]
+    assert auto.accuracy == 0.5 and given.output_tokens == 2
+
+
+async def test_bad_arguments() -> None:
+    with pytest.raises(InvalidParameterError, match="concurrency"):
+        await evaluate_gsm8k_async("http://x", concurrency=0)
+    with pytest.raises(InvalidParameterError, match="base_url"):
+        await evaluate_gsm8k_async(num_questions=1)
+
+
+def test_stop_strings_are_vllms() -> None:
+    assert STOP == ("Question", "Assistant:", "<|separator|>")
