@@ -1,0 +1,413 @@
+"""Timing helpers shared by the benchmarks: interleaved repetitions, median/p95, ratios, result rows.
+
+Every benchmark module exposes ``run(quick: bool = False) -> dict`` and returns ``result(...)``: a name, a
+one-paragraph method note and a list of ``row(...)`` dicts. A row compares a baseline with the SDK measured
+in the same run (``compare(...)``) or reports one number (``value(...)``). The runner (``__main__``) prints
+every row in one table and writes the same dicts as JSON.
+
+Interleaving: the variants of one comparison take turns in small blocks, in a shuffled order each round, so
+a slow phase of a noisy machine (another process, frequency scaling, a GC pause) hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import math
+import random
+import select
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RustServer",
+    "Stats",
+    "ainterleave",
+    "compare",
+    "interleave",
+    "median",
+    "p95",
+    "percentile",
+    "ratio",
+    "result",
+    "row",
+    "rust_available",
+    "value",
+]
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between closest ranks."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples) if samples else math.nan
+
+
+def p95(samples: Sequence[float]) -> float:
+    return percentile(samples, 95.0)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator; nan when the denominator is 0 or not a number (never raises)."""
+    if not denominator or math.isnan(denominator):
+        return math.nan
+    return numerator / denominator
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one variant's samples, in the samples' unit (seconds unless told otherwise)."""
+
+    n: int
+    median: float
+    p95: float
+    mean: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stats:
+        if not samples:
+            return cls(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+        return cls(
+            n=len(samples),
+            median=median(samples),
+            p95=p95(samples),
+            mean=statistics.fmean(samples),
+            min=min(samples),
+            max=max(samples),
+        )
+
+    def scaled(self, factor: float) -> Stats:
+        """The same summary in another unit (e.g. factor=1e6 for seconds -> microseconds)."""
+        return Stats(
+            self.n,
+            self.median * factor,
+            self.p95 * factor,
+            self.mean * factor,
+            self.min * factor,
+            self.max * factor,
+        )
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+MIN_ROUNDS = 3
+
+
+def _out_of_time(done_rounds: int, began: float, max_seconds: float | None) -> bool:
+    return max_seconds is not None and done_rounds >= MIN_ROUNDS and time.perf_counter() - began > max_seconds
+
+
+def _order(names: list[str], rng: random.Random, shuffle: bool) -> list[str]:
+    if shuffle:
+        rng.shuffle(names)
+    return names
+
+
+def interleave(
+    variants: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int,
+    per_round: int = 1,
+    warmup: int = 0,
+    shuffle: bool = True,
+    seed: int = 0,
+    max_seconds: float | None = None,
+) -> dict[str, list[float]]:
+    """Time each call of each variant (seconds); variants take turns, `per_round` calls at a time.
+
+    `warmup` calls of each variant run first and are not recorded (connection setup, caches, first-call
+    costs). `max_seconds` caps the wall time: no new round starts after it (at least 3 rounds run), so a
+    loaded machine gets fewer samples rather than a run that never ends. The young GC generation is
+    collected between blocks, not disabled: allocation cost is part of what a client costs, but a collection
+    triggered by another variant's garbage should not land in this one's block.
+    """
+    for fn in variants.values():
+        for _ in range(warmup):
+            fn()
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    clock = time.perf_counter
+    began = clock()
+    for n in range(rounds):
+        if _out_of_time(n, began, max_seconds):
+            break
+        for name in _order(names, rng, shuffle):
+            fn = variants[name]
+            out = samples[name]
+            gc.collect(0)
+            for _ in range(per_round):
+                start = clock()
+                fn()
+                out.append(clock() - start)
+    return samples
+
+
+async def ainterleave(
+    variants: Mapping[str, Callable[[], Awaitable[object]]],
+    *,
+    rounds: int,
+    per_round: int = 1,
+    warmup: int = 0,
+    shuffle: bool = True,
+    seed: int = 0,
+    max_seconds: float | None = None,
+) -> dict[str, list[float]]:
+    """`interleave` for coroutine functions, awaited one at a time on the running loop."""
+    for fn in variants.values():
+        for _ in range(warmup):
+            await fn()
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    clock = time.perf_counter
+    began = clock()
+    for n in range(rounds):
+        if _out_of_time(n, began, max_seconds):
+            break
+        for name in _order(names, rng, shuffle):
+            fn = variants[name]
+            out = samples[name]
+            gc.collect(0)
+            for _ in range(per_round):
+                start = clock()
+                await fn()
+                out.append(clock() - start)
+        await asyncio.sleep(0)
+    return samples
+
+
+def row(metric: str, **fields: Any) -> dict[str, Any]:
+    """A free-form table row: `metric` plus any JSON-able fields."""
+    return {"metric": metric, **fields}
+
+
+def compare(
+    metric: str,
+    *,
+    baseline_name: str,
+    baseline: Stats,
+    sdk: Stats,
+    unit: str = "us",
+    goal: str | None = None,
+    ok: bool | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A row comparing SDK and baseline (both already in `unit`); ratio = SDK median / baseline median."""
+    return row(
+        metric,
+        kind="compare",
+        baseline_name=baseline_name,
+        unit=unit,
+        baseline=baseline.as_dict(),
+        sdk=sdk.as_dict(),
+        ratio=ratio(sdk.median, baseline.median),
+        ratio_p95=ratio(sdk.p95, baseline.p95),
+        delta=sdk.median - baseline.median,
+        goal=goal,
+        ok=ok,
+        **extra,
+    )
+
+
+def value(
+    metric: str,
+    measured: float | int | str,
+    *,
+    unit: str = "",
+    goal: str | None = None,
+    ok: bool | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A row reporting one number (a count, a throughput, a list) with an optional goal."""
+    return row(metric, kind="value", value=measured, unit=unit, goal=goal, ok=ok, **extra)
+
+
+def result(name: str, *, method: str, rows: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """What `run()` returns: the benchmark's name, how it measured, and its rows."""
+    return {"name": name, "method": method, "rows": rows, **extra}
+
+
+# ---- the real Rust frontend + scripted engine, in a child process ------------------------------------
+#
+# The scripted engine is a Python thread; in the benchmark's own process it would compete with the client
+# for the GIL and blur what the client costs. So a child process runs RustFrontend + ScriptedEngine (the
+# engine, like a real one, lives in another process than the client) and takes JSON-line commands on stdin.
+# Times cross the process boundary as time.monotonic() values: CLOCK_MONOTONIC is system-wide on Linux.
+
+
+class RustServer:
+    """`vllm-rs` with the scripted engine in a child process; `.base_url`, `.model`, `.command(op, ...)`.
+
+    Commands (answered with one JSON line): script(method, values), switch_after(method, before, after,
+    delay), switched -> {"at"}, calls(method) -> {"times"}, clear, reset. Closing stdin stops everything.
+    """
+
+    def __init__(self, startup_timeout: float = 60.0) -> None:
+        root = Path(__file__).resolve().parents[1]
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from benchmarks._common import _serve_rust; _serve_rust()"],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        try:
+            hello = self._read(startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+        if "error" in hello:
+            self.close()
+            raise RuntimeError(f"the Rust frontend did not start: {hello['error']}")
+        self.base_url: str = hello["base_url"]
+        self.model: str = hello["model"]
+        self.startup_s: float = hello["startup_s"]
+        self.frontend_pid: int = hello["frontend_pid"]
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        line = self._proc.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(f"the benchmark server process gave no answer (exit code {self._proc.poll()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def command(self, op: str, **args: Any) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self._proc.stdin.flush()
+        answer = self._read(30.0)
+        if "error" in answer:
+            raise RuntimeError(f"server command {op!r} failed: {answer['error']}")
+        return answer
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            self._proc.stdin.close()  # EOF: the child stops the frontend and exits
+        try:
+            self._proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+    def __enter__(self) -> RustServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def rust_available() -> str | None:
+    """None when the Rust frontend harness can run here, else why not."""
+    try:
+        from vllm_devclient.testing.frontends import find_vllm_rs
+    except ImportError as exc:
+        return f"vllm_devclient.testing.frontends is not importable ({exc})"
+    try:
+        find_vllm_rs()
+    except Exception as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _serve_rust() -> None:
+    """The child process: start the frontend, then obey JSON-line commands until stdin closes."""
+    from vllm_devclient.testing.engine import Return
+    from vllm_devclient.testing.frontends import RustFrontend
+
+    def say(obj: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    try:
+        frontend = RustFrontend().start()
+    except Exception as exc:
+        say({"error": f"{type(exc).__name__}: {exc}"})
+        return
+    engine = frontend.engine
+    switched: dict[str, float | None] = {"at": None}
+    stop = threading.Event()
+    wall_offset = time.time() - time.monotonic()
+
+    def switch_later(method: str, result: Any, delay: float) -> None:
+        # The delay counts from the first call of `method` the engine receives (the barrier's first poll),
+        # so T never falls before the barrier started, whatever the client's start-up costs.
+        try:
+            engine.wait_for_call(method, timeout=60.0)
+        except TimeoutError:
+            return
+        if not stop.wait(delay):
+            engine.script(method, Return(result))
+            switched["at"] = time.monotonic()
+
+    try:
+        say(
+            {
+                "base_url": frontend.base_url,
+                "model": frontend.model,
+                "startup_s": frontend.startup_seconds,
+                "frontend_pid": frontend.pid,
+            }
+        )
+        for line in sys.stdin:
+            try:
+                cmd = json.loads(line)
+                op = cmd["op"]
+                if op == "script":
+                    engine.script(cmd["method"], [Return(v) for v in cmd["values"]])
+                    say({"ok": True})
+                elif op == "switch_after":
+                    # Answer `before` now, and `after` from `delay` s after the next first call on.
+                    engine.clear_calls()
+                    engine.script(cmd["method"], Return(cmd["before"]))
+                    switched["at"] = None
+                    args = (cmd["method"], cmd["after"], cmd["delay"])
+                    threading.Thread(target=switch_later, args=args, daemon=True).start()
+                    say({"ok": True})
+                elif op == "switched":
+                    say({"at": switched["at"]})
+                elif op == "calls":
+                    # Engine call times are wall-clock: map them onto the shared monotonic clock.
+                    times = [c.time - wall_offset for c in engine.calls_for(cmd["method"])]
+                    say({"times": times})
+                elif op == "clear":
+                    engine.clear_calls()
+                    say({"ok": True})
+                elif op == "reset":
+                    engine.reset()
+                    say({"ok": True})
+                else:
+                    say({"error": f"unknown op {op!r}"})
+            except Exception as exc:
+                say({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        stop.set()
+        frontend.stop()
