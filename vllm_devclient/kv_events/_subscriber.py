@@ -1,0 +1,594 @@
+"""KVEventSubscriber and AsyncKVEventSubscriber: two thin I/O drivers over one EventStream.
+
+Both open the same sockets (plain pyzmq sockets from one context) and differ only in how they wait:
+`zmq.Poller.poll` for the sync subscriber, `zmq.asyncio.Poller.poll` for the async one. Reading,
+sequence tracking, replay and decoding are shared.
+
+Slow consumers (the buffering policy): the subscriber reads its sockets only when the consumer asks for
+the next batch and nothing decoded is waiting, so it never drops anything itself. Unread messages wait
+in ZMQ's queues: `rcvhwm` batches per rank on this side (default 100 000), then the publisher's own
+`hwm` (vLLM's default 100 000). When those are full the publisher drops; each drop shows up as a
+sequence gap, is replayed from the publisher's buffer (its last `buffer_steps` batches, default 10 000)
+and, where that buffer no longer holds it, is reported as `EventsLost` with its range, on the next batch
+of that rank and in `losses`. While a gap is being replayed, later live batches of that rank are held
+in order; once `max_buffered` of them are held, the live sockets are not read until the replay answers
+or times out (ZMQ queues the rest). So this subscriber itself holds at most `max_buffered` held batches,
+one read chunk (1024) of ready ones and one replay answer (at most the publisher's `buffer_steps`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+import zmq
+import zmq.asyncio
+
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack
+
+from ._endpoints import KVEventEndpoint, endpoints_from_sources, host_of_url, resolve_endpoints
+from ._errors import KVEventsClosedError, KVEventSourceError, KVEventsTimeoutError
+from ._events import MEDIUM_CPU, EventsLost, KVEventBatch, KVEventTally, PublisherRestarted
+from ._stream import EventStream, SubscriberStats
+
+__all__ = ["AsyncKVEventSubscriber", "KVEventSubscriber", "SubscriberOptions"]
+
+_DRAIN_CHUNK = 1024  # messages read from one socket per wake-up: amortises polling, bounds latency
+_MAX_AVAILABLE = 1_000_000  # count_stored() stops consuming after this many batches
+_SETTLE_STEP = 0.01  # s: polling step while waiting for a tail probe's answer
+
+
+class SubscriberOptions(TypedDict, total=False):
+    """Keyword options shared by the constructors and from_client()."""
+
+    bind: bool | None
+    backlog: bool
+    probe_interval: float | None
+    replay_timeout: float
+    rcvhwm: int
+    max_buffered: int
+    raise_on_loss: bool
+    context: zmq.Context[Any] | None
+
+
+class SupportsKVEventSources(Protocol):
+    """What from_client() needs of a DevClient."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    def kv_event_sources(self) -> Mapping[int, Any]: ...
+
+
+class SupportsAsyncKVEventSources(Protocol):
+    """What AsyncKVEventSubscriber.from_client() needs of an AsyncDevClient."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def kv_event_sources(self) -> Mapping[int, Any]: ...
+
+
+class _Sockets:
+    """One SUB per rank (bound or connected) and one DEALER per rank with replay; all linger 0."""
+
+    def __init__(self, ctx: zmq.Context[Any], endpoints: list[KVEventEndpoint], rcvhwm: int) -> None:
+        self._ctx = ctx
+        self.live: dict[zmq.Socket[bytes], int] = {}
+        self.replay: dict[int, zmq.Socket[bytes]] = {}
+        self.replay_rank: dict[zmq.Socket[bytes], int] = {}
+        self._replay_endpoints: dict[int, str] = {}
+        self.bound: set[int] = set()  # ranks whose live endpoint this subscriber bound
+        try:
+            for ep in endpoints:
+                self._open_live(ep, rcvhwm)
+                if ep.replay_endpoint:
+                    self._replay_endpoints[ep.rank] = ep.replay_endpoint
+                    self._open_replay(ep.rank)
+        except BaseException:
+            self.close()
+            raise
+
+    def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
+        sock: zmq.Socket[bytes] = self._ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        if endpoint.startswith("tcp://[") or "::" in endpoint:
+            sock.setsockopt(zmq.IPV6, 1)
+        return sock
+
+    def _open_live(self, ep: KVEventEndpoint, rcvhwm: int) -> None:
+        sock = self._socket(zmq.SUB, ep.endpoint)
+        self.live[sock] = ep.rank
+        sock.setsockopt(zmq.RCVHWM, rcvhwm)
+        sock.setsockopt(zmq.SUBSCRIBE, ep.topic.encode("utf-8"))
+        try:
+            if ep.bind is None:
+                try:
+                    sock.bind(ep.endpoint)
+                    self.bound.add(ep.rank)
+                except zmq.ZMQError as exc:
+                    if exc.errno not in (zmq.EADDRINUSE, zmq.EADDRNOTAVAIL):
+                        raise
+                    sock.connect(ep.endpoint)  # the publisher bound it (here or on another host)
+            elif ep.bind:
+                sock.bind(ep.endpoint)
+                self.bound.add(ep.rank)
+            else:
+                sock.connect(ep.endpoint)
+        except zmq.ZMQError as exc:
+            verb = "connect to" if ep.bind is False else "bind"
+            raise KVEventSourceError(f"cannot {verb} {ep.endpoint!r} for DP rank {ep.rank}: {exc}") from exc
+
+    def _open_replay(self, rank: int) -> zmq.Socket[bytes]:
+        endpoint = self._replay_endpoints[rank]
+        sock = self._socket(zmq.DEALER, endpoint)
+        # A replay answers with up to buffer_steps messages at once; vLLM's ROUTER drops what does not fit.
+        sock.setsockopt(zmq.RCVHWM, 0)
+        self.replay[rank] = sock
+        self.replay_rank[sock] = rank
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as exc:
+            raise KVEventSourceError(f"cannot connect to replay endpoint {endpoint!r}: {exc}") from exc
+        return sock
+
+    def reset_replay(self, rank: int) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """Replace a rank's DEALER so that answers to an abandoned request are never read."""
+        old = self.replay.pop(rank)
+        del self.replay_rank[old]
+        old.close(linger=0)
+        return old, self._open_replay(rank)
+
+    def drain(self, sock: zmq.Socket[bytes], stream: EventStream, live_room: int) -> None:
+        """Feed what `sock` has (at most a chunk; at most `live_room` messages from a live socket)."""
+        recv = sock.recv_multipart
+        rank = self.live.get(sock)
+        if rank is not None:
+            feed = stream.live_feeder(rank)
+            for _ in range(min(_DRAIN_CHUNK, live_room)):
+                try:
+                    frames = recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    return
+                feed(frames)
+            return
+        rank = self.replay_rank.get(sock)
+        if rank is None:
+            return  # a DEALER replaced during this round
+        for _ in range(_DRAIN_CHUNK):
+            try:
+                frames = recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            stream.on_replay(rank, frames)
+
+    def close(self) -> None:
+        for sock in [*self.live, *self.replay_rank]:
+            sock.close(linger=0)
+        self.live.clear()
+        self.replay.clear()
+        self.replay_rank.clear()
+
+
+class _SubscriberBase:
+    """Configuration, sockets and the shared stream; the drivers add only their waiting."""
+
+    _poller_cls: type[zmq.Poller] = zmq.Poller
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        replay_endpoint: str | None = None,
+        topic: str = "",
+        data_parallel_size: int = 1,
+        sources: Mapping[Any, Any] | None = None,
+        host: str | None = None,
+        bind: bool | None = None,
+        backlog: bool = True,
+        probe_interval: float | None = 1.0,
+        replay_timeout: float = 5.0,
+        rcvhwm: int = 100_000,
+        max_buffered: int = 100_000,
+        raise_on_loss: bool = False,
+        context: zmq.Context[Any] | None = None,
+    ) -> None:
+        self._closed = True  # until the sockets exist, so close() in a failed __init__ is harmless
+        if (endpoint is None) == (sources is None):
+            raise KVEventSourceError(
+                "pass either endpoint= (rank 0's endpoint; ranks 1.. derived as vLLM does) or sources= "
+                "(rank -> source, e.g. DevClient.kv_event_sources()), not both or neither"
+            )
+        if not (isinstance(replay_timeout, int | float) and replay_timeout > 0):
+            raise KVEventSourceError(
+                f"replay_timeout must be a positive number of seconds, got {replay_timeout!r}"
+            )
+        if probe_interval is not None and not (
+            isinstance(probe_interval, int | float) and probe_interval > 0
+        ):
+            raise KVEventSourceError(f"probe_interval must be None or > 0 seconds, got {probe_interval!r}")
+        for name, value in (("rcvhwm", rcvhwm), ("max_buffered", max_buffered)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise KVEventSourceError(f"{name} must be an int >= 1, got {value!r}")
+        if endpoint is not None:
+            self.endpoints = resolve_endpoints(
+                endpoint,
+                replay_endpoint=replay_endpoint,
+                topic=topic,
+                data_parallel_size=data_parallel_size,
+                bind=bool(bind),
+                host=host,
+            )
+        else:
+            assert sources is not None
+            self.endpoints = endpoints_from_sources(sources, host=host, bind=bind)
+        self._max_buffered = max_buffered
+        self._probe_interval = probe_interval
+        self._last_activity = self._last_probe = time.monotonic()
+        self._stream = EventStream(
+            [(ep.rank, ep.replay_endpoint is not None) for ep in self.endpoints],
+            backlog=backlog,
+            replay_timeout=float(replay_timeout),
+            raise_on_loss=raise_on_loss,
+        )
+        if context is None:
+            self._ctx: zmq.Context[Any] = zmq.Context()
+            self._own_ctx = True
+        else:
+            # Work on plain sockets even when handed an asyncio context (its sockets return futures).
+            self._ctx = (
+                zmq.Context.shadow(context.underlying)
+                if isinstance(context, zmq.asyncio.Context)
+                else context
+            )
+            self._own_ctx = False
+        try:
+            self._sockets = _Sockets(self._ctx, self.endpoints, rcvhwm)
+        except BaseException:
+            if self._own_ctx:
+                self._ctx.term()
+            raise
+        self._closed = False
+        self._poller = self._poller_cls()
+        self._replay_poller = self._poller_cls()
+        for sock in self._sockets.live:
+            self._poller.register(sock, zmq.POLLIN)
+        for sock in self._sockets.replay_rank:
+            self._poller.register(sock, zmq.POLLIN)
+            self._replay_poller.register(sock, zmq.POLLIN)
+        self._flush()
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    @property
+    def tally(self) -> KVEventTally:
+        """Counts over every batch delivered so far (a live view; `.copy()` it to keep a snapshot)."""
+        return self._stream.tally
+
+    @property
+    def losses(self) -> list[EventsLost]:
+        """Every loss reported so far, in delivery order."""
+        return list(self._stream.losses)
+
+    @property
+    def restarts(self) -> list[PublisherRestarted]:
+        return list(self._stream.restarts)
+
+    @property
+    def stats(self) -> SubscriberStats:
+        return self._stream.stats
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close every socket (linger 0) and, unless a context was passed in, terminate the context."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sockets.close()
+        if self._own_ctx:
+            self._ctx.term()
+
+    def __repr__(self) -> str:
+        bound = self._sockets.bound if hasattr(self, "_sockets") else set()
+        eps = ", ".join(f"{e.rank}:{'bind ' if e.rank in bound else ''}{e.endpoint}" for e in self.endpoints)
+        return f"{type(self).__name__}([{eps}], closed={self._closed})"
+
+    # -- shared driver steps -------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Replace abandoned DEALERs, then send the replay requests the stream asked for."""
+        stream = self._stream
+        while stream.resets:
+            rank = stream.resets.pop()
+            if rank in self._sockets.replay:
+                old, new = self._sockets.reset_replay(rank)
+                for poller in (self._poller, self._replay_poller):
+                    poller.unregister(old)
+                    poller.register(new, zmq.POLLIN)
+        while stream.requests:
+            rank, start = stream.requests.pop(0)
+            try:
+                self._sockets.replay[rank].send_multipart([b"", start.to_bytes(8, "big")], zmq.NOBLOCK)
+            except zmq.Again:
+                stream.abandon_replay(rank)
+
+    def _plan(self, deadline: float | None, first: bool = False) -> tuple[zmq.Poller, int] | None:
+        """What to poll and for how long (ms, -1 forever); None once the deadline has passed.
+
+        The first pass of a fill always polls (for 0 ms at worst), so poll(0.0) reads what has arrived.
+        """
+        if self._closed:
+            raise KVEventsClosedError("the subscriber is closed")
+        now = time.monotonic()
+        wait = None if deadline is None else deadline - now
+        if wait is not None and wait <= 0:
+            if not first:
+                return None
+            wait = 0.0
+        replay_deadline = self._stream.next_deadline()
+        if replay_deadline is not None:
+            to_replay = max(0.0, replay_deadline - now)
+            wait = to_replay if wait is None else min(wait, to_replay)
+        if self._probe_interval is not None:
+            probe_at = max(self._last_activity, self._last_probe) + self._probe_interval
+            if now >= probe_at:
+                self._last_probe = now
+                if self._stream.probe():
+                    self._flush()
+                    return self._plan(deadline, first)
+            else:
+                wait = probe_at - now if wait is None else min(wait, probe_at - now)
+        poller = self._replay_poller if self._stream.held_count() >= self._max_buffered else self._poller
+        return poller, (-1 if wait is None else math.ceil(wait * 1000))
+
+    def _handle(self, events: list[tuple[Any, int]]) -> None:
+        if events:
+            self._last_activity = time.monotonic()
+        for sock, _ in events:
+            self._sockets.drain(sock, self._stream, self._max_buffered - self._stream.held_count())
+        self._stream.check_timeouts()
+        self._flush()
+
+    def _timeout(self, what: str, started: float) -> KVEventsTimeoutError:
+        waited = time.monotonic() - started
+        tally = self._stream.tally.copy()
+        return KVEventsTimeoutError(
+            f"{what} after {waited:.1f} s ({tally.batches} batches delivered, stored blocks per medium "
+            f"{tally.stored_blocks}, {tally.lost_batches} lost); is the server publishing KV events to "
+            f"{[e.endpoint for e in self.endpoints]}?",
+            waited_s=waited,
+            tally=tally,
+        )
+
+    @staticmethod
+    def _check_wait_args(blocks: int, timeout: float, quiet: float = 1.0) -> None:
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise KVEventSourceError(f"blocks must be an int >= 0, got {blocks!r}")
+        if not isinstance(timeout, int | float) or timeout < 0:
+            raise KVEventSourceError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if not isinstance(quiet, int | float) or quiet <= 0:
+            raise KVEventSourceError(f"quiet must be a number of seconds > 0, got {quiet!r}")
+
+
+class KVEventSubscriber(_SubscriberBase):
+    """Subscribe to vLLM's KV-cache events, one live and one replay socket per data-parallel rank.
+
+    Give either `endpoint` (rank 0's; ranks up to `data_parallel_size - 1` derived as vLLM does: port + r,
+    `inproc` suffix `_dp{r}`) with `replay_endpoint` and `topic`, or `sources` (what
+    `DevClient.kv_event_sources()` returns; or use `from_client`). `host` replaces a wildcard bind host
+    (`tcp://*:5557`) when connecting. `bind=True` binds the live endpoint(s) for publishers that connect
+    (a vLLM endpoint with a concrete host); with `sources` the default follows vLLM's rule.
+
+    `backlog=True` first asks each rank's replay socket for everything the publisher still buffers.
+    After `probe_interval` seconds without any message, the replay sockets are asked for anything after
+    the last delivered batch, which recovers batches dropped at the tail of a stream (None: never).
+    Delivery: every batch after the first delivered one of a rank is delivered once, in order per rank,
+    or reported in `EventsLost` (on the next batch of that rank and in `.losses`); a publisher restart is
+    reported as `PublisherRestarted`, not as a gap. With `raise_on_loss=True` a batch carrying losses
+    raises KVEventsLostError instead. Not thread-safe: use it from one thread.
+    """
+
+    @classmethod
+    def from_client(
+        cls, client: SupportsKVEventSources, *, host: str | None = None, **options: Unpack[SubscriberOptions]
+    ) -> Self:
+        """Subscribe to the publishers a server reports (GET /kv_event_sources); wildcard hosts become the
+        client's host unless `host` is given."""
+        sources = client.kv_event_sources()
+        return cls(sources=sources, host=host or host_of_url(client.base_url), **options)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> KVEventBatch:
+        """Block until the next batch; stop when the subscriber is closed."""
+        if self._closed:
+            raise StopIteration
+        return self.recv()
+
+    def _fill(self, deadline: float | None) -> bool:
+        first = True
+        while not self._stream.ready:
+            plan = self._plan(deadline, first)
+            first = False
+            if plan is None:
+                return False
+            poller, ms = plan
+            self._handle(poller.poll(ms))
+        return True
+
+    def poll(self, timeout: float = 0.0) -> KVEventBatch | None:
+        """The next batch, or None if none arrives within `timeout` seconds."""
+        batch = self._stream.pop()
+        if batch is not None:
+            return batch
+        self._fill(time.monotonic() + timeout)
+        return self._stream.pop()
+
+    def recv(self, timeout: float | None = None) -> KVEventBatch:
+        """The next batch; KVEventsTimeoutError if none arrives within `timeout` seconds (None: wait)."""
+        batch = self._stream.pop()
+        if batch is not None:
+            return batch
+        started = time.monotonic()
+        if not self._fill(None if timeout is None else started + timeout):
+            raise self._timeout("no KV event batch", started)
+        batch = self._stream.pop()
+        assert batch is not None
+        return batch
+
+    def count_stored(self, medium: str | None = MEDIUM_CPU) -> int:
+        """Consume what has arrived and return the block hashes announced stored in `medium` so far."""
+        for _ in range(_MAX_AVAILABLE):
+            if self.poll(0.0) is None:
+                break
+        return self._stream.tally.stored(medium)
+
+    def wait_for_stored(
+        self, blocks: int, *, medium: str | None = MEDIUM_CPU, timeout: float
+    ) -> KVEventTally:
+        """Consume batches until `blocks` hashes were announced stored in `medium` since the subscriber
+        started; return the tally then. KVEventsTimeoutError at the deadline."""
+        self._check_wait_args(blocks, timeout)
+        started = time.monotonic()
+        deadline = started + timeout
+        while self._stream.tally.stored(medium) < blocks:
+            if self._stream.pop() is None and not self._fill(deadline):
+                have = self._stream.tally.stored(medium)
+                raise self._timeout(f"{have} of {blocks} blocks stored in medium {medium!r}", started)
+        return self._stream.tally.copy()
+
+    def wait_until_quiet(self, quiet: float = 1.0, *, timeout: float) -> KVEventTally:
+        """Consume batches until none arrives for `quiet` seconds and a replay probe finds nothing after
+        the last one (so batches dropped at the tail are not missed); return the tally.
+        KVEventsTimeoutError if the stream is not quiet before the deadline."""
+        self._check_wait_args(0, timeout, quiet)
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            window_end = time.monotonic() + quiet
+            if window_end > deadline:
+                raise self._timeout(f"the stream was not quiet for {quiet:g} s", started)
+            if self._stream.pop() is not None or self._fill(window_end) or self._stream.replaying():
+                continue
+            # Nothing for a whole window: ask the publishers for anything dropped at the tail.
+            if self._stream.probe():
+                self._flush()
+                while self._stream.replaying() and not self._stream.ready and time.monotonic() < deadline:
+                    self._fill(min(deadline, time.monotonic() + _SETTLE_STEP))
+            if not self._stream.ready and not self._stream.replaying():
+                return self._stream.tally.copy()
+
+
+class AsyncKVEventSubscriber(_SubscriberBase):
+    """The asyncio twin of KVEventSubscriber (same arguments, same delivery guarantees), waiting on
+    zmq.asyncio. Use it from one event loop; close it with `async with` or `close()`."""
+
+    _poller_cls = zmq.asyncio.Poller
+
+    @classmethod
+    async def from_client(
+        cls,
+        client: SupportsAsyncKVEventSources,
+        *,
+        host: str | None = None,
+        **options: Unpack[SubscriberOptions],
+    ) -> Self:
+        """Subscribe to the publishers an AsyncDevClient's server reports."""
+        sources = await client.kv_event_sources()
+        return cls(sources=sources, host=host or host_of_url(client.base_url), **options)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> KVEventBatch:
+        if self._closed:
+            raise StopAsyncIteration
+        return await self.recv()
+
+    async def _fill(self, deadline: float | None) -> bool:
+        first = True
+        while not self._stream.ready:
+            plan = self._plan(deadline, first)
+            first = False
+            if plan is None:
+                return False
+            poller, ms = plan
+            self._handle(await poller.poll(ms))  # type: ignore[misc]  # zmq.asyncio.Poller.poll is awaitable
+        return True
+
+    async def poll(self, timeout: float = 0.0) -> KVEventBatch | None:
+        batch = self._stream.pop()
+        if batch is not None:
+            return batch
+        await self._fill(time.monotonic() + timeout)
+        return self._stream.pop()
+
+    async def recv(self, timeout: float | None = None) -> KVEventBatch:
+        batch = self._stream.pop()
+        if batch is not None:
+            return batch
+        started = time.monotonic()
+        if not await self._fill(None if timeout is None else started + timeout):
+            raise self._timeout("no KV event batch", started)
+        batch = self._stream.pop()
+        assert batch is not None
+        return batch
+
+    async def count_stored(self, medium: str | None = MEDIUM_CPU) -> int:
+        for _ in range(_MAX_AVAILABLE):
+            if await self.poll(0.0) is None:
+                break
+        return self._stream.tally.stored(medium)
+
+    async def wait_for_stored(
+        self, blocks: int, *, medium: str | None = MEDIUM_CPU, timeout: float
+    ) -> KVEventTally:
+        self._check_wait_args(blocks, timeout)
+        started = time.monotonic()
+        deadline = started + timeout
+        while self._stream.tally.stored(medium) < blocks:
+            if self._stream.pop() is None and not await self._fill(deadline):
+                have = self._stream.tally.stored(medium)
+                raise self._timeout(f"{have} of {blocks} blocks stored in medium {medium!r}", started)
+        return self._stream.tally.copy()
+
+    async def wait_until_quiet(self, quiet: float = 1.0, *, timeout: float) -> KVEventTally:
+        self._check_wait_args(0, timeout, quiet)
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            window_end = time.monotonic() + quiet
+            if window_end > deadline:
+                raise self._timeout(f"the stream was not quiet for {quiet:g} s", started)
+            if self._stream.pop() is not None or await self._fill(window_end) or self._stream.replaying():
+                continue
+            if self._stream.probe():
+                self._flush()
+                while self._stream.replaying() and not self._stream.ready and time.monotonic() < deadline:
+                    await self._fill(min(deadline, time.monotonic() + _SETTLE_STEP))
+            if not self._stream.ready and not self._stream.replaying():
+                return self._stream.tally.copy()
