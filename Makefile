@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: setup parity test lint typecheck pytest bench
+.PHONY: setup parity test lint typecheck pytest bench record drift
 
 setup:
 	bash scripts/setup.sh
@@ -25,3 +25,10 @@ test: lint typecheck pytest
 
 bench: setup
 	$(PY) -m benchmarks --json $(OUT)/benchmarks.json
+
+# Re-record rust_fixtures/ for the installed vLLM, and check a live server still answers as recorded.
+record: setup
+	$(PY) scripts/record_fixtures.py
+
+drift: setup
+	$(PY) scripts/record_fixtures.py --drift

@@ -258,8 +258,8 @@ def error_from_response(response: httpx.Response, *, path: str, dev_route: bool)
     if status == 404:
         if dev_route:
             return DevModeDisabledError(
-                f"{path} is a development route and the server does not serve it: "
-                "start the server with VLLM_SERVER_DEV_MODE=1",
+                f"{path} is a development route and the server does not serve it: start the server with "
+                "VLLM_SERVER_DEV_MODE=1 (if it already runs in dev mode, this release has no such route)",
                 **kw,
             )
         return NotFoundError(message or "not found", **kw)

@@ -183,8 +183,12 @@ def _check_deadline(timeout: float) -> None:
         raise InvalidParameterError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
 
+# A try started just before the deadline still gets this long, so that it can be answered at all.
+_MIN_TRY = 0.25
+
+
 def _try_timeout(per_try: float, deadline: float) -> float:
-    return max(0.001, min(per_try, deadline - time.monotonic()))
+    return min(per_try, max(_MIN_TRY, deadline - time.monotonic()))
 
 
 def reset_prefix_cache_until_success(

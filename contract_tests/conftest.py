@@ -1,0 +1,205 @@
+"""Shared fixtures of the contract suite: one pool of extra frontends (API key, dev mode off, dead engine)
+next to the plugin's shared `python_frontend` / `rust_frontend`, and the parity report's output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_devclient.testing.parity import FrontendPool, collect_runs
+from vllm_devclient.testing.scenarios import SETUPS, Scenario, ScenarioRun, Setup
+
+_REPORT_KEY = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--parity-report",
+        default=None,
+        metavar="PATH",
+        help="write the Python-vs-Rust parity report (Markdown) here (default: $PARITY_REPORT)",
+    )
+
+
+@pytest.fixture
+def parity_report_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """Where the parity report goes: --parity-report, else $PARITY_REPORT, else a temporary file."""
+    chosen = request.config.getoption("--parity-report") or os.environ.get("PARITY_REPORT")
+    return Path(chosen) if chosen else tmp_path / "parity.md"
+
+
+@pytest.fixture
+def show_in_summary(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Keep a Markdown text for the terminal summary (printed at the end of the run, also without -s)."""
+
+    def keep(markdown: str) -> None:
+        request.config.stash[_REPORT_KEY] = markdown
+
+    return keep
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # CI logs show the table without -s.
+    markdown = config.stash.get(_REPORT_KEY, None)
+    if markdown:
+        terminalreporter.section("parity report (Python vs Rust frontend)")
+        terminalreporter.write_line(markdown)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "frontend_pool: uses the pool of extra frontends (started early)")
+
+
+def _needed(items: list[pytest.Item]) -> list[tuple[str, Setup]]:
+    """One (frontend, setup) per test that needs an extra frontend; dead-engine ones are single use."""
+    needed: list[tuple[str, Setup]] = []
+    harness = False
+    for item in items:
+        marker = item.get_closest_marker("frontend_pool")
+        if marker is None:
+            continue
+        if marker.kwargs.get("harness"):
+            harness = True  # the one pass over every scenario (harness_runs), shared by its tests
+            continue
+        params = getattr(item, "callspec", None)
+        scenario = params.params.get("scenario") if params else None
+        kind = params.params.get("frontend") if params else None
+        if isinstance(scenario, Scenario) and scenario.setup != "default" and kind in ("python", "rust"):
+            needed.append((kind, scenario.setup))
+    if harness:
+        needed += [(fe, setup) for setup in SETUPS if setup != "default" for fe in ("python", "rust")]
+    # Reusable setups need one frontend each; a dead-engine frontend serves one run.
+    dead = [k for k in needed if k[1] == "dead_engine"]
+    return dead + list(dict.fromkeys(k for k in needed if k[1] != "dead_engine"))
+
+
+@pytest.fixture(scope="session")
+def frontend_pool(request: pytest.FixtureRequest) -> Iterator[FrontendPool]:
+    """The non-default setups (API key, dev mode off, dead engine) on both frontends, started in the
+    background as soon as the session begins (what the selected tests need, no more)."""
+    with FrontendPool() as pool:
+        pool.start(_needed(request.session.items), wait=False)
+        yield pool
+
+
+@pytest.fixture(scope="session")
+def harness_runs(python_frontend: Any, rust_frontend: Any, frontend_pool: FrontendPool) -> list[ScenarioRun]:
+    """Every scenario once on each real frontend (sync client): what the parity report and the drift check
+    are built from, so the suite runs them once."""
+    frontend_pool.adopt("python", "default", python_frontend)
+    frontend_pool.adopt("rust", "default", rust_frontend)
+    runs = collect_runs(frontend_pool)
+    for fe in (python_frontend, rust_frontend):
+        fe.engine.reset()
+    return runs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _early_pool(request: pytest.FixtureRequest) -> None:
+    # Autouse fixtures come first: starting the pool here lets its Python startups (about 10 s each,
+    # mostly waiting) overlap with the shared frontends' instead of following them.
+    if any(item.get_closest_marker("frontend_pool") for item in request.session.items):
+        request.getfixturevalue("frontend_pool")
+    if any("leftover_children" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        request.getfixturevalue("leftover_children")
+
+
+# ---- the no-leftover check (contract_tests/test_no_leftovers.py): child pytest runs started early, so their
+# frontends come up while the rest of the suite runs
+
+CHILD_TESTS = """
+import json, os, time
+from vllm_devclient.testing.frontends import _children_of
+
+
+def _record(*frontends):
+    trees = {fe.frontend: [fe.pid, *_children_of(fe.pid)] for fe in frontends}
+    path = os.environ["LEFTOVER_PIDS"]
+    with open(path + ".tmp", "w") as f:
+        json.dump(trees, f)
+    os.replace(path + ".tmp", path)
+
+
+def test_fails_with_both_frontends_up(rust_frontend, python_frontend):
+    _record(rust_frontend, python_frontend)
+    # Fail only once the parent has seen the frontends running.
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.environ["LEFTOVER_PIDS"] + ".go") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert False, "deliberate failure"
+
+
+def test_waits_to_be_interrupted(rust_frontend, python_frontend):
+    _record(rust_frontend, python_frontend)
+    time.sleep(120)
+
+
+def test_waits_to_be_interrupted_rust_only(rust_frontend):
+    _record(rust_frontend)
+    time.sleep(120)
+"""
+
+
+@dataclass
+class Child:
+    case: str
+    proc: subprocess.Popen[str]
+    pids_file: Path
+
+    def wait_for_pids(self, timeout: float = 120.0) -> dict[str, list[int]]:
+        deadline = time.monotonic() + timeout
+        while not self.pids_file.exists():
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read() if self.proc.stdout else ""
+                pytest.fail(f"child pytest ({self.case}) ended before its frontends were up:\n{out[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"child pytest ({self.case}) did not start its frontends within {timeout:.0f} s")
+            time.sleep(0.1)
+        trees: dict[str, list[int]] = json.loads(self.pids_file.read_text())
+        return trees
+
+
+@pytest.fixture(scope="session")
+def leftover_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
+    """Three child pytest runs at once, each using the plugin's fixtures (see test_no_leftovers.py)."""
+    tmp_path = tmp_path_factory.mktemp("leftovers")
+    (tmp_path / "test_child.py").write_text(CHILD_TESTS)
+    cases = {
+        "failed test": "test_fails_with_both_frontends_up",
+        # Ctrl-C tears down like a failure does; the Rust frontend alone keeps this case cheap.
+        "ctrl-c": "test_waits_to_be_interrupted_rust_only",
+        "sigkill": "test_waits_to_be_interrupted",
+    }
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
+    started: dict[str, Child] = {}
+    try:
+        for i, (case, test) in enumerate(cases.items()):
+            pids_file = tmp_path / f"pids-{i}.json"
+            cmd = [sys.executable, "-m", "pytest", f"test_child.py::{test}", "-q", "-p", "no:cacheprovider"]
+            proc = subprocess.Popen(
+                cmd,
+                cwd=tmp_path,
+                # TMPDIR: the killed child cannot delete its frontends' logs; keep them in pytest's tmp dir.
+                env={**env, "LEFTOVER_PIDS": str(pids_file), "TMPDIR": str(tmp_path)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            started[case] = Child(case, proc, pids_file)
+        yield started
+    finally:
+        for child in started.values():
+            if child.proc.poll() is None:
+                child.proc.kill()
+            child.proc.wait(30)
+            if child.proc.stdout:
+                child.proc.stdout.close()

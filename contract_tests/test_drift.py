@@ -1,0 +1,59 @@
+"""The drift check against the installed vllm: re-recording gives exactly the committed fixtures, and a
+deliberately changed fixture is reported with its scenario and field (exit status 1)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vllm_devclient.testing.recording import diff_fixture_trees, drift, installed_vllm_version, main
+from vllm_devclient.testing.scenarios import ScenarioRun
+
+pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
+
+ROOT = Path(__file__).resolve().parent.parent / "rust_fixtures"
+
+
+def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
+    harness_runs: list[ScenarioRun], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recording comes from the suite's one pass over every scenario on both real frontends."""
+    version = installed_vllm_version()
+    committed = ROOT / version
+    assert committed.is_dir(), (
+        f"no fixtures for the installed vllm {version}: record them with "
+        "python -m vllm_devclient.testing.recording record"
+    )
+
+    # A copy of the committed fixtures with one answer changed, as if the server used to say otherwise.
+    changed = tmp_path / "changed"
+    shutil.copytree(committed, changed / version)
+    target = changed / version / "rust" / "reset_prefix_cache_refused.json"
+    doc = json.loads(target.read_text())
+    assert doc["exchanges"][0]["response"]["json"] == {"success": False}
+    doc["exchanges"][0]["response"]["json"]["success"] = True
+    target.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+    fresh = tmp_path / "fresh"
+    drifts = drift(changed, runs=harness_runs, version=version, keep=fresh)
+    assert [str(d) for d in drifts] == [
+        f"{version}/rust/reset_prefix_cache_refused: exchanges[0].response.json.success: "
+        "committed true, now false"
+    ]
+
+    # The re-recording itself equals the committed tree, field for field (masking makes it deterministic).
+    unchanged = diff_fixture_trees(ROOT, fresh, only=[f"{version}/python", f"{version}/rust"])
+    assert unchanged == [], "re-recording drifted:\n" + "\n".join(map(str, unchanged))
+
+    # The command line reports it the same way and exits 1.
+    assert main(["diff", str(changed), str(fresh)]) == 1
+    out = capsys.readouterr().out
+    assert "DRIFT in 1 fixture(s), 1 field(s):" in out
+    assert "reset_prefix_cache_refused: exchanges[0].response.json.success" in out
+    same = tmp_path / "same"
+    shutil.copytree(committed, same / version)
+    assert main(["diff", str(same), str(fresh)]) == 0
+    assert "no drift" in capsys.readouterr().out

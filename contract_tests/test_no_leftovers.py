@@ -1,0 +1,64 @@
+"""No frontend process survives a pytest run that uses the fixtures: not after a failed test, not after an
+interrupt (Ctrl-C), not even after the pytest process is killed outright.
+
+Each case runs a small test file in a child pytest (the fixtures come from the installed plugin), which
+writes the process trees of its frontends to a file; once the child is gone, none of them may be alive.
+The children are started at the beginning of the session (conftest `leftover_children`), so their frontends
+come up while other tests run.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.frontend
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie) and still a vllm process (not a reused pid)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and b"vllm" in cmdline
+
+
+def _survivors(trees: dict[str, list[int]], timeout: float = 20.0) -> dict[str, list[int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = {name: [p for p in pids if _alive(p)] for name, pids in trees.items()}
+        alive = {name: pids for name, pids in alive.items() if pids}
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def test_no_frontend_survives_failure_interrupt_or_kill(leftover_children: dict[str, Any]) -> None:
+    trees = {case: child.wait_for_pids() for case, child in leftover_children.items()}
+    for case, tree in trees.items():
+        assert set(tree) == ({"rust"} if case == "ctrl-c" else {"python", "rust"}), case
+        assert all(_alive(pids[0]) for pids in tree.values()), f"{case}: frontends not running"
+
+    failed = leftover_children["failed test"]
+    Path(str(failed.pids_file) + ".go").touch()
+    out, _ = failed.proc.communicate(timeout=120)
+    assert failed.proc.returncode == 1, out[-3000:]
+    assert "1 failed" in out and "deliberate failure" in out
+
+    leftover_children["ctrl-c"].proc.send_signal(signal.SIGINT)
+    out, _ = leftover_children["ctrl-c"].proc.communicate(timeout=120)
+    assert "KeyboardInterrupt" in out, out[-3000:]
+
+    # No teardown at all: the frontends must go on their own (they get SIGTERM when their parent dies).
+    leftover_children["sigkill"].proc.kill()
+    leftover_children["sigkill"].proc.wait(30)
+
+    left = {case: _survivors(tree) for case, tree in trees.items()}
+    assert not any(left.values()), f"processes left running: {left}"

@@ -1,0 +1,619 @@
+"""The parity report: every scenario on the Python and the Rust frontend, raw answers side by side.
+
+``run_parity()`` starts both real frontends on scripted engines (one per setup: default, API key, dev mode
+off, dead engine), runs every scenario on each and builds a table: status, content type and body from each
+frontend, what the SDK made of them, where the raw answers differ and whether the SDK outcome is the same.
+``run_parity([url_a, url_b])`` compares two live servers with read-only calls only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+
+from ..models import VersionInfo
+from .scenarios import (
+    API_KEY,
+    SCENARIOS,
+    LiveServer,
+    Scenario,
+    ScenarioRun,
+    Setup,
+    mask_exchange,
+    run_scenario,
+    summarize_outcome,
+    timing_independent,
+)
+
+__all__ = [
+    "KV_EVENTS_CONFIG",
+    "FrontendPool",
+    "ParityReport",
+    "ParityRow",
+    "Side",
+    "collect_runs",
+    "report_from_runs",
+    "run_parity",
+    "safe_scenarios",
+]
+
+FRONTENDS: tuple[str, ...] = ("python", "rust")
+# The api_key setup's engine also announces a KV-events publisher, so /kv_event_sources has something to
+# report (one more frontend pair would cost another Python startup).
+KV_EVENTS_CONFIG: dict[str, Any] = {
+    "enable_kv_cache_events": True,
+    "publisher": "zmq",
+    "endpoint": "tcp://*:5557",
+    "replay_endpoint": "tcp://*:5558",
+    "buffer_steps": 10000,
+    "hwm": 100000,
+    "max_queue_size": 100000,
+    "topic": "kv-events",
+}
+
+
+@dataclass
+class _Slot:
+    frontend: Any
+    ready: concurrent.futures.Future[None]
+    handed_out: bool = False
+
+
+class FrontendPool(AbstractContextManager["FrontendPool"]):
+    """Real frontends by (frontend, setup), started on first use (or ahead, in the background) and stopped
+    by :meth:`close`.
+
+    ``python`` is the interpreter of the vllm install to run (default: this one), ``vllm_rs`` the binary
+    (default: the installed wheel's). Frontends handed in with :meth:`adopt` are used but never stopped.
+    A dead-engine frontend serves one scenario run only (the Python frontend exits soon after its engine
+    dies), so each :meth:`get` of that setup hands out a fresh one; start spares ahead with :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        vllm_rs: str | None = None,
+        model_dir: str | Path | None = None,
+        frontends: Sequence[str] = FRONTENDS,
+        engine_factory: Callable[..., Any] | None = None,
+        rust_class: type[Any] | None = None,
+    ) -> None:
+        unknown = set(frontends) - set(FRONTENDS)
+        if unknown:
+            raise ValueError(f"unknown frontend(s) {sorted(unknown)}: use 'python' and/or 'rust'")
+        self.python = python
+        self.vllm_rs = vllm_rs
+        self.model_dir = model_dir
+        self.frontends = tuple(frontends)
+        # How to build each frontend's engine (keyword arguments of ScriptedEngine) and which class runs
+        # vllm-rs: older releases need another engine profile and other vllm-rs flags (see recording.py).
+        self.engine_factory = engine_factory
+        self.rust_class = rust_class
+        self._slots: dict[tuple[str, Setup], list[_Slot]] = {}
+        self._adopted: dict[tuple[str, Setup], Any] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._keepers: list[threading.Thread] = []
+
+    def adopt(self, frontend: str, setup: Setup, fe: Any) -> None:
+        """Use an already running frontend (e.g. a pytest fixture's) for this (frontend, setup)."""
+        self._adopted[(frontend, setup)] = fe
+
+    def _make(self, frontend: str, setup: Setup) -> Any:
+        from .engine import ScriptedEngine
+        from .frontends import PythonFrontend, RustFrontend
+
+        kw: dict[str, Any] = {"model_dir": self.model_dir}
+        engine_kw: dict[str, Any] = {}
+        if setup == "api_key":
+            kw["api_key"] = API_KEY
+            engine_kw["kv_events_config"] = KV_EVENTS_CONFIG
+        elif setup == "dev_mode_off":
+            kw["dev_mode"] = False
+        kw["engine"] = (self.engine_factory or ScriptedEngine)(**engine_kw)
+        if frontend == "rust":
+            return (self.rust_class or RustFrontend)(binary=self.vllm_rs, **kw)
+        return PythonFrontend(python=self.python, **kw)
+
+    def get(self, frontend: str, setup: Setup = "default") -> Any:
+        """The running frontend for (frontend, setup), started now (or awaited) if needed."""
+        key = (frontend, setup)
+        if key in self._adopted:
+            return self._adopted[key]
+        single_use = setup == "dead_engine"
+        with self._lock:
+            slots = self._slots.setdefault(key, [])
+            usable = [s for s in slots if not (single_use and s.handed_out)]
+            slot = usable[0] if usable else self._launch(key)
+            slot.handed_out = True
+        slot.ready.result()
+        return slot.frontend
+
+    def start(self, keys: Iterable[tuple[str, Setup]], *, wait: bool = True) -> None:
+        """Start frontends ahead of use, all at once (Python startups overlap: they mostly wait).
+
+        A key given n times gets n frontends in all (useful for single-use dead-engine ones). With
+        ``wait=False`` this returns at once and :meth:`get` waits for each.
+        """
+        from .frontends import _install_safety_nets
+
+        if threading.current_thread() is threading.main_thread():
+            # Signal handlers can only be installed from the main thread: do it before the keepers start.
+            _install_safety_nets()
+        wanted: dict[tuple[str, Setup], int] = {}
+        for key in keys:
+            if key[0] not in self.frontends:
+                raise ValueError(f"this pool runs only {self.frontends}, not {key}")
+            wanted[key] = wanted.get(key, 0) + 1
+        started: list[_Slot] = []
+        with self._lock:
+            for key, count in wanted.items():
+                if key in self._adopted:
+                    continue
+                slots = self._slots.setdefault(key, [])
+                started += [self._launch(key) for _ in range(count - len(slots))]
+        if wait:
+            for slot in started:
+                slot.ready.result()
+
+    def _launch(self, key: tuple[str, Setup]) -> _Slot:
+        # Every frontend is started from a thread that lives until close(): the harness ties a frontend's
+        # life to the thread that spawned it (PR_SET_PDEATHSIG), so a short-lived thread would take it along.
+        slot = _Slot(self._make(*key), concurrent.futures.Future())
+        self._slots.setdefault(key, []).append(slot)  # registered first: close() stops it whatever happens
+        keeper = threading.Thread(
+            target=self._keep, args=(slot,), name=f"keep-{key[0]}-{key[1]}", daemon=True
+        )
+        keeper.start()
+        self._keepers.append(keeper)
+        return slot
+
+    def _keep(self, slot: _Slot) -> None:
+        try:
+            slot.frontend.start()
+        except BaseException as exc:
+            slot.ready.set_exception(exc)
+            return
+        slot.ready.set_result(None)
+        self._closing.wait()
+
+    def running(self) -> Iterator[Any]:
+        """Every frontend this pool started or uses."""
+        for slots in list(self._slots.values()):
+            yield from (s.frontend for s in slots)
+        yield from self._adopted.values()
+
+    def close(self) -> None:
+        """Stop every frontend the pool started (adopted ones are left to their owner)."""
+        with self._lock:
+            owned = [s.frontend for slots in self._slots.values() for s in slots]
+            self._slots = {}
+            keepers, self._keepers = self._keepers, []
+        for fe in owned:
+            fe.stop()
+        self._closing.set()
+        for keeper in keepers:
+            keeper.join(10.0)
+        self._closing = threading.Event()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------- the report
+
+
+@dataclass
+class Side:
+    """One frontend's run of a scenario, reduced to what the report shows and compares."""
+
+    label: str
+    exchanges: list[dict[str, Any]]
+    sdk: dict[str, Any]
+    projection: dict[str, Any]
+    engine_calls: list[list[Any]] | None
+    problems: list[str]
+
+    @property
+    def last(self) -> dict[str, Any] | None:
+        return self.exchanges[-1] if self.exchanges else None
+
+    def status(self) -> str:
+        last = self.last
+        if last is None:
+            return "-"
+        if "error" in last:
+            return str(last["error"])
+        return str(last["response"]["status"])
+
+    def content_type(self) -> str:
+        last = self.last
+        if last is None or "response" not in last:
+            return "-"
+        return str(last["response"]["headers"].get("content-type", "(none)"))
+
+    def body(self) -> str:
+        last = self.last
+        if last is None or "response" not in last:
+            return ""
+        resp = last["response"]
+        if "json" in resp:
+            return json.dumps(resp["json"], sort_keys=True, separators=(",", ":"))
+        return str(resp.get("text", ""))
+
+
+@dataclass
+class ParityRow:
+    scenario: str
+    description: str
+    sides: list[Side]
+    raw_differences: list[str]
+    sdk_same: bool
+    sdk_difference: str | None = None
+
+    @property
+    def raw_differs(self) -> bool:
+        return bool(self.raw_differences)
+
+
+@dataclass
+class ParityReport:
+    """Per-scenario rows; `differences` and `sdk_mismatches` list scenario names."""
+
+    mode: Literal["harness", "live"]
+    labels: list[str]
+    rows: list[ParityRow] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def differences(self) -> list[str]:
+        """Scenarios whose raw answers (status, content type, body or exchange count) differ."""
+        return [r.scenario for r in self.rows if r.raw_differs]
+
+    @property
+    def sdk_mismatches(self) -> list[str]:
+        """Scenarios where the SDK outcome differs between the sides (other than documented by design)
+        or breaks the scenario's contract on a side. Empty when the SDK hides every difference."""
+        out = []
+        for r in self.rows:
+            broken = any(s.problems for s in r.sides)
+            if broken or (not r.sdk_same and r.sdk_difference is None):
+                out.append(r.scenario)
+        return out
+
+    @property
+    def documented_sdk_differences(self) -> dict[str, str]:
+        return {r.scenario: r.sdk_difference for r in self.rows if r.sdk_difference and not r.sdk_same}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "labels": self.labels,
+            "versions": self.versions,
+            "differences": self.differences,
+            "sdk_mismatches": self.sdk_mismatches,
+            "documented_sdk_differences": self.documented_sdk_differences,
+            "rows": [
+                {
+                    "scenario": r.scenario,
+                    "description": r.description,
+                    "raw_differences": r.raw_differences,
+                    "sdk_same": r.sdk_same,
+                    "sdk_difference": r.sdk_difference,
+                    "sides": {
+                        s.label: {
+                            "exchanges": s.exchanges,
+                            "sdk": s.sdk,
+                            "engine_calls": s.engine_calls,
+                            "problems": s.problems,
+                        }
+                        for s in r.sides
+                    },
+                }
+                for r in self.rows
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def to_markdown(self, body_width: int = 90) -> str:
+        a, b = self.labels
+        lines = [f"# Parity report: {a} vs {b}", ""]
+        if self.versions:
+            lines.append("Versions: " + ", ".join(f"{k} `{v}`" for k, v in sorted(self.versions.items())))
+            lines.append("")
+        lines += [
+            f"{len(self.rows)} scenarios; raw answers differ in {len(self.differences)}; "
+            f"SDK outcome differs by design in {len(self.documented_sdk_differences)}; "
+            f"SDK mismatches: {len(self.sdk_mismatches)}"
+            + (
+                " (none: the SDK gives the same typed result or error on both)"
+                if not self.sdk_mismatches
+                else ""
+            ),
+            "",
+            "Each cell shows the last HTTP exchange of the scenario (the one the SDK's answer came from):",
+            "status, content type, body (volatile parts masked). `=` in the last columns: the same on both.",
+            "",
+            f"| scenario | {a}: status | {a}: content type | {a}: body | {b}: status | {b}: content type "
+            f"| {b}: body | SDK {a} | SDK {b} | raw | SDK |",
+            "|" + " --- |" * 11,
+        ]
+        for r in self.rows:
+            cells = [f"`{r.scenario}`"]
+            for s in r.sides:
+                cells += [s.status(), _md(s.content_type()), _md(_cut(s.body(), body_width))]
+            cells += [_md(_sdk_text(s.sdk)) for s in r.sides]
+            cells.append("**differs**: " + ", ".join(r.raw_differences) if r.raw_differs else "=")
+            if r.sdk_same:
+                cells.append("=")
+            elif r.sdk_difference:
+                cells.append("by design")
+            else:
+                cells.append("**MISMATCH**")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        if self.documented_sdk_differences:
+            lines += ["## SDK outcomes that differ by design", ""]
+            for name, why in self.documented_sdk_differences.items():
+                lines.append(f"- `{name}`: {why}")
+            lines.append("")
+        lines += ["## SDK mismatches and broken contracts", ""]
+        if not self.sdk_mismatches:
+            lines.append("None.")
+        by_name = {r.scenario: r for r in self.rows}
+        for name in self.sdk_mismatches:
+            lines.append(f"- `{name}`")
+            for side in by_name[name].sides:
+                lines += [f"  - {side.label}: {_md(problem)}" for problem in side.problems]
+                if not side.problems:
+                    lines.append(f"  - {side.label}: `{json.dumps(side.projection, sort_keys=True)}`")
+        lines.append("")
+        calls = [r for r in self.rows if _calls_differ(r)]
+        if calls:
+            lines += ["## Engine calls that differ", ""]
+            for r in calls:
+                per_side = "; ".join(f"{s.label}: `{json.dumps(s.engine_calls)}`" for s in r.sides)
+                lines.append(f"- `{r.scenario}`: {per_side}")
+            lines.append("")
+        return "\n".join(lines)
+
+    def write(self, path: str | Path) -> Path:
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(self.to_markdown())
+        return out
+
+
+def _calls_differ(row: ParityRow) -> bool:
+    calls = [s.engine_calls for s in row.sides]
+    return all(c is not None for c in calls) and any(c != calls[0] for c in calls[1:])
+
+
+def _cut(text: str, width: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ") if text else " "
+
+
+def _sdk_text(sdk: Mapping[str, Any]) -> str:
+    if "raised" in sdk:
+        attrs = ", ".join(f"{k}={v!r}" for k, v in sdk.items() if k != "raised")
+        return _cut(f"{sdk['raised']}({attrs})", 90)
+    value = json.dumps(sdk.get("value"), sort_keys=True, separators=(",", ":"))
+    return _cut(f"{sdk['returned']} {value}", 90)
+
+
+def _side(run: ScenarioRun, label: str, model: str | None, *, check: bool) -> Side:
+    sc = run.scenario
+    exchanges = [mask_exchange(e.as_json(), model) for e in run.exchanges]
+    calls = run.engine_calls
+    if sc.timing_dependent:
+        exchanges, calls = timing_independent(exchanges, calls)
+    expect = sc.expect_for(run.frontend) if check else None
+    projection = (
+        expect.project(run.outcome, sc.compared_paths())
+        if expect is not None
+        else {"type": type(run.outcome).__name__}
+    )
+    return Side(
+        label=label,
+        exchanges=exchanges,
+        sdk=_masked_sdk(run, model),
+        projection=projection,
+        engine_calls=calls,
+        problems=run.problems() if check else [],
+    )
+
+
+def _masked_sdk(run: ScenarioRun, model: str | None) -> dict[str, Any]:
+    from .scenarios import mask_value
+
+    summary: dict[str, Any] = mask_value(summarize_outcome(run.outcome), model)
+    if run.scenario.name.startswith(("server_info", "api_key_server_info")) and "value" in summary:
+        summary["value"] = {"vllm_config": "…", "vllm_env": "…", "system_env": "…"}
+    if run.scenario.name == "metrics_text":
+        summary["value"] = f"<{len(str(run.outcome))} characters of Prometheus text>"
+    return summary
+
+
+def _raw_differences(sides: Sequence[Side]) -> list[str]:
+    first, *rest = sides
+    found: list[str] = []
+    for other in rest:
+        if len(first.exchanges) != len(other.exchanges):
+            found.append("exchange count")
+        for ea, eb in zip(first.exchanges, other.exchanges, strict=False):
+            ra, rb = ea.get("response"), eb.get("response")
+            if (ra is None) != (rb is None) or ea.get("error") != eb.get("error"):
+                found.append("transport")
+                continue
+            if ra is None or rb is None:
+                continue
+            if ra["status"] != rb["status"]:
+                found.append("status")
+            if ra["headers"].get("content-type") != rb["headers"].get("content-type"):
+                found.append("content type")
+            if _body_of(ra) != _body_of(rb):
+                found.append("body")
+    return list(dict.fromkeys(found))
+
+
+def _body_of(response: Mapping[str, Any]) -> Any:
+    return response["json"] if "json" in response else response.get("text", "")
+
+
+def _row(scenario: Scenario, sides: list[Side], *, live: bool) -> ParityRow:
+    projections = [s.projection for s in sides]
+    same = all(p == projections[0] for p in projections[1:])
+    return ParityRow(
+        scenario=scenario.name,
+        description=scenario.description,
+        sides=sides,
+        raw_differences=_raw_differences(sides),
+        sdk_same=same,
+        sdk_difference=None if live else scenario.sdk_difference,
+    )
+
+
+def safe_scenarios(*, allow_reset: bool = False) -> list[Scenario]:
+    """The scenarios that only read (plus the idempotent prefix-cache reset when allowed)."""
+    chosen = [s for s in SCENARIOS if s.safe]
+    if allow_reset:
+        chosen += [s for s in SCENARIOS if s.name == "reset_prefix_cache"]
+    return chosen
+
+
+def run_parity(
+    urls: Sequence[str] | None = None,
+    *,
+    report_path: str | Path | None = None,
+    pool: FrontendPool | None = None,
+    scenarios: Sequence[Scenario] | None = None,
+    allow_reset: bool = False,
+    api_key: str | None = None,
+    runs: Sequence[ScenarioRun] | None = None,
+) -> ParityReport:
+    """Build the parity report.
+
+    Without `urls`: every scenario on the real Python and Rust frontends of the installed vllm, each on
+    a scripted engine (frontends come from `pool`, or a pool started and stopped here; `runs` from
+    :func:`collect_runs` are used instead of running again). With two `urls`:
+    the read-only scenarios (and `reset_prefix_cache` with `allow_reset=True`) against two live servers;
+    `api_key` is sent to both. The Markdown goes to `report_path` when given.
+    """
+    if urls:
+        report = _run_live(urls, scenarios, allow_reset=allow_reset, api_key=api_key)
+    else:
+        report = _run_harness(pool, scenarios, runs)
+    if report_path is not None:
+        report.write(report_path)
+    return report
+
+
+def collect_runs(
+    pool: FrontendPool, scenarios: Sequence[Scenario] | None = None, frontends: Sequence[str] = FRONTENDS
+) -> list[ScenarioRun]:
+    """Every scenario once on each frontend (sync client), scenario by scenario: the one pass that feeds
+    both the parity report (:func:`report_from_runs`) and the fixtures (`recording.write_fixtures`)."""
+    chosen = list(scenarios if scenarios is not None else SCENARIOS)
+    # Start everything the scenarios need at once (Python startups overlap).
+    pool.start(dict.fromkeys((fe, sc.setup) for sc in chosen for fe in frontends))
+    return [run_scenario(sc, pool.get(fe, sc.setup)) for sc in chosen for fe in frontends]
+
+
+def report_from_runs(runs: Sequence[ScenarioRun], versions: Mapping[str, str] | None = None) -> ParityReport:
+    """The harness parity report of runs made by :func:`collect_runs` (both frontends of each scenario)."""
+    by_scenario: dict[str, dict[str, ScenarioRun]] = {}
+    for run in runs:
+        by_scenario.setdefault(run.scenario.name, {})[run.frontend] = run
+    if versions is None:
+        # What the frontends said on /version, where a run asked.
+        versions = {
+            run.frontend: f"{run.frontend} {run.outcome.version}"
+            for run in runs
+            if isinstance(run.outcome, VersionInfo)
+        }
+    report = ParityReport(mode="harness", labels=list(FRONTENDS), versions=dict(versions))
+    for per_frontend in by_scenario.values():
+        missing = [fe for fe in FRONTENDS if fe not in per_frontend]
+        if missing:
+            raise ValueError(
+                f"scenario {next(iter(per_frontend.values())).scenario.name!r} has no run on {missing}"
+            )
+        sides = [_side(per_frontend[fe], fe, per_frontend[fe].model, check=True) for fe in FRONTENDS]
+        report.rows.append(_row(per_frontend[FRONTENDS[0]].scenario, sides, live=False))
+    return report
+
+
+def _run_harness(
+    pool: FrontendPool | None, scenarios: Sequence[Scenario] | None, runs: Sequence[ScenarioRun] | None
+) -> ParityReport:
+    if runs is not None:
+        return report_from_runs(runs)
+    own = pool is None
+    active = pool if pool is not None else FrontendPool()
+    try:
+        return report_from_runs(collect_runs(active, scenarios))
+    finally:
+        if own:
+            active.close()
+
+
+def _run_live(
+    urls: Sequence[str], scenarios: Sequence[Scenario] | None, *, allow_reset: bool, api_key: str | None
+) -> ParityReport:
+    if len(urls) != 2:
+        raise ValueError(f"give exactly two server URLs to compare, got {len(urls)}")
+    chosen = list(scenarios if scenarios is not None else safe_scenarios(allow_reset=allow_reset))
+    unsafe = [s.name for s in chosen if not s.safe and not (allow_reset and s.name == "reset_prefix_cache")]
+    if unsafe:
+        raise ValueError(f"these scenarios change server state or need a scripted engine: {unsafe}")
+    versions = _versions({"A": urls[0], "B": urls[1]}, api_key)
+    labels = [f"A ({versions['A']})", f"B ({versions['B']})"]
+    report = ParityReport(mode="live", labels=labels, versions={labels[0]: urls[0], labels[1]: urls[1]})
+    for sc in chosen:
+        sc_live = sc if api_key is None else _with_key(sc, api_key)
+        sides = []
+        for label, url in zip(labels, urls, strict=True):
+            run = run_scenario(sc_live, LiveServer(url.rstrip("/"), label))
+            sides.append(_side(run, label, None, check=False))
+        report.rows.append(_row(sc, sides, live=True))
+    return report
+
+
+def _with_key(sc: Scenario, key: str) -> Scenario:
+    from dataclasses import replace
+
+    return replace(sc, api_key=key)
+
+
+def _versions(urls: Mapping[str, str], api_key: str | None = None) -> dict[str, str]:
+    """'python 0.33.0' / 'rust 0.33.0' per label, from /version (errors are reported, not raised)."""
+    out: dict[str, str] = {}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=5.0, headers=headers) as http:
+        for label, url in urls.items():
+            try:
+                data = http.get(url.rstrip("/") + "/version").json()
+                kind = "rust" if "rust_frontend_version" in data else "python"
+                out[label] = f"{kind} {data.get('version', '?')}"
+            except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                out[label] = f"unknown ({type(exc).__name__})"
+    return out
