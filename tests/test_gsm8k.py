@@ -36,7 +36,9 @@ from vllm_devclient.gsm8k import (
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
 
-SHARED = Path("/work/shared/data/gsm8k")
+from .conftest import GSM8K_DIR
+
+SHARED = GSM8K_DIR
 MODELS = {"object": "list", "data": [{"id": "/models/smol", "object": "model"}]}
 
 

@@ -43,6 +43,8 @@ from vllm_devclient.server import KVEventsSettings
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
 
+from .conftest import GSM8K_DIR
+
 N = 8
 
 
@@ -547,7 +549,7 @@ def frontend() -> Iterator[RustFrontend]:
 
 
 def test_server_io_drives_a_real_frontend_and_refuses_an_unproven_reload(frontend: RustFrontend) -> None:
-    train, test = load_gsm8k(data_dir="/work/shared/data/gsm8k")
+    train, test = load_gsm8k(data_dir=GSM8K_DIR)
     io = ServerIO(
         frontend.base_url, build_prompts(train, test, 3), max_tokens=2, concurrency=1, progress=False
     )
@@ -631,7 +633,7 @@ def test_run_case_wires_server_check_and_report(tmp_path: Path, monkeypatch: pyt
             self.fe.stop()
 
     monkeypatch.setattr("vllm_devclient.offload_check.VllmServer", StandIn)
-    monkeypatch.setenv("VLLM_DEVCLIENT_GSM8K_DIR", "/work/shared/data/gsm8k")
+    monkeypatch.setenv("VLLM_DEVCLIENT_GSM8K_DIR", str(GSM8K_DIR))
     case = CheckCase(PROFILES["small"], "SimpleCPUOffloadConnector", "rust")
     report = run_case(
         case,
