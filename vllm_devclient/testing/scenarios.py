@@ -636,7 +636,9 @@ def _mask_server_info(body: Any) -> Any:
 
 def _mask_metrics(text: str) -> str:
     # Sample values change with every request; the metric families (TYPE lines) say what is exported.
-    types = sorted({line for line in text.splitlines() if line.startswith("# TYPE ")})
+    # Only vLLM's own: the HTTP instrumentator's families appear once some route was hit, so they would make
+    # the recording depend on what ran before.
+    types = sorted({line for line in text.splitlines() if line.startswith("# TYPE vllm:")})
     return "\n".join(types) + ("\n" if types else "")
 
 
