@@ -44,6 +44,19 @@ _TOTAL_BYTES = "vllm:kv_offload_total_bytes"  # deprecated, labelled transfer_ty
 _SIMPLE_LOAD_BLOCKS = "vllm:simple_kv_offload_load_blocks"
 _BY_SOURCE = "vllm:prompt_tokens_by_source"
 _CACHED_BY_SOURCE = "vllm:prompt_tokens_cached_by_source"
+# Every family a MetricsSnapshot reads.
+SNAPSHOT_FAMILIES = (
+    _PREFIX_QUERIES,
+    _PREFIX_HITS,
+    _EXT_QUERIES,
+    _EXT_HITS,
+    _STORE_BYTES,
+    _LOAD_BYTES,
+    _TOTAL_BYTES,
+    _SIMPLE_LOAD_BLOCKS,
+    _BY_SOURCE,
+    _CACHED_BY_SOURCE,
+)
 
 # Sample suffixes that are not values of the metric itself.
 _SKIP_SUFFIXES = ("_created", "_bucket", "_gcount", "_gsum")

@@ -635,10 +635,13 @@ def _mask_server_info(body: Any) -> Any:
 
 
 def _mask_metrics(text: str) -> str:
-    # Sample values change with every request; the metric families (TYPE lines) say what is exported.
-    # Only vLLM's own: the HTTP instrumentator's families appear once some route was hit, so they would make
-    # the recording depend on what ran before.
-    types = sorted({line for line in text.splitlines() if line.startswith("# TYPE vllm:")})
+    # Sample values change with every request; the TYPE lines say which families are exported. Only the
+    # families a MetricsSnapshot reads: others (HTTP instrumentation, sleep-mode timings) appear once some
+    # route was hit, which would make the recording depend on what ran before.
+    from vllm_devclient.metrics import SNAPSHOT_FAMILIES
+
+    wanted = tuple(f"# TYPE {name}" for name in SNAPSHOT_FAMILIES)
+    types = sorted({line for line in text.splitlines() if line.startswith(wanted)})
     return "\n".join(types) + ("\n" if types else "")
 
 
