@@ -17,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -185,10 +186,28 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+# Ports handed to child processes are picked below the kernel's ephemeral range: a port from bind(0) may
+# be taken by some outgoing connection before the child binds it ("Address already in use").
+_PORT_RANGE = (20000, 32000)
+_handed_out: set[int] = set()
+_port_lock = threading.Lock()
+
+
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port that is free now, outside the ephemeral range, never handed out twice."""
+    with _port_lock:
+        for _ in range(200):
+            port = random.randrange(*_PORT_RANGE)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise OSError(f"no free loopback port in {_PORT_RANGE}")
 
 
 def _listener() -> socket.socket:

@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from .engine import Action, Delay, Hang, Raise, Return, ScriptedEngine
-from .frontends import RustFrontend, find_vllm_rs
+from .frontends import RustFrontend, _free_port, find_vllm_rs
 from .parity import FRONTENDS, FrontendPool, collect_runs
 from .scenarios import (
     SCENARIOS,
@@ -186,12 +186,6 @@ class LegacyRustFrontend(RustFrontend):
         finally:
             http.close()
         self.engine.start_direct(input_addr, output_addr)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def installed_vllm_version(python: str | None = None) -> str:
