@@ -332,3 +332,11 @@ def test_with_options_shares_the_pool() -> None:
         fast.close()  # does not own the pool
         assert client.health()
         client.close()
+
+
+async def test_abort_requests_rust_empty_answer(dc: Either, mock: respx.MockRouter) -> None:
+    mock.post("/abort_requests").mock(return_value=rust(200))
+    given = await dc.abort_requests(["a", "b", "c"])
+    assert (given.status, given.aborted) == ("aborted", 3)  # what Python reports for the same ids
+    everything = await dc.abort_requests()
+    assert (everything.status, everything.aborted) == ("aborted", None)  # Rust cannot say how many

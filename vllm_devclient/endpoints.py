@@ -215,6 +215,17 @@ def _read_completion_text(response: httpx.Response, ep: Endpoint[Any]) -> str:
         ) from exc
 
 
+def _read_abort(response: httpx.Response, ep: Endpoint[Any]) -> AbortRequestsResult:
+    # Rust answers an empty 200; Python {"status": "aborted", "aborted": <ids given, or in flight>}.
+    # For given ids both mean the same, so the empty answer gets Python's count; for "all" it stays unknown.
+    ep.check(response)
+    data = _empty_or_json(response, ep)
+    if data is None:
+        ids = ep.body.get("request_ids") if isinstance(ep.body, dict) else None
+        return AbortRequestsResult(status="aborted", aborted=len(ids) if ids else None)
+    return _validated(AbortRequestsResult, data, response, ep)
+
+
 def _raw(response: httpx.Response, ep: Endpoint[Any]) -> httpx.Response:
     ep.check(response)
     return response
@@ -317,7 +328,7 @@ def abort_requests(request_ids: Iterable[str] | None) -> Endpoint[AbortRequestsR
     return Endpoint(
         "POST",
         "/abort_requests",
-        _model_reader(AbortRequestsResult),
+        _read_abort,
         body={"request_ids": ids},
         idempotent=bool(ids),
     )
