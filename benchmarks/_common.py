@@ -25,9 +25,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
+    "ChildServer",
     "RustServer",
     "Stats",
     "ainterleave",
@@ -255,42 +256,44 @@ def result(name: str, *, method: str, rows: list[dict[str, Any]], **extra: Any) 
 # Times cross the process boundary as time.monotonic() values: CLOCK_MONOTONIC is system-wide on Linux.
 
 
-class RustServer:
-    """`vllm-rs` with the scripted engine in a child process; `.base_url`, `.model`, `.command(op, ...)`.
+_Server = TypeVar("_Server", bound="ChildServer")
 
-    Commands (answered with one JSON line): script(method, values), switch_after(method, before, after,
-    delay), switched -> {"at"}, calls(method) -> {"times"}, clear, reset. Closing stdin stops everything.
+
+class ChildServer:
+    """Servers run by a child process (`python -c code`) driven by JSON lines on stdin.
+
+    The child prints one JSON hello line once it is up (or {"error": ...}); every command gets one JSON
+    answer line. Closing stdin makes the child stop its servers and exit. Keeping the servers in another
+    process keeps their threads off the GIL the measured client uses.
     """
 
-    def __init__(self, startup_timeout: float = 60.0) -> None:
-        root = Path(__file__).resolve().parents[1]
+    what = "benchmark server"
+    stop_timeout = 15.0
+
+    def __init__(self, code: str, startup_timeout: float) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from benchmarks._common import _serve_rust; _serve_rust()"],
-            cwd=root,
+            [sys.executable, "-c", code],
+            cwd=Path(__file__).resolve().parents[1],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
         )
         try:
-            hello = self._read(startup_timeout)
+            self.hello = self._read(startup_timeout)
         except BaseException:
             self.close()
             raise
-        if "error" in hello:
+        if "error" in self.hello:
             self.close()
-            raise RuntimeError(f"the Rust frontend did not start: {hello['error']}")
-        self.base_url: str = hello["base_url"]
-        self.model: str = hello["model"]
-        self.startup_s: float = hello["startup_s"]
-        self.frontend_pid: int = hello["frontend_pid"]
+            raise RuntimeError(f"the {self.what} did not start: {self.hello['error']}")
 
     def _read(self, timeout: float) -> dict[str, Any]:
         assert self._proc.stdout is not None
         ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
         line = self._proc.stdout.readline() if ready else ""
         if not line:
-            raise RuntimeError(f"the benchmark server process gave no answer (exit code {self._proc.poll()})")
+            raise RuntimeError(f"the {self.what} process gave no answer (exit code {self._proc.poll()})")
         answer: dict[str, Any] = json.loads(line)
         return answer
 
@@ -300,7 +303,7 @@ class RustServer:
         self._proc.stdin.flush()
         answer = self._read(30.0)
         if "error" in answer:
-            raise RuntimeError(f"server command {op!r} failed: {answer['error']}")
+            raise RuntimeError(f"{self.what} command {op!r} failed: {answer['error']}")
         return answer
 
     @property
@@ -309,20 +312,37 @@ class RustServer:
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()  # EOF: the child stops the frontend and exits
+            self._proc.stdin.close()
         try:
-            self._proc.wait(15)
+            self._proc.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait(5)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
 
-    def __enter__(self) -> RustServer:
+    def __enter__(self: _Server) -> _Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RustServer(ChildServer):
+    """`vllm-rs` with the scripted engine in a child process; `.base_url`, `.model`, `.command(op, ...)`.
+
+    Commands (answered with one JSON line): script(method, values), switch_after(method, before, after,
+    delay), switched -> {"at"}, calls(method) -> {"times"}, clear, reset. Closing stdin stops everything.
+    """
+
+    what = "Rust frontend"
+
+    def __init__(self, startup_timeout: float = 60.0) -> None:
+        super().__init__("from benchmarks._common import _serve_rust; _serve_rust()", startup_timeout)
+        self.base_url: str = self.hello["base_url"]
+        self.model: str = self.hello["model"]
+        self.startup_s: float = self.hello["startup_s"]
+        self.frontend_pid: int = self.hello["frontend_pid"]
 
 
 def rust_available() -> str | None:

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import select
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -36,7 +33,17 @@ import httpx
 from vllm_devclient import AsyncDevClient, DevClient
 from vllm_devclient.fleet import AsyncFleet, Fleet
 
-from ._common import Stats, ainterleave, compare, interleave, ratio, result, rust_available, value
+from ._common import (
+    ChildServer,
+    Stats,
+    ainterleave,
+    compare,
+    interleave,
+    ratio,
+    result,
+    rust_available,
+    value,
+)
 
 TARGETS = 32
 DELAYS_S = (0.01, 0.05)
@@ -44,65 +51,17 @@ GOAL_DELAYED = 1.5  # at 50 ms per call
 ServerKind = Literal["asyncio", "rust"]
 
 
-class FleetServers:
+class FleetServers(ChildServer):
     """`count` servers in a child process driven by JSON lines on stdin: `.urls`, `.command(op, ...)`."""
 
+    what = "fleet servers"
+    stop_timeout = 60.0
+
     def __init__(self, kind: ServerKind, count: int, startup_timeout: float = 120.0) -> None:
-        root = Path(__file__).resolve().parents[1]
         code = f"from benchmarks.bench_fleet import _serve; _serve({kind!r}, {count})"
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            cwd=root,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        try:
-            hello = self._read(startup_timeout)
-        except BaseException:
-            self.close()
-            raise
-        if "error" in hello:
-            self.close()
-            raise RuntimeError(f"the {kind} servers did not start: {hello['error']}")
-        self.urls: list[str] = hello["urls"]
-        self.startup_s: float = hello["startup_s"]
-
-    def _read(self, timeout: float) -> dict[str, Any]:
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
-        line = self._proc.stdout.readline() if ready else ""
-        if not line:
-            raise RuntimeError(f"the fleet server process gave no answer (exit code {self._proc.poll()})")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def command(self, op: str, **args: Any) -> dict[str, Any]:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-        self._proc.stdin.flush()
-        answer = self._read(30.0)
-        if "error" in answer:
-            raise RuntimeError(f"fleet server command {op!r} failed: {answer['error']}")
-        return answer
-
-    def close(self) -> None:
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()  # EOF: the child stops every server and exits
-        try:
-            self._proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(5)
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-
-    def __enter__(self) -> FleetServers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(code, startup_timeout)
+        self.urls: list[str] = self.hello["urls"]
+        self.startup_s: float = self.hello["startup_s"]
 
 
 # ---- the child process ------------------------------------------------------------------------------------

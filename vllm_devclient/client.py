@@ -35,6 +35,7 @@ __all__ = ["NOT_GIVEN", "AsyncDevClient", "DevClient"]
 
 T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
+_C = TypeVar("_C", bound="_BaseClient[Any]")
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 _STALE_SIGNS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
@@ -57,15 +58,17 @@ class _BaseClient(Generic[H]):
 
     _http: H
 
+    _http_class: type[H]
+
     def __init__(
         self,
-        base_url: str,
+        base_url: str = "http://127.0.0.1:8000",
         *,
-        api_key: str | None,
-        timeout: float | httpx.Timeout | None,
-        max_retries: int,
-        http_client: H | None,
-        model: str | None,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: H | None = None,
+        model: str | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidParameterError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
@@ -79,9 +82,18 @@ class _BaseClient(Generic[H]):
         self._owns_http = http_client is None
         self._models = ModelCache(model)
         self._default_headers = self._headers()
-        self._request_headers: dict[str, str] | None = None
+        self._http: H = (
+            http_client
+            if http_client is not None
+            else self._http_class(timeout=timeout, headers=self._default_headers)
+        )
+        self._request_headers = _missing_headers(self._http, self._default_headers)
         # Set after a 5xx: the server may have closed the connection it answered on (uvicorn does).
         self._pool_suspect = False
+
+    def with_options(self: _C, *, timeout: TimeoutArg = NOT_GIVEN, max_retries: int | None = None) -> _C:
+        """A client sharing this one's connection pool, with other defaults."""
+        return type(self)(self.base_url, **self._options(timeout, max_retries))
 
     def __repr__(self) -> str:
         key = ", api_key=<set>" if self._api_key else ""
@@ -160,34 +172,7 @@ def _missing_headers(http: httpx.Client | httpx.AsyncClient, wanted: dict[str, s
 class DevClient(_BaseClient[httpx.Client]):
     """Synchronous client for a vLLM server's development-mode surface (either frontend)."""
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8000",
-        *,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        model: str | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            model=model,
-        )
-        self._http = (
-            http_client
-            if http_client is not None
-            else httpx.Client(timeout=timeout, headers=self._default_headers)
-        )
-        self._request_headers = _missing_headers(self._http, self._default_headers)
-
-    def with_options(self, *, timeout: TimeoutArg = NOT_GIVEN, max_retries: int | None = None) -> DevClient:
-        """A client sharing this one's connection pool, with other defaults."""
-        return DevClient(self.base_url, **self._options(timeout, max_retries))
+    _http_class = httpx.Client
 
     def close(self) -> None:
         if self._owns_http:
@@ -398,35 +383,7 @@ def _wait_flag(
 class AsyncDevClient(_BaseClient[httpx.AsyncClient]):
     """Asynchronous client; the same methods as DevClient, awaited."""
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8000",
-        *,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.AsyncClient | None = None,
-        model: str | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            model=model,
-        )
-        self._http = (
-            http_client
-            if http_client is not None
-            else httpx.AsyncClient(timeout=timeout, headers=self._default_headers)
-        )
-        self._request_headers = _missing_headers(self._http, self._default_headers)
-
-    def with_options(
-        self, *, timeout: TimeoutArg = NOT_GIVEN, max_retries: int | None = None
-    ) -> AsyncDevClient:
-        return AsyncDevClient(self.base_url, **self._options(timeout, max_retries))
+    _http_class = httpx.AsyncClient
 
     async def close(self) -> None:
         if self._owns_http:

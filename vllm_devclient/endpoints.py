@@ -70,17 +70,17 @@ def qbool(value: bool) -> str:
 # ---- answer readers ---------------------------------------------------------------------------------
 
 
+def _invalid(message: str, response: httpx.Response, ep: Endpoint[Any]) -> ResponseValidationError:
+    return ResponseValidationError(
+        message, method=ep.method, path=ep.path, status_code=response.status_code, body=response.text
+    )
+
+
 def _json(response: httpx.Response, ep: Endpoint[Any]) -> Any:
     try:
         return response.json()
     except ValueError as exc:
-        raise ResponseValidationError(
-            f"expected JSON ({exc})",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        ) from exc
+        raise _invalid(f"expected JSON ({exc})", response, ep) from exc
 
 
 def _empty_or_json(response: httpx.Response, ep: Endpoint[Any]) -> Any:
@@ -92,13 +92,7 @@ def _validated(model: type[M], data: Any, response: httpx.Response, ep: Endpoint
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:
-        raise ResponseValidationError(
-            f"unexpected answer shape: {exc.errors()[0]['msg']}",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        ) from exc
+        raise _invalid(f"unexpected answer shape: {exc.errors()[0]['msg']}", response, ep) from exc
 
 
 def _model_reader(model: type[M]) -> Callable[[httpx.Response, Endpoint[Any]], M]:
@@ -116,13 +110,7 @@ def _field_reader(name: str, kind: type[T]) -> Callable[[httpx.Response, Endpoin
         value = data.get(name) if isinstance(data, dict) else None
         # bool is an int subclass: never let an int through where a bool is meant, and vice versa
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ResponseValidationError(
-                f"expected {name!r} to be {kind.__name__}",
-                method=ep.method,
-                path=ep.path,
-                status_code=response.status_code,
-                body=response.text,
-            )
+            raise _invalid(f"expected {name!r} to be {kind.__name__}", response, ep)
         return value
 
     return read
@@ -147,13 +135,7 @@ def _read_reset(response: httpx.Response, ep: Endpoint[Any]) -> ResetPrefixCache
         return ResetPrefixCacheResult(success=None, status_code=response.status_code)
     success = data.get("success") if isinstance(data, dict) else None
     if not isinstance(success, bool):
-        raise ResponseValidationError(
-            "expected {'success': bool}",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        )
+        raise _invalid("expected {'success': bool}", response, ep)
     return ResetPrefixCacheResult(success=success, status_code=response.status_code)
 
 
@@ -165,13 +147,7 @@ def _read_collective_rpc(response: httpx.Response, ep: Endpoint[Any]) -> list[An
         return [None]
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, list):
-        raise ResponseValidationError(
-            "expected {'results': [...]}",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        )
+        raise _invalid("expected {'results': [...]}", response, ep)
     return results
 
 
@@ -181,13 +157,7 @@ def _read_kv_event_sources(response: httpx.Response, ep: Endpoint[Any]) -> dict[
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ResponseValidationError(
-            "expected a map of rank -> source",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        )
+        raise _invalid("expected a map of rank -> source", response, ep)
     # Some builds nest the map under "sources"; the ranks are JSON object keys, so strings.
     raw = data.get("sources", data) if isinstance(data.get("sources"), dict) else data
     out: dict[int, KVEventSource] = {}
@@ -206,13 +176,7 @@ def _read_completion_text(response: httpx.Response, ep: Endpoint[Any]) -> str:
     try:
         return str(data["choices"][0]["text"])
     except (KeyError, IndexError, TypeError) as exc:
-        raise ResponseValidationError(
-            "expected a completion with choices[0].text",
-            method=ep.method,
-            path=ep.path,
-            status_code=response.status_code,
-            body=response.text,
-        ) from exc
+        raise _invalid("expected a completion with choices[0].text", response, ep) from exc
 
 
 def _read_abort(response: httpx.Response, ep: Endpoint[Any]) -> AbortRequestsResult:
