@@ -821,39 +821,27 @@ def _deadline_option(default: float) -> Callable[[F], F]:
     )
 
 
-@fleet_command("wait-ready", aliases=["wait-until-ready"])
-@_deadline_option(120.0)
-def _wait_ready(deadline: float) -> Job:
-    """Wait until /health answers 200 on every target."""
-    return Job(lambda f: f.wait_until_ready(deadline), render=lambda v: "ready")
+# (subcommand, Fleet method, default deadline, what is waited for, what it prints)
+_WAITS = (
+    ("wait-ready", "wait_until_ready", 120.0, "/health answers 200 on every target", "ready"),
+    ("wait-sleeping", "wait_until_sleeping", 60.0, "every target reports is_sleeping=true", "sleeping"),
+    ("wait-awake", "wait_until_awake", 60.0, "every target reports is_sleeping=false", "awake"),
+    ("wait-paused", "wait_until_paused", 60.0, "every target reports is_paused=true", "paused"),
+    ("wait-resumed", "wait_until_resumed", 60.0, "every target reports is_paused=false", "resumed"),
+)
 
 
-@fleet_command("wait-sleeping", aliases=["wait-until-sleeping"])
-@_deadline_option(60.0)
-def _wait_sleeping(deadline: float) -> Job:
-    """Wait until every target reports is_sleeping=true."""
-    return Job(lambda f: f.wait_until_sleeping(deadline), render=lambda v: "sleeping")
+def _wait_command(name: str, method: str, default: float, what: str, done: str) -> None:
+    @fleet_command(name, aliases=[method.replace("_", "-")])
+    @_deadline_option(default)
+    def wait(deadline: float) -> Job:
+        return Job(lambda f: getattr(f, method)(deadline), render=lambda v: done)
+
+    wait.help = f"Wait until {what}."
 
 
-@fleet_command("wait-awake", aliases=["wait-until-awake"])
-@_deadline_option(60.0)
-def _wait_awake(deadline: float) -> Job:
-    """Wait until every target reports is_sleeping=false."""
-    return Job(lambda f: f.wait_until_awake(deadline), render=lambda v: "awake")
-
-
-@fleet_command("wait-paused", aliases=["wait-until-paused"])
-@_deadline_option(60.0)
-def _wait_paused(deadline: float) -> Job:
-    """Wait until every target reports is_paused=true."""
-    return Job(lambda f: f.wait_until_paused(deadline), render=lambda v: "paused")
-
-
-@fleet_command("wait-resumed", aliases=["wait-until-resumed"])
-@_deadline_option(60.0)
-def _wait_resumed(deadline: float) -> Job:
-    """Wait until every target reports is_paused=false."""
-    return Job(lambda f: f.wait_until_resumed(deadline), render=lambda v: "resumed")
+for _wait in _WAITS:
+    _wait_command(*_wait)
 
 
 def _pretty(value: Any) -> str:
