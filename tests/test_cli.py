@@ -294,10 +294,12 @@ def test_wake_up_partial_fails_only_without_tags(mock: respx.MockRouter) -> None
     assert full.exit_code == ExitCode.FAILED and "still sleeping" in full.stderr
 
 
-def test_metrics_alias_prints_the_text(mock: respx.MockRouter) -> None:
-    mock.get(f"{A}/metrics").respond(200, text="vllm:num_requests_running 0\n")
-    result = invoke("--url", A, "metrics")
-    assert result.exit_code == 0 and result.stdout == "vllm:num_requests_running 0\n"
+def test_metrics_text_prints_the_text_and_metrics_the_snapshot(mock: respx.MockRouter) -> None:
+    mock.get(f"{A}/metrics").respond(200, text="vllm:prefix_cache_hits_total 7\n")
+    result = invoke("--url", A, "metrics-text")
+    assert result.exit_code == 0 and result.stdout == "vllm:prefix_cache_hits_total 7\n"
+    snapshot = doc(invoke("--url", A, "--json", "metrics"))["targets"][A]["result"]
+    assert snapshot["prefix_cache_hits"] == 7
 
 
 def test_kv_event_sources_json_keys_are_ranks(mock: respx.MockRouter) -> None:

@@ -584,10 +584,27 @@ def _models() -> Job:
     return Job(lambda f: f.models(), render=lambda v: ", ".join(m.id for m in v.data) or "(none)")
 
 
-@fleet_command("metrics-text", aliases=["metrics"])
+@fleet_command("metrics-text")
 def _metrics_text() -> Job:
     """GET /metrics: the Prometheus text exposition."""
     return Job(lambda f: f.metrics_text(), render=lambda v: str(v).rstrip("\n"))
+
+
+@fleet_command("metrics")
+def _metrics() -> Job:
+    """GET /metrics as a snapshot: prefix-cache and KV-offload counters (needs the metrics extra)."""
+    return Job(lambda f: f.metrics())
+
+
+@fleet_command("completion")
+@click.argument("prompt")
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=16, show_default=True, help="Tokens to generate."
+)
+@click.option("--model", default=None, help="Model name [default: the first on /v1/models].")
+def _completion(prompt: str, max_tokens: int, model: str | None) -> Job:
+    """POST /v1/completions, greedy: the generated text."""
+    return Job(lambda f: f.completion(prompt, model=model, max_tokens=max_tokens), render=lambda v: v.text)
 
 
 @fleet_command("reset-prefix-cache")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import httpx
 
@@ -17,6 +17,7 @@ from .errors import InvalidParameterError
 from .models import (
     AbortRequestsResult,
     BarrierResult,
+    Completion,
     KVEventSource,
     MessageResult,
     ModelList,
@@ -30,6 +31,9 @@ from .models import (
     WeightVersionResult,
 )
 from .operations import Backoff, ModelCache, Operation, RetryPolicy, Sleep, Transmit
+
+if TYPE_CHECKING:
+    from .metrics import MetricsSnapshot
 
 __all__ = ["NOT_GIVEN", "AsyncDevClient", "DevClient"]
 
@@ -221,6 +225,36 @@ class DevClient(_BaseClient[httpx.Client]):
 
     def models(self, *, timeout: TimeoutArg = NOT_GIVEN) -> ModelList:
         return self._run(self._call(endpoints.models(), timeout))
+
+    def metrics(self, *, timeout: TimeoutArg = NOT_GIVEN) -> MetricsSnapshot:
+        """GET /metrics as a typed snapshot (either frontend's format); needs the ``metrics`` extra."""
+        return self._run(self._call(endpoints.metrics(), timeout))
+
+    def completion(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        max_tokens: int = 16,
+        temperature: float = 0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        timeout: TimeoutArg = NOT_GIVEN,
+    ) -> Completion:
+        """POST /v1/completions (greedy by default); ``model`` None: the served model from /v1/models."""
+        return self._run(
+            ops.completion(
+                self._models,
+                prompt,
+                model=model,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                stop=stop,
+                timeout=self._timeout(timeout),
+                retry=self._retry,
+            )
+        )
 
     def metrics_text(self, *, timeout: TimeoutArg = NOT_GIVEN) -> str:
         return self._run(self._call(endpoints.metrics_text(), timeout)).text
@@ -431,6 +465,36 @@ class AsyncDevClient(_BaseClient[httpx.AsyncClient]):
 
     async def models(self, *, timeout: TimeoutArg = NOT_GIVEN) -> ModelList:
         return await self._run(self._call(endpoints.models(), timeout))
+
+    async def metrics(self, *, timeout: TimeoutArg = NOT_GIVEN) -> MetricsSnapshot:
+        """GET /metrics as a typed snapshot (either frontend's format); needs the ``metrics`` extra."""
+        return await self._run(self._call(endpoints.metrics(), timeout))
+
+    async def completion(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        max_tokens: int = 16,
+        temperature: float = 0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        timeout: TimeoutArg = NOT_GIVEN,
+    ) -> Completion:
+        """POST /v1/completions (greedy by default); ``model`` None: the served model from /v1/models."""
+        return await self._run(
+            ops.completion(
+                self._models,
+                prompt,
+                model=model,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                stop=stop,
+                timeout=self._timeout(timeout),
+                retry=self._retry,
+            )
+        )
 
     async def metrics_text(self, *, timeout: TimeoutArg = NOT_GIVEN) -> str:
         return (await self._run(self._call(endpoints.metrics_text(), timeout))).text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import InvalidParameterError, ResponseValidationError, error_from_response
 from .models import (
     AbortRequestsResult,
+    Completion,
     KVEventSource,
     MessageResult,
     ModelList,
@@ -29,6 +30,9 @@ from .models import (
     WeightInfo,
     WeightVersionResult,
 )
+
+if TYPE_CHECKING:
+    from .metrics import MetricsSnapshot
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -170,13 +174,11 @@ def _read_kv_event_sources(response: httpx.Response, ep: Endpoint[Any]) -> dict[
     return dict(sorted(out.items()))
 
 
-def _read_completion_text(response: httpx.Response, ep: Endpoint[Any]) -> str:
+def _read_metrics(response: httpx.Response, ep: Endpoint[Any]) -> MetricsSnapshot:
     ep.check(response)
-    data = _json(response, ep)
-    try:
-        return str(data["choices"][0]["text"])
-    except (KeyError, IndexError, TypeError) as exc:
-        raise _invalid("expected a completion with choices[0].text", response, ep) from exc
+    from .metrics import parse_metrics  # prometheus_client is the optional "metrics" extra
+
+    return parse_metrics(response.text, response.headers.get("content-type", ""))
 
 
 def _read_abort(response: httpx.Response, ep: Endpoint[Any]) -> AbortRequestsResult:
@@ -215,6 +217,10 @@ def models() -> Endpoint[ModelList]:
 
 def metrics_text() -> Endpoint[httpx.Response]:
     return Endpoint("GET", "/metrics", _raw, idempotent=True, dev_route=False)
+
+
+def metrics() -> Endpoint[MetricsSnapshot]:
+    return Endpoint("GET", "/metrics", _read_metrics, idempotent=True, dev_route=False)
 
 
 def reset_prefix_cache(
@@ -372,9 +378,29 @@ def weight_info() -> Endpoint[WeightInfo]:
     return Endpoint("GET", "/weight_info", _model_reader(WeightInfo), idempotent=True)
 
 
-def completion(model: str, prompt: str, max_tokens: int) -> Endpoint[str]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-    return Endpoint("POST", "/v1/completions", _read_completion_text, body=body, dev_route=False)
+def completion(
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    temperature: float = 0,
+    seed: int | None = None,
+    stop: Sequence[str] | None = None,
+) -> Endpoint[Completion]:
+    if isinstance(stop, str):
+        raise InvalidParameterError("stop must be a list of strings, not a single string")
+    body: dict[str, Any] = {
+        "model": _str_item(model, "model"),
+        "prompt": _str_item(prompt, "prompt"),
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+    }
+    if seed is not None:
+        body["seed"] = seed
+    if stop:
+        body["stop"] = [_str_item(s, "stop") for s in stop]
+    _check_json(body, "completion arguments")
+    return Endpoint("POST", "/v1/completions", _model_reader(Completion), body=body, dev_route=False)
 
 
 def raw(

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AbortRequestsResult",
     "BarrierResult",
+    "Completion",
+    "CompletionChoice",
+    "CompletionUsage",
     "KVEventSource",
     "MessageResult",
     "ModelCard",
@@ -121,3 +124,37 @@ class BarrierResult(_Model):
     attempts: int
     engine_steps: int
     elapsed_s: float
+
+
+class CompletionChoice(_Model):
+    text: str
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class CompletionUsage(_Model):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class Completion(_Model):
+    """A `/v1/completions` answer: what engine stepping and the GSM8K evaluator read."""
+
+    id: str | None = None
+    model: str | None = None
+    choices: list[CompletionChoice] = Field(min_length=1)
+    usage: CompletionUsage | None = None
+
+    @property
+    def text(self) -> str:
+        return self.choices[0].text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.choices[0].finish_reason
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens generated (0 when the server did not report usage)."""
+        return (self.usage.completion_tokens or 0) if self.usage is not None else 0

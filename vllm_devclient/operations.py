@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from .errors import (
     WaitTimeoutError,
     error_from_response,
 )
-from .models import BarrierResult, ResetPrefixCacheResult
+from .models import BarrierResult, Completion, ResetPrefixCacheResult
 
 T = TypeVar("T")
 log = logging.getLogger("vllm_devclient")
@@ -145,15 +145,39 @@ class ModelCache:
         self.model = model
 
 
-def step_engine(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> Operation[str]:
-    """A 1-token greedy completion: makes the engine run one step (and so release finished blocks)."""
+def served_model(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> Operation[str]:
+    """The served model: given at construction, else the first one /v1/models lists (looked up once)."""
     if cache.model is None:
         listing = yield from call(endpoints.models(), timeout=timeout, retry=retry)
         if not listing.data:
-            raise DevClientError("the server lists no model on /v1/models, so there is nothing to step")
+            raise DevClientError("the server lists no model on /v1/models: pass model= to the client")
         cache.model = listing.data[0].id
-    text = yield from call(endpoints.completion(cache.model, "0", 1), timeout=timeout, retry=retry)
-    return text
+    return cache.model
+
+
+def completion(
+    cache: ModelCache,
+    prompt: str,
+    *,
+    model: str | None,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None,
+    stop: Sequence[str] | None,
+    timeout: Timeout,
+    retry: RetryPolicy,
+) -> Operation[Completion]:
+    name = model if model is not None else (yield from served_model(cache, timeout=timeout, retry=retry))
+    ep = endpoints.completion(name, prompt, max_tokens, temperature=temperature, seed=seed, stop=stop)
+    done: Completion = yield from call(ep, timeout=timeout, retry=retry)
+    return done
+
+
+def step_engine(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> Operation[str]:
+    """A 1-token greedy completion: makes the engine run one step (and so release finished blocks)."""
+    model = yield from served_model(cache, timeout=timeout, retry=retry)
+    done = yield from call(endpoints.completion(model, "0", 1), timeout=timeout, retry=retry)
+    return done.text
 
 
 @dataclass(frozen=True)

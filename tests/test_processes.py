@@ -1,0 +1,60 @@
+"""The one process-group killer and port picker every launcher uses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+
+from vllm_devclient.testing.processes import (
+    PORT_RANGE,
+    descendants,
+    free_port,
+    group_alive,
+    spawn,
+    stop_group,
+    wait_for,
+)
+
+# A parent whose child ignores SIGTERM and leaves the process group: stop_group must still end both.
+_STUBBORN = """
+import os, signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); os.setpgrp(); time.sleep(60)"])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_stop_group_ends_a_child_that_ignores_sigterm_and_left_the_group() -> None:
+    proc = spawn([sys.executable, "-c", _STUBBORN], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    grandchild = int(proc.stdout.readline())
+    wait_for(lambda: len(descendants(proc.pid)) == 1, timeout=10, what="the grandchild started")
+    started = time.monotonic()
+    code = stop_group(proc, grace=1.0)
+    assert (
+        code is not None
+        and not psutil.pid_exists(grandchild)
+        or (psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE)
+    )
+    assert not group_alive(proc.pid)
+    assert time.monotonic() - started < 15
+    assert stop_group(proc, grace=1.0) == code  # idempotent
+
+
+def test_free_port_is_outside_the_ephemeral_range_and_never_repeats() -> None:
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(PORT_RANGE[0] <= p < PORT_RANGE[1] for p in ports)
+
+
+def test_wait_for_names_what_it_waited_for() -> None:
+    try:
+        wait_for(lambda: False, timeout=0.05, what="the moon rising")
+    except TimeoutError as exc:
+        assert "the moon rising within 0.1 s" in str(exc)
+    else:
+        raise AssertionError("wait_for returned")

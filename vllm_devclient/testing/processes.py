@@ -1,0 +1,169 @@
+"""Child processes of launchers and tests: one free-port function, one spawner, one process-group killer.
+
+Every launcher (the real frontends, `vllm serve`, the benchmarks' servers) starts its child in a session of
+its own (so the child leads a process group), with a parent-death signal on Linux, and stops it through
+`stop_group`: SIGTERM to the group, SIGKILL after a grace period, then SIGKILL to whatever is left in the
+group or descends from the child, found with psutil (no `/proc` walking of our own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+import psutil
+
+__all__ = [
+    "PORT_RANGE",
+    "descendants",
+    "free_port",
+    "group_alive",
+    "group_members",
+    "parent_death_signal",
+    "spawn",
+    "stop_group",
+    "wait_for",
+]
+
+# Ports handed to child processes are picked below the kernel's ephemeral range: a port from bind(0) may
+# be taken by some outgoing connection before the child binds it ("Address already in use").
+PORT_RANGE = (20000, 32000)
+_handed_out: set[int] = set()
+_port_lock = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that is free now, outside the ephemeral range, never handed out twice here."""
+    with _port_lock:
+        for _ in range(500):
+            port = random.randrange(*PORT_RANGE)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise OSError(f"no free port on {host} in {PORT_RANGE}")
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux only).
+
+    The kernel sends it when the *thread* that forked exits, so it is set up only from the main thread:
+    a child started from a short-lived worker thread would otherwise die with that thread.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    prctl = ctypes.CDLL(libc_name, use_errno=True).prctl
+    pr_set_pdeathsig, term = 1, int(signal.SIGTERM)
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, term, 0, 0, 0)
+
+    return preexec
+
+
+def spawn(
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdout: IO[Any] | int | None = None,
+    pass_fds: Sequence[int] = (),
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `cmd` as the leader of a new process group (stderr joins stdout), stdin closed."""
+    return subprocess.Popen(
+        list(cmd),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not None else None,
+        env=None if env is None else dict(env),
+        pass_fds=tuple(pass_fds),
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=parent_death_signal(),  # only a prctl call: safe after fork
+    )
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every live descendant of `pid` (children that changed their group included)."""
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if _alive(p)]
+    except psutil.Error:
+        return []
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    members = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid and _alive(proc):
+                members.append(proc)
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    return bool(group_members(pgid))
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop_group(proc: subprocess.Popen[Any], *, grace: float = 10.0) -> int | None:
+    """Stop a child started by `spawn` and everything it started; returns its exit code. Idempotent.
+
+    SIGTERM to its group, SIGKILL to the group after `grace` seconds, then SIGKILL to any process still in
+    the group or descended from the child (one that left the group, or was orphaned when the leader exited).
+    """
+    pgid = proc.pid  # spawn() made the child its group's leader
+    family = descendants(proc.pid)
+    if proc.poll() is None or group_alive(pgid):
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+    leftover = {p.pid: p for p in [*group_members(pgid), *family] if _alive(p)}
+    for p in leftover.values():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(list(leftover.values()), timeout=10)
+    return proc.poll()
+
+
+def wait_for(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.02, what: str) -> None:
+    """Poll `predicate` until it is true; TimeoutError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} within {timeout:.1f} s")
+        time.sleep(interval)
