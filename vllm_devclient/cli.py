@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from ._version import __version__
 from .client import DEFAULT_TIMEOUT, DevClient
+from .constants import DEFAULT_MAX_CONCURRENCY
 from .errors import (
     APIConnectionError,
     APIStatusError,
@@ -47,7 +48,7 @@ from .errors import (
     PermissionDeniedError,
     WaitTimeoutError,
 )
-from .fleet import DEFAULT_MAX_CONCURRENCY, AsyncFleet, FleetResult, TargetOutcome
+from .fleet import AsyncFleet, FleetResult, TargetOutcome
 from .models import ResetPrefixCacheResult, VersionInfo, WakeUpResult, WeightVersionResult
 
 __all__ = ["ExitCode", "cli", "exit_code_for", "main"]
@@ -613,7 +614,9 @@ def _completion(prompt: str, max_tokens: int, model: str | None) -> Job:
 def _reset_prefix_cache(reset_running_requests: bool, reset_external: bool) -> Job:
     """POST /reset_prefix_cache once. Exit 1 when the engine answers success=false (see `barrier`)."""
     return Job(
-        lambda f: f.reset_prefix_cache(reset_running_requests, reset_external),
+        lambda f: f.reset_prefix_cache(
+            reset_running_requests=reset_running_requests, reset_external=reset_external
+        ),
         verdict=_reset_verdict,
         render=_reset_render,
     )
@@ -636,7 +639,7 @@ def _reset_encoder_cache() -> Job:
 @click.option("--mode", type=MODES, default="abort", show_default=True, help="What to do with requests.")
 def _sleep(level: int, mode: Any) -> Job:
     """POST /sleep: offload (level 1) or discard (level 2) the weights and free the KV cache."""
-    return Job(lambda f: f.sleep(level, mode))
+    return Job(lambda f: f.sleep(level, mode=mode))
 
 
 @fleet_command("wake-up")
@@ -672,7 +675,7 @@ def _release_kv_cache_memory() -> Job:
 @click.option("--rollback", is_flag=True, help="If some targets fail, resume the ones that were paused.")
 def _pause(mode: Any, clear_cache: bool | None, rollback: bool) -> Job:
     """POST /pause: stop scheduling. With --rollback the fleet is paused everywhere or nowhere it was."""
-    return Job(lambda f: f.pause(mode, clear_cache, rollback=rollback))
+    return Job(lambda f: f.pause(mode, clear_cache=clear_cache, rollback=rollback))
 
 
 @fleet_command("resume")
@@ -706,7 +709,7 @@ def _collective_rpc(
     method: str, rpc_args: list[Any], rpc_kwargs: dict[str, Any] | None, rpc_timeout: float | None
 ) -> Job:
     """POST /collective_rpc: call METHOD on every worker; prints the per-worker results."""
-    return Job(lambda f: f.collective_rpc(method, rpc_args, rpc_kwargs, rpc_timeout))
+    return Job(lambda f: f.collective_rpc(method, args=rpc_args, kwargs=rpc_kwargs, rpc_timeout=rpc_timeout))
 
 
 @fleet_command("server-info")
@@ -731,7 +734,7 @@ def _kv_event_sources() -> Job:
 @click.option("--include-dp/--no-include-dp", default=True, show_default=True)
 def _get_world_size(include_dp: bool) -> Job:
     """GET /get_world_size."""
-    return Job(lambda f: f.get_world_size(include_dp))
+    return Job(lambda f: f.get_world_size(include_dp=include_dp))
 
 
 @fleet_command("init-weight-transfer-engine")
@@ -758,7 +761,7 @@ def _update_weights(update_info: Any) -> Job:
 @click.option("--weight-version", default=None, help="The version the new weights carry.")
 def _finish_weight_update(weight_version: str | None) -> Job:
     """POST /finish_weight_update."""
-    return Job(lambda f: f.finish_weight_update(weight_version))
+    return Job(lambda f: f.finish_weight_update(weight_version=weight_version))
 
 
 @fleet_command("update-weight-version")
@@ -816,9 +819,9 @@ def _barrier(
     """The offload barrier: reset the prefix cache until it succeeds on every target (exit 4 at deadline)."""
     return Job(
         lambda f: f.reset_prefix_cache_until_success(
-            deadline,
-            reset_external,
-            step,
+            deadline=deadline,
+            reset_external=reset_external,
+            step_engine=step,
             reset_running_requests=reset_running_requests,
             request_timeout=request_timeout,
         ),

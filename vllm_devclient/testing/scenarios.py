@@ -715,7 +715,7 @@ _HANG_TIMEOUT = 0.5
 
 
 def _rpc(c: Client) -> object:
-    return c.collective_rpc("echo", [1, "x"], {"k": "v"})
+    return c.collective_rpc("echo", args=[1, "x"], kwargs={"k": "v"})
 
 
 def _sleep(level: int, mode: PauseMode) -> Callable[[Client], object]:
@@ -1147,7 +1147,7 @@ def _default_scenarios() -> list[Scenario]:
         Scenario(
             "collective_rpc_timeout",
             "rpc_timeout reaches the engine as the collective_rpc timeout",
-            lambda c: c.collective_rpc("echo", [], None, rpc_timeout=5.0),
+            lambda c: c.collective_rpc("echo", args=[], rpc_timeout=5.0),
             returns([None]),
             (call("collective_rpc", "echo", 5.0, [], {}),),
         )
@@ -1203,7 +1203,7 @@ def _default_scenarios() -> list[Scenario]:
         Scenario(
             "finish_weight_update",
             "POST /finish_weight_update with a version: two engine calls",
-            lambda c: c.finish_weight_update("v2"),
+            lambda c: c.finish_weight_update(weight_version="v2"),
             returns_model("MessageResult", {"message": "Weight update finished"}),
             {
                 "python": (
