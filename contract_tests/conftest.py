@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient.testing.parity import FrontendPool, collect_runs
-from vllm_devclient.testing.scenarios import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.contract import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.parity import collect_runs
+from vllm_devclient.testing.pool import FrontendPool
 
 _REPORT_KEY = pytest.StashKey[str]()
 
@@ -118,11 +119,11 @@ def _early_pool(request: pytest.FixtureRequest) -> None:
 
 CHILD_TESTS = """
 import json, os, time
-from vllm_devclient.testing.frontends import _children_of
+from vllm_devclient.testing.processes import descendants
 
 
 def _record(*frontends):
-    trees = {fe.frontend: [fe.pid, *_children_of(fe.pid)] for fe in frontends}
+    trees = {fe.frontend: [fe.pid, *(p.pid for p in descendants(fe.pid))] for fe in frontends}
     path = os.environ["LEFTOVER_PIDS"]
     with open(path + ".tmp", "w") as f:
         json.dump(trees, f)

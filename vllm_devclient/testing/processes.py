@@ -30,6 +30,8 @@ __all__ = [
     "free_port",
     "group_alive",
     "group_members",
+    "is_running",
+    "listener",
     "parent_death_signal",
     "spawn",
     "stop_group",
@@ -43,21 +45,47 @@ _handed_out: set[int] = set()
 _port_lock = threading.Lock()
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on `host` that is free now, outside the ephemeral range, never handed out twice here."""
+def free_port(host: str = "127.0.0.1", *, count: int = 1) -> int:
+    """A TCP port on `host` that is free now, outside the ephemeral range, never handed out twice here.
+
+    With `count` > 1, the first of `count` consecutive free ports (all of them handed out): what a
+    publisher per data-parallel rank on `port + rank` needs.
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
     with _port_lock:
         for _ in range(500):
-            port = random.randrange(*PORT_RANGE)
-            if port in _handed_out:
+            port = random.randrange(PORT_RANGE[0], PORT_RANGE[1] - count + 1)
+            ports = range(port, port + count)
+            if _handed_out.intersection(ports) or not all(_bindable(host, p) for p in ports):
                 continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
+            _handed_out.update(ports)
             return port
-    raise OSError(f"no free port on {host} in {PORT_RANGE}")
+    raise OSError(f"no {count} free port(s) on {host} in {PORT_RANGE}")
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def listener(host: str = "127.0.0.1", *, backlog: int = 1024) -> socket.socket:
+    """A listening TCP socket on a port the kernel picks, for a child that inherits it (`pass_fds`).
+
+    No race: the socket is bound before the child starts. Close it here once the child runs.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, 0))
+        s.listen(backlog)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def parent_death_signal() -> Callable[[], None] | None:
@@ -87,13 +115,18 @@ def spawn(
     stdout: IO[Any] | int | None = None,
     pass_fds: Sequence[int] = (),
     cwd: str | os.PathLike[str] | None = None,
+    stdin: IO[Any] | int | None = subprocess.DEVNULL,
+    merge_stderr: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `cmd` as the leader of a new process group (stderr joins stdout), stdin closed."""
+    """Start `cmd` as the leader of a new process group, stdin closed (or `stdin`, e.g. a pipe).
+
+    stderr joins `stdout` when that is given (unless `merge_stderr` is False: then it is inherited).
+    """
     return subprocess.Popen(
         list(cmd),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
-        stderr=subprocess.STDOUT if stdout is not None else None,
+        stderr=subprocess.STDOUT if stdout is not None and merge_stderr else None,
         env=None if env is None else dict(env),
         pass_fds=tuple(pass_fds),
         cwd=cwd,
@@ -122,6 +155,14 @@ def group_members(pgid: int) -> list[psutil.Process]:
 
 def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
+
+
+def is_running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.Error:
+        return False
 
 
 def _alive(proc: psutil.Process) -> bool:
