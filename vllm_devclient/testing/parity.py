@@ -275,6 +275,8 @@ def _masked_sdk(run: ScenarioRun, model: str | None) -> dict[str, Any]:
         summary["value"] = {"vllm_config": "…", "vllm_env": "…", "system_env": "…"}
     if run.scenario.name == "metrics_text":
         summary["value"] = f"<{len(str(run.outcome))} characters of Prometheus text>"
+    elif run.scenario.name == "metrics" and "value" in summary:
+        summary["value"] = "<counter values (they change with every request)>"
     return summary
 
 

@@ -21,7 +21,16 @@ from __future__ import annotations
 
 from .clients import ClientKind, make_client
 from .expect import Check, EngineCallSpec, Expect, call, observed_calls, raises, returns, returns_model
-from .masking import MASK, dedupe, mask_exchange, mask_text, mask_value, masked_run, timing_independent
+from .masking import (
+    KEEP_METRIC_SAMPLES,
+    MASK,
+    dedupe,
+    mask_exchange,
+    mask_text,
+    mask_value,
+    masked_run,
+    timing_independent,
+)
 from .outcome import body_data, jsonable, resolve, summarize_outcome
 from .runner import LiveServer, ScenarioRun, Target, arun_scenario, run_scenario
 from .scenario import API_KEY, SETUPS, Client, FrontendName, Mode, Scenario, Setup
@@ -37,6 +46,7 @@ from .transport import (
 __all__ = [
     "API_KEY",
     "HEADERS_THAT_MATTER",
+    "KEEP_METRIC_SAMPLES",
     "MASK",
     "SETUPS",
     "Check",

@@ -12,9 +12,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .runner import ScenarioRun
 
-__all__ = ["MASK", "dedupe", "mask_exchange", "mask_text", "mask_value", "masked_run", "timing_independent"]
+__all__ = [
+    "KEEP_METRIC_SAMPLES",
+    "MASK",
+    "dedupe",
+    "mask_exchange",
+    "mask_text",
+    "mask_value",
+    "masked_run",
+    "timing_independent",
+]
 
 MASK = "<masked>"
+# A scenario tag: the SDK parses the /metrics answer, so its fixture keeps the samples it reads (values
+# zeroed), not only the TYPE lines (see `mask_exchange`).
+KEEP_METRIC_SAMPLES = "keep_metric_samples"
 _CALL_ID = re.compile(r"call_id=\d+")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost|0\.0\.0\.0):\d+")
 _FINGERPRINT_HASH = re.compile(r"-[0-9a-f]{6,}$")
@@ -81,15 +93,52 @@ def _mask_metrics(text: str) -> str:
     return "\n".join(types) + ("\n" if types else "")
 
 
-def mask_exchange(exchange: Mapping[str, Any], model: str | None = None) -> dict[str, Any]:
-    """An exchange (see `Exchange.as_json`) with everything that varies between runs masked."""
+# The counters a MetricsSnapshot reads without labels that vary with what ran before (by-source families
+# grow label values as requests come).
+_SAMPLED = (
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+    "vllm:external_prefix_cache_queries",
+    "vllm:external_prefix_cache_hits",
+)
+
+
+def _mask_metric_samples(text: str) -> str:
+    # The prefix-cache families whole (TYPE line, then samples with their values zeroed, in a fixed order),
+    # and the OpenMetrics terminator: enough for a replay to parse what the SDK read, in either format.
+    families: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name = line.split()[2]
+            current = line if name.removesuffix("_total") in _SAMPLED else None
+            if current is not None:
+                families[current] = []
+        elif current is not None and line and not line.startswith("#"):
+            head = line[: line.rindex("}") + 1] if "}" in line else line.split()[0]
+            families[current].append(f"{head} 0")
+    lines = [line for type_line in sorted(families) for line in (type_line, *sorted(families[type_line]))]
+    if text.rstrip().endswith("# EOF"):
+        lines.append("# EOF")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def mask_exchange(
+    exchange: Mapping[str, Any], model: str | None = None, *, metric_samples: bool = False
+) -> dict[str, Any]:
+    """An exchange (see `Exchange.as_json`) with everything that varies between runs masked.
+
+    A /metrics answer keeps the TYPE lines of the families a MetricsSnapshot reads; with `metric_samples`
+    (the SDK parsed it), the prefix-cache counters' samples too, values zeroed.
+    """
     out: dict[str, Any] = mask_value(json.loads(json.dumps(exchange)), model)
     request, response = out["request"], out.get("response")
     if response is not None:
         if request["path"] == "/server_info" and "json" in response:
             response["json"] = _mask_server_info(response["json"])
         elif request["path"] == "/metrics" and "text" in response:
-            response["text"] = _mask_metrics(response["text"])
+            masking = _mask_metric_samples if metric_samples else _mask_metrics
+            response["text"] = masking(response["text"])
     return out
 
 
@@ -98,7 +147,8 @@ def masked_run(
 ) -> tuple[list[dict[str, Any]], list[list[Any]] | None]:
     """A run's exchanges (masked) and engine calls as reports and fixtures keep them: for a
     timing-dependent scenario, only what the timing did not decide (see `timing_independent`)."""
-    exchanges = [mask_exchange(e.as_json(), model) for e in run.exchanges]
+    samples = KEEP_METRIC_SAMPLES in run.scenario.tags
+    exchanges = [mask_exchange(e.as_json(), model, metric_samples=samples) for e in run.exchanges]
     if run.scenario.timing_dependent:
         return timing_independent(exchanges, run.engine_calls)
     return exchanges, run.engine_calls

@@ -1,4 +1,4 @@
-"""Engine stepping and the offload barrier (reset_prefix_cache_until_success)."""
+"""Completions, engine stepping and the offload barrier (reset_prefix_cache_until_success)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def _refused_or_timed_out(err: Any) -> bool:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "completion",
+        "a greedy 2-token completion: /v1/models once for the served name, then /v1/completions",
+        lambda c: c.completion("hello", max_tokens=2),
+        returns_model("Completion", {"text": "he", "finish_reason": "length", "output_tokens": 2}),
+        (call("add_request", 2),),
+    ),
     Scenario(
         "step_engine",
         "a 1-token completion: /v1/models once, then /v1/completions; the engine sees one ADD",

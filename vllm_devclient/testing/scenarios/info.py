@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..contract import Check, Expect, Scenario, returns, returns_model
+from ..contract import KEEP_METRIC_SAMPLES, Check, Expect, Scenario, returns, returns_model
 from ._shared import is_a
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -31,6 +31,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         lambda c: c.metrics_text(),
         Expect("str", {}, (Check("has # TYPE lines", lambda o: "# TYPE" in o),)),
         safe=True,
+    ),
+    Scenario(
+        "metrics",
+        "GET /metrics read as a MetricsSnapshot: both formats give the prefix-cache counters",
+        lambda c: c.metrics(),
+        returns_model(
+            "MetricsSnapshot", {}, is_a(float, "prefix_cache_queries"), is_a(float, "prefix_cache_hits")
+        ),
+        safe=True,
+        tags=(KEEP_METRIC_SAMPLES,),
     ),
     Scenario(
         "server_info_json",
