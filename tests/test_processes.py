@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,8 @@ from vllm_devclient.testing.processes import (
     descendants,
     free_port,
     group_alive,
+    is_running,
+    listener,
     spawn,
     stop_group,
     wait_for,
@@ -55,3 +58,24 @@ def test_wait_for_names_what_it_waited_for() -> None:
         assert "the moon rising within 0.1 s" in str(exc)
     else:
         raise AssertionError("wait_for returned")
+
+
+def test_free_port_with_a_count_hands_out_a_free_run_of_ports() -> None:
+    first = free_port(count=3)
+    again = free_port(count=3)
+    assert not set(range(first, first + 3)) & set(range(again, again + 3))
+    for port in range(first, first + 3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # each one is free
+
+
+def test_listener_is_bound_and_listening_and_is_running_ignores_zombies() -> None:
+    with listener() as sock:
+        assert sock.getsockname()[1] > 0
+        socket.create_connection(sock.getsockname(), timeout=5).close()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, timeout=10, what="exit")
+    assert not is_running(proc.pid)  # exited, not reaped yet
+    proc.wait()
+    assert not is_running(proc.pid)
+    assert is_running(psutil.Process().pid)
