@@ -11,25 +11,17 @@ a DeprecationWarning: import them from `vllm_devclient.testing.fixtures`.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from . import fixtures
+from ._moved import moved
 from .fixtures.cli import main
 
 __all__ = ["main"]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in fixtures.__all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"vllm_devclient.testing.recording.{name} moved to vllm_devclient.testing.fixtures.{name}; "
-        "the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(fixtures, name)
+    return moved(__name__, name, fixtures)
 
 
 if __name__ == "__main__":

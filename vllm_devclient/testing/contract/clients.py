@@ -8,13 +8,16 @@ that closing the HTTP client around it would do); without one, the client owns i
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 
 import httpx
 
 from ...client import AsyncDevClient, DevClient
 
-__all__ = ["ClientKind", "HasBaseUrl", "make_client"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ClientKind", "ClientOptions", "HasBaseUrl", "make_client"]
 
 ClientKind = Literal["sync", "async"]
 
@@ -27,53 +30,49 @@ class HasBaseUrl(Protocol):
 Transport = httpx.BaseTransport | httpx.AsyncBaseTransport
 
 
+class ClientOptions(TypedDict, total=False):
+    """How the client is set up: `transport` (see the module docstring), `api_key` ("" by default: no key,
+    not even $VLLM_API_KEY's), `timeout` (10 s), `max_retries` (0)."""
+
+    transport: Transport | None
+    api_key: str
+    timeout: float
+    max_retries: int
+
+
 @overload
 def make_client(
-    target: str | HasBaseUrl,
-    *,
-    kind: Literal["sync"],
-    transport: Transport | None = None,
-    api_key: str = "",
-    timeout: float = 10.0,
-    max_retries: int = 0,
+    target: str | HasBaseUrl, *, kind: Literal["sync"], **options: Unpack[ClientOptions]
 ) -> DevClient: ...
-
-
 @overload
 def make_client(
-    target: str | HasBaseUrl,
-    *,
-    kind: Literal["async"],
-    transport: Transport | None = None,
-    api_key: str = "",
-    timeout: float = 10.0,
-    max_retries: int = 0,
+    target: str | HasBaseUrl, *, kind: Literal["async"], **options: Unpack[ClientOptions]
 ) -> AsyncDevClient: ...
 
 
 def make_client(
-    target: str | HasBaseUrl,
-    *,
-    kind: ClientKind,
-    transport: Transport | None = None,
-    api_key: str = "",
-    timeout: float = 10.0,
-    max_retries: int = 0,
+    target: str | HasBaseUrl, *, kind: ClientKind, **options: Unpack[ClientOptions]
 ) -> DevClient | AsyncDevClient:
     """A `DevClient` (`kind="sync"`) or `AsyncDevClient` (`kind="async"`) for `target` (a base URL or
-    anything with a `base_url`). `api_key=""` sends no key (not even $VLLM_API_KEY's)."""
+    anything with a `base_url`), set up by `options` (see :class:`ClientOptions`)."""
     base_url = target if isinstance(target, str) else target.base_url
-    options: dict[str, Any] = {"api_key": api_key, "timeout": timeout, "max_retries": max_retries}
+    transport = options.get("transport")
+    timeout = options.get("timeout", 10.0)
+    settings: dict[str, Any] = {
+        "api_key": options.get("api_key", ""),
+        "timeout": timeout,
+        "max_retries": options.get("max_retries", 0),
+    }
     if kind == "sync":
         http = None
         if transport is not None:
             http = httpx.Client(transport=_as(transport, httpx.BaseTransport), timeout=timeout)
-        return DevClient(base_url, http_client=http, **options)
+        return DevClient(base_url, http_client=http, **settings)
     if kind == "async":
         ahttp = None
         if transport is not None:
             ahttp = httpx.AsyncClient(transport=_as(transport, httpx.AsyncBaseTransport), timeout=timeout)
-        return AsyncDevClient(base_url, http_client=ahttp, **options)
+        return AsyncDevClient(base_url, http_client=ahttp, **settings)
     raise ValueError(f"kind must be 'sync' or 'async', got {kind!r}")
 
 

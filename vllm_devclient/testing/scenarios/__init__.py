@@ -13,11 +13,11 @@ DeprecationWarning.
 
 from __future__ import annotations
 
-import warnings
 from types import ModuleType
 from typing import Any
 
 from .. import contract
+from .._moved import moved
 from . import barrier, caches, failures, info, pause, raw, rpc, setups, sleep, weights
 
 __all__ = ["FAMILIES", "SCENARIOS", "get_scenario"]
@@ -45,51 +45,5 @@ def get_scenario(name: str) -> contract.Scenario:
     raise KeyError(f"no scenario named {name!r}")
 
 
-_MOVED = frozenset(
-    {
-        "API_KEY",
-        "HEADERS_THAT_MATTER",
-        "MASK",
-        "SETUPS",
-        "Check",
-        "Client",
-        "EngineCallSpec",
-        "Exchange",
-        "Expect",
-        "FrontendName",
-        "LiveServer",
-        "RecordingAsyncTransport",
-        "RecordingTransport",
-        "Scenario",
-        "ScenarioRun",
-        "Setup",
-        "Target",
-        "arun_scenario",
-        "call",
-        "dedupe",
-        "jsonable",
-        "mask_exchange",
-        "mask_text",
-        "mask_value",
-        "observed_calls",
-        "raises",
-        "resolve",
-        "returns",
-        "returns_model",
-        "run_scenario",
-        "summarize_outcome",
-        "timing_independent",
-    }
-)
-
-
 def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"vllm_devclient.testing.scenarios.{name} moved to vllm_devclient.testing.contract.{name}; "
-        "the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(contract, name)
+    return moved(__name__, name, contract)

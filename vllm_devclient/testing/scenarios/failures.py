@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import errors
-from ..contract import Client, Scenario, call, raises, returns
+from ..contract import Client, EngineCallSpec, Scenario, call, raises, returns
 from ..engine import Delay, Hang, Raise
 from ._shared import RPC_ARGS, rpc
 
@@ -42,27 +42,37 @@ def _engine_error(label: str, method: str, fn: Callable[[Client], object], args:
     )
 
 
+def _hung(
+    name: str, description: str, fn: Callable[[Client], object], http_method: str, engine_call: EngineCallSpec
+) -> Scenario:
+    """The engine never answers `engine_call`; the SDK call (with a per-call timeout) ends on its own."""
+    return Scenario(
+        name,
+        description,
+        fn,
+        raises(errors.APITimeoutError, {"method": http_method}),
+        (engine_call,),
+        script={engine_call.method: [Hang()]},
+        min_elapsed_s=_HANG_TIMEOUT,
+        max_elapsed_s=_HANG_TIMEOUT + 1.5,
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     *(_engine_error(*failure) for failure in _FAILURES),
-    Scenario(
+    _hung(
         "hung_is_sleeping",
         f"the engine never answers is_sleeping: APITimeoutError after the {_HANG_TIMEOUT} s client timeout",
         lambda c: c.is_sleeping(timeout=_HANG_TIMEOUT),
-        raises(errors.APITimeoutError, {"method": "GET"}),
-        (call("is_sleeping"),),
-        script={"is_sleeping": [Hang()]},
-        min_elapsed_s=_HANG_TIMEOUT,
-        max_elapsed_s=_HANG_TIMEOUT + 1.5,
+        "GET",
+        call("is_sleeping"),
     ),
-    Scenario(
+    _hung(
         "hung_reset_prefix_cache",
         "a hung reset with a per-call timeout: APITimeoutError",
         lambda c: c.reset_prefix_cache(timeout=_HANG_TIMEOUT),
-        raises(errors.APITimeoutError, {"method": "POST"}),
-        (call("reset_prefix_cache", False, False),),
-        script={"reset_prefix_cache": [Hang()]},
-        min_elapsed_s=_HANG_TIMEOUT,
-        max_elapsed_s=_HANG_TIMEOUT + 1.5,
+        "POST",
+        call("reset_prefix_cache", False, False),
     ),
     Scenario(
         "slow_engine_within_timeout",

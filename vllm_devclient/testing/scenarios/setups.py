@@ -3,108 +3,107 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from ... import errors
-from ..contract import Check, Scenario, call, raises, returns, returns_model
+from ..contract import Check, Client, EngineCallSpec, Expect, Scenario, call, raises, returns, returns_model
 from ._shared import COLLECTIVE_RPC, is_a, rpc
 
+
+def _dev_off(name: str, description: str, fn: Callable[[Client], object], expect: Expect) -> Scenario:
+    """Dev mode off: nothing reaches the engine."""
+    return Scenario(name, f"dev mode off: {description}", fn, expect, (), setup="dev_mode_off")
+
+
+def _keyed(
+    name: str,
+    description: str,
+    fn: Callable[[Client], object],
+    expect: Expect,
+    engine_calls: Sequence[EngineCallSpec] = (),
+    *,
+    key: str | None = "",
+) -> Scenario:
+    """The server runs with --api-key; the client sends `key` ("": none, None: the right one)."""
+    return Scenario(
+        name, f"--api-key set, {description}", fn, expect, engine_calls, setup="api_key", api_key=key
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario(
+    _dev_off(
         "dev_off_reset_prefix_cache",
-        "dev mode off: a dev route is 404 and the SDK says how to turn it on",
+        "a dev route is 404 and the SDK says how to turn it on",
         lambda c: c.reset_prefix_cache(),
         raises(
             errors.DevModeDisabledError,
             {"status_code": 404},
             Check("says VLLM_SERVER_DEV_MODE=1", lambda e: "VLLM_SERVER_DEV_MODE=1" in str(e)),
         ),
-        (),
-        setup="dev_mode_off",
     ),
-    Scenario(
+    _dev_off(
         "dev_off_is_sleeping",
-        "dev mode off: GET /is_sleeping is 404",
+        "GET /is_sleeping is 404",
         lambda c: c.is_sleeping(),
         raises(errors.DevModeDisabledError, {"status_code": 404}),
-        (),
-        setup="dev_mode_off",
     ),
-    Scenario(
+    _dev_off(
         "dev_off_collective_rpc",
-        "dev mode off: POST /collective_rpc is 404",
+        "POST /collective_rpc is 404",
         rpc,
         raises(errors.DevModeDisabledError, {"status_code": 404}),
-        (),
-        setup="dev_mode_off",
     ),
-    Scenario(
+    _dev_off(
         "dev_off_health",
-        "dev mode off: /health is not a dev route",
+        "/health is not a dev route",
         lambda c: c.health(),
         returns(True),
-        (),
-        setup="dev_mode_off",
     ),
-    Scenario(
+    _keyed(
         "api_key_models_without_key",
-        "--api-key set, no key sent: /v1/models is 401",
+        "no key sent: /v1/models is 401",
         lambda c: c.models(),
         raises(errors.AuthenticationError, {"status_code": 401}),
-        (),
-        setup="api_key",
-        api_key="",
     ),
-    Scenario(
+    _keyed(
         "api_key_models_wrong_key",
-        "--api-key set, a wrong key: /v1/models is 401",
+        "a wrong key: /v1/models is 401",
         lambda c: c.models(),
         raises(errors.AuthenticationError, {"status_code": 401}),
-        (),
-        setup="api_key",
-        api_key="sk-wrong",
+        key="sk-wrong",
     ),
-    Scenario(
+    _keyed(
         "api_key_models_with_key",
-        "--api-key set, the key sent: /v1/models answers",
+        "the key sent: /v1/models answers",
         lambda c: c.models(),
         returns_model("ModelList", {"len(data)": 1}),
-        (),
-        setup="api_key",
+        key=None,
     ),
-    Scenario(
+    _keyed(
         "api_key_dev_route_without_key",
-        "--api-key set, no key sent: dev routes are NOT protected (reset goes through)",
+        "no key sent: dev routes are NOT protected (reset goes through)",
         lambda c: c.reset_prefix_cache(),
         returns_model("ResetPrefixCacheResult", {"success": True}),
         (call("reset_prefix_cache", False, False),),
-        setup="api_key",
-        api_key="",
     ),
-    Scenario(
+    _keyed(
         "api_key_collective_rpc_without_key",
-        "--api-key set, no key sent: even /collective_rpc answers",
+        "no key sent: even /collective_rpc answers",
         rpc,
         returns([None]),
         COLLECTIVE_RPC,
-        setup="api_key",
-        api_key="",
     ),
-    Scenario(
+    _keyed(
         "api_key_server_info_without_key",
-        "--api-key set, no key sent: /server_info answers",
+        "no key sent: /server_info answers",
         lambda c: c.server_info(),
         returns_model("ServerInfo", {}, is_a(dict, "vllm_config")),
-        (),
-        setup="api_key",
-        api_key="",
     ),
-    Scenario(
+    _keyed(
         "api_key_step_engine_without_key",
-        "--api-key set, no key sent: engine stepping (/v1/models) is 401",
+        "no key sent: engine stepping (/v1/models) is 401",
         lambda c: c.step_engine(),
         raises(errors.AuthenticationError, {"status_code": 401}),
-        (),
-        setup="api_key",
-        api_key="",
     ),
     Scenario(
         "kv_event_sources",
@@ -124,13 +123,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         setup="api_key",
         api_key="",
     ),
-    Scenario(
+    _dev_off(
         "dev_off_kv_event_sources",
-        "dev mode off: /kv_event_sources is not a dev route",
+        "/kv_event_sources is not a dev route",
         lambda c: c.kv_event_sources(),
         returns({}),
-        (),
-        setup="dev_mode_off",
     ),
     Scenario(
         "dead_engine_health",
