@@ -79,3 +79,24 @@ def test_listener_is_bound_and_listening_and_is_running_ignores_zombies() -> Non
     proc.wait()
     assert not is_running(proc.pid)
     assert is_running(psutil.Process().pid)
+
+
+def test_a_thread_bound_child_gets_sigterm_when_its_thread_ends() -> None:
+    import signal
+    import threading
+
+    started: dict[bool, subprocess.Popen[bytes]] = {}
+
+    def start(bound: bool) -> None:
+        started[bound] = spawn([sys.executable, "-c", "import time; time.sleep(60)"], thread_bound=bound)
+
+    for bound in (True, False):
+        worker = threading.Thread(target=start, args=(bound,))
+        worker.start()
+        worker.join()
+    try:
+        assert started[True].wait(10) == -signal.SIGTERM
+        assert started[False].poll() is None  # from a worker thread, only when asked for
+    finally:
+        for proc in started.values():
+            stop_group(proc, grace=1.0)

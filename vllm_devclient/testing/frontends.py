@@ -293,7 +293,8 @@ class Frontend:
         return env
 
     def _spawn(self, cmd: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = ()) -> None:
-        self.process = spawn(cmd, env=env, stdout=self._log_file, pass_fds=pass_fds)
+        # Tied to the starting thread (the pool starts frontends from keeper threads that outlive them).
+        self.process = spawn(cmd, env=env, stdout=self._log_file, pass_fds=pass_fds, thread_bound=True)
 
     def _check_alive(self) -> None:
         assert self.process is not None

@@ -88,13 +88,16 @@ def listener(host: str = "127.0.0.1", *, backlog: int = 1024) -> socket.socket:
     return s
 
 
-def parent_death_signal() -> Callable[[], None] | None:
+def parent_death_signal(*, thread_bound: bool = False) -> Callable[[], None] | None:
     """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux only).
 
     The kernel sends it when the *thread* that forked exits, so it is set up only from the main thread:
-    a child started from a short-lived worker thread would otherwise die with that thread.
+    a child started from a short-lived worker thread would otherwise die with that thread. With
+    `thread_bound`, from any thread: the caller keeps that thread alive as long as the child should live.
     """
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+    if not sys.platform.startswith("linux"):
+        return None
+    if not thread_bound and threading.current_thread() is not threading.main_thread():
         return None
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
@@ -117,10 +120,13 @@ def spawn(
     cwd: str | os.PathLike[str] | None = None,
     stdin: IO[Any] | int | None = subprocess.DEVNULL,
     merge_stderr: bool = True,
+    thread_bound: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start `cmd` as the leader of a new process group, stdin closed (or `stdin`, e.g. a pipe).
 
     stderr joins `stdout` when that is given (unless `merge_stderr` is False: then it is inherited).
+    `thread_bound`: the child gets SIGTERM when the spawning thread exits, also when that is not the main
+    thread (see `parent_death_signal`).
     """
     return subprocess.Popen(
         list(cmd),
@@ -131,7 +137,7 @@ def spawn(
         pass_fds=tuple(pass_fds),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=parent_death_signal(),  # only a prctl call: safe after fork
+        preexec_fn=parent_death_signal(thread_bound=thread_bound),  # only a prctl call: safe after fork
     )
 
 
