@@ -48,12 +48,12 @@ def test_no_frontend_survives_failure_interrupt_or_kill(leftover_children: dict[
 
     failed = leftover_children["failed test"]
     Path(str(failed.pids_file) + ".go").touch()
-    out, _ = failed.proc.communicate(timeout=120)
+    out = failed.output()
     assert failed.proc.returncode == 1, out[-3000:]
     assert "1 failed" in out and "deliberate failure" in out
 
     leftover_children["ctrl-c"].proc.send_signal(signal.SIGINT)
-    out, _ = leftover_children["ctrl-c"].proc.communicate(timeout=120)
+    out = leftover_children["ctrl-c"].output()
     assert "KeyboardInterrupt" in out, out[-3000:]
 
     # No teardown at all: the frontends must go on their own (they get SIGTERM when their parent dies).
