@@ -277,7 +277,9 @@ def test_connection_refused_is_typed() -> None:
     assert not isinstance(info.value, APITimeoutError)
 
 
-async def test_a_dropped_connection_resends_only_idempotent_routes(dc: Either, mock: respx.MockRouter) -> None:
+async def test_a_dropped_connection_resends_only_idempotent_routes(
+    dc: Either, mock: respx.MockRouter
+) -> None:
     # After an engine-error 500 the Python frontend closes the connection. An idempotent route meeting that
     # stale connection is resent once on a new one; a route that is not safe to repeat is never resent.
     mock.post("/reset_prefix_cache").mock(return_value=python(500, json={"error": {"message": "x"}}))

@@ -331,7 +331,9 @@ def reset_prefix_cache_until_success(
             break
         if step and end - time.monotonic() >= MIN_TRY_SECONDS:
             try:
-                yield from step_engine(cache, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx)
+                yield from step_engine(
+                    cache, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
+                )
                 steps += 1
             except DevClientError as exc:
                 if not _not_yet(exc):
