@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import json as _json
+import os
 import select
 import socket
 import struct
@@ -98,7 +99,7 @@ __all__ = [
 ]
 
 _MAX_HEAD = 64 * 1024
-_POLL = 0.05  # s: how often blocked loops look at the stop flag
+_POLL = 0.05  # s: how often a hung answer looks whether its client went away
 
 
 class _NoJSON:
@@ -276,14 +277,17 @@ class _Connection:
 
     def _fill(self, deadline: float | None = None) -> bool:
         """Read more bytes into the buffer; False when `deadline` passed first. Raises _Closed on EOF."""
-        stop = self.server._stop
-        while not stop.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
+        wake = self.server._wake_r
+        while not self.server._stop.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 return False
             try:
-                ready, _, _ = select.select([self.sock], [], [], _POLL)
+                ready, _, _ = select.select([self.sock.fileno(), wake], [], [], left)
             except (OSError, ValueError) as exc:
                 raise _Closed from exc
+            if wake in ready:
+                raise _Closed
             if not ready:
                 continue
             try:
@@ -380,12 +384,16 @@ class _Connection:
 
     def hang(self) -> None:
         """Wait, reading nothing, until the peer closes or the server stops."""
-        while not self.server._stop.wait(_POLL):
+        wake = self.server._wake_r
+        while True:
             try:
-                ready, _, _ = select.select([self.sock], [], [], 0)
-                if ready and not self.sock.recv(1, socket.MSG_PEEK):
-                    return  # the client went away
-            except OSError:
+                ready, _, _ = select.select([self.sock.fileno(), wake], [], [])
+                if wake in ready or not self.sock.recv(1, socket.MSG_PEEK):
+                    return  # the server stops, or the client went away
+            except (OSError, ValueError):
+                return
+            # The client sent more (never read while hanging): look again later.
+            if self.server._stop.wait(_POLL):
                 return
 
     # -- closing
@@ -441,6 +449,7 @@ class MisbehavingServer:
         self._accepted = 0
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._wake_r = self._wake_w = -1  # a pipe written once when the server stops: wakes every select
         self._listener: socket.socket | None = None
         self.host = "127.0.0.1"
         self.port = 0
@@ -457,6 +466,7 @@ class MisbehavingServer:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind((self.host, 0))
         listener.listen(self._backlog)
+        self._wake_r, self._wake_w = os.pipe()
         self._listener = listener
         self.port = int(listener.getsockname()[1])
         if self.mode != "never_accept":
@@ -466,6 +476,8 @@ class MisbehavingServer:
     def close(self) -> None:
         """Stop serving: end hung and trickling answers, close every socket, join the threads."""
         self._stop.set()
+        if self._wake_w >= 0:
+            os.write(self._wake_w, b"x")
         with self._lock:
             conns = list(self._connections.values())
             held, self._held = self._held, []
@@ -478,9 +490,22 @@ class MisbehavingServer:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(5)
+        with self._lock:  # whatever the accept loop took in meanwhile
+            late, self._held = self._held, []
+            conns = list(self._connections.values())
+        for sock in late:
+            with contextlib.suppress(OSError):
+                sock.close()
+        for conn in conns:
+            conn.close("shutdown")
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
 
     def __enter__(self) -> MisbehavingServer:
         return self.start()
@@ -572,13 +597,14 @@ class MisbehavingServer:
     def _accept_loop(self) -> None:
         assert self._listener is not None
         listener = self._listener
-        listener.settimeout(_POLL)
+        wake = self._wake_r
         while not self._stop.is_set():
             try:
+                ready, _, _ = select.select([listener.fileno(), wake], [], [])
+                if wake in ready:
+                    return
                 sock, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+            except (OSError, ValueError):
                 return
             sock.setblocking(True)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
