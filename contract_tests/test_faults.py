@@ -746,35 +746,35 @@ BAD_ARGUMENTS: dict[str, Callable[[DevClient, str], Any]] = {
     # per-call timeouts
     "health(timeout=-1)": lambda c, u: c.health(timeout=-1),
     "health(timeout=nan)": lambda c, u: c.health(timeout=NAN),
-    "health(timeout='5')": lambda c, u: c.health(timeout="5"),
+    "health(timeout='5')": lambda c, u: c.health(timeout="5"),  # type: ignore[arg-type]
     "health(timeout=True)": lambda c, u: c.health(timeout=True),
     "collective_rpc(timeout=-1)": lambda c, u: c.collective_rpc("m", timeout=-1),
     "collective_rpc(timeout=nan)": lambda c, u: c.collective_rpc("m", timeout=NAN),
     # client timeouts
     "DevClient(timeout=-1)": lambda c, u: DevClient(u, timeout=-1).health(),
-    "DevClient(timeout='30')": lambda c, u: DevClient(u, timeout="30").health(),
+    "DevClient(timeout='30')": lambda c, u: DevClient(u, timeout="30").health(),  # type: ignore[arg-type]
     "DevClient(timeout=nan)": lambda c, u: DevClient(u, timeout=NAN).health(),
     "with_options(timeout=-1)": lambda c, u: c.with_options(timeout=-1).health(),
-    "with_options(timeout='30')": lambda c, u: c.with_options(timeout="30").health(),
+    "with_options(timeout='30')": lambda c, u: c.with_options(timeout="30").health(),  # type: ignore[arg-type]
     # collective_rpc
     "collective_rpc(args='abc')": lambda c, u: c.collective_rpc("m", args="abc"),
     "collective_rpc(args=[nan])": lambda c, u: c.collective_rpc("m", args=[NAN]),
     "collective_rpc(args=[inf])": lambda c, u: c.collective_rpc("m", args=[INF]),
     "collective_rpc(kwargs={'x': nan})": lambda c, u: c.collective_rpc("m", kwargs={"x": NAN}),
-    "collective_rpc(kwargs=[1, 2])": lambda c, u: c.collective_rpc("m", kwargs=[1, 2]),
+    "collective_rpc(kwargs=[1, 2])": lambda c, u: c.collective_rpc("m", kwargs=[1, 2]),  # type: ignore[arg-type]
     "collective_rpc(rpc_timeout=nan)": lambda c, u: c.collective_rpc("m", rpc_timeout=NAN),
     "collective_rpc(rpc_timeout=-1)": lambda c, u: c.collective_rpc("m", rpc_timeout=-1),
-    "collective_rpc(rpc_timeout='5')": lambda c, u: c.collective_rpc("m", rpc_timeout="5"),
+    "collective_rpc(rpc_timeout='5')": lambda c, u: c.collective_rpc("m", rpc_timeout="5"),  # type: ignore[arg-type]
     # other routes
-    "wake_up(5)": lambda c, u: c.wake_up(5),
-    "abort_requests(5)": lambda c, u: c.abort_requests(5),
-    "update_weights(5)": lambda c, u: c.update_weights(5),
+    "wake_up(5)": lambda c, u: c.wake_up(5),  # type: ignore[arg-type]
+    "abort_requests(5)": lambda c, u: c.abort_requests(5),  # type: ignore[arg-type]
+    "update_weights(5)": lambda c, u: c.update_weights(5),  # type: ignore[arg-type]
     "update_weights({'x': inf})": lambda c, u: c.update_weights({"x": INF}),
     "init_weight_transfer_engine({'x': nan})": lambda c, u: c.init_weight_transfer_engine({"x": NAN}),
-    "finish_weight_update(5)": lambda c, u: c.finish_weight_update(5),
+    "finish_weight_update(5)": lambda c, u: c.finish_weight_update(5),  # type: ignore[arg-type]
     "completion(temperature=nan)": lambda c, u: c.completion("x", model="m", temperature=NAN),
     "completion(max_tokens=True)": lambda c, u: c.completion("x", model="m", max_tokens=True),
-    "completion(max_tokens='16')": lambda c, u: c.completion("x", model="m", max_tokens="16"),
+    "completion(max_tokens='16')": lambda c, u: c.completion("x", model="m", max_tokens="16"),  # type: ignore[arg-type]
     # the barrier and the waits
     "barrier(interval=nan)": lambda c, u: c.reset_prefix_cache_until_success(interval=NAN),
     "barrier(interval=0)": lambda c, u: c.reset_prefix_cache_until_success(interval=0),
