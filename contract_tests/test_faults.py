@@ -771,7 +771,7 @@ BAD_ARGUMENTS: dict[str, Callable[[DevClient, str], Any]] = {
     "update_weights(5)": lambda c, u: c.update_weights(5),  # type: ignore[arg-type]
     "update_weights({'x': inf})": lambda c, u: c.update_weights({"x": INF}),
     "init_weight_transfer_engine({'x': nan})": lambda c, u: c.init_weight_transfer_engine({"x": NAN}),
-    "finish_weight_update(5)": lambda c, u: c.finish_weight_update(5),  # type: ignore[arg-type]
+    "finish_weight_update(weight_version=5)": lambda c, u: c.finish_weight_update(weight_version=5),  # type: ignore[arg-type]
     "completion(temperature=nan)": lambda c, u: c.completion("x", model="m", temperature=NAN),
     "completion(max_tokens=True)": lambda c, u: c.completion("x", model="m", max_tokens=True),
     "completion(max_tokens='16')": lambda c, u: c.completion("x", model="m", max_tokens="16"),  # type: ignore[arg-type]
