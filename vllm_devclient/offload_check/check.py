@@ -332,6 +332,7 @@ class ServerIO:
         max_tokens: int = 256,
         model: str | None = None,
         watcher: EventWatcher | None = None,
+        store_events: bool = True,
         settle_timeout: float = 180.0,
         barrier_timeout: float = 60.0,
         request_timeout: float = 600.0,
@@ -345,6 +346,9 @@ class ServerIO:
         self.max_tokens = max_tokens
         self.model = model
         self.watcher = watcher
+        # Settle on KV events only where the connector announces its CPU stores (vLLM 0.26's Simple one
+        # does not): otherwise on /metrics, or a few engine steps when nothing is exported.
+        self.store_events = store_events and watcher is not None
         self.settle_timeout = settle_timeout
         self.barrier_timeout = barrier_timeout
         self.request_timeout = request_timeout
@@ -388,7 +392,7 @@ class ServerIO:
         return None if self.watcher is None else self.watcher.drain()
 
     def _store_progress(self) -> float | None:
-        if self.watcher is not None:
+        if self.store_events and self.watcher is not None:
             return float(self.watcher.cpu_blocks())
         return self.metrics().gpu_to_cpu_bytes
 
@@ -399,7 +403,7 @@ class ServerIO:
         return settle(
             self._store_progress,
             self.step_engine,
-            method="kv_events" if self.watcher is not None else "metrics",
+            method="kv_events" if self.store_events else "metrics",
             timeout=self.settle_timeout,
             baseline=self._store_mark,
         )
@@ -535,6 +539,7 @@ def run_case(
                 max_tokens=max_tokens if max_tokens is not None else p.max_tokens,
                 model=config.served_model_name,
                 watcher=watcher,
+                store_events=settings.expect_cpu_store_events,
                 progress=progress,
             )
             try:

@@ -247,6 +247,16 @@ def tiny_config_kwargs(family: TinyFamily, overrides: Mapping[str, Any] | None =
     }
 
 
+def _keep_family_keys(path: Path, family: TinyFamily) -> None:
+    """Write back family keys a transformers release folded into others (Gemma 4's ``global_head_dim`` went
+    into ``per_layer_config`` in newer releases; vLLM reads the flat key)."""
+    data = json.loads(path.read_text())
+    missing = {k: v for k, v in family.config.items() if k not in data}
+    if missing:
+        data.update(missing)
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 def _seed_for(seed: int, name: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63)
 
@@ -290,11 +300,6 @@ def build_tiny_model(
             src = Path(tokenizer_dir) / name
             if src.exists():
                 shutil.copy(src, out / name)
-    GenerationConfig(  # type: ignore[no-untyped-call]
-        bos_token_id=kwargs["bos_token_id"],
-        eos_token_id=kwargs["eos_token_id"],
-        pad_token_id=kwargs["pad_token_id"],
-    ).save_pretrained(out)
     manifest: dict[str, Any] = {
         "family": fam.name,
         "model_type": fam.model_type,
@@ -307,7 +312,7 @@ def build_tiny_model(
     }
     if weights:
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)  # type: ignore[no-untyped-call]
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
         params = 0
         with torch.no_grad():
             for name, param in sorted(model.named_parameters()):
@@ -321,5 +326,11 @@ def build_tiny_model(
         manifest["weights"] = "safetensors"
         manifest["parameters"] = params
         manifest["files"] = {name: _sha256(out / name) for name in files}
+    GenerationConfig(  # type: ignore[no-untyped-call]
+        bos_token_id=kwargs["bos_token_id"],
+        eos_token_id=kwargs["eos_token_id"],
+        pad_token_id=kwargs["pad_token_id"],
+    ).save_pretrained(out)
+    _keep_family_keys(out / "config.json", fam)
     (out / "tiny_manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
