@@ -59,8 +59,35 @@ def _load_weights(self: Any, model: Any, model_config: Any) -> None:
     initialize_dummy_weights(model)
 
 
+def _keep_gemma4_global_head_dim() -> None:
+    """vLLM 0.26 reads Gemma 4's ``global_head_dim`` and ``head_dim`` as flat attributes; transformers 5.17
+    folds the first into ``per_layer_config`` and refuses global reads of the second. Keep both readable."""
+    try:
+        from transformers.models.gemma4 import configuration_gemma4 as module
+    except ImportError:
+        return
+    cls = module.Gemma4TextConfig
+    original = cls.__post_init__
+    if getattr(original, "_vllm_devclient", False):
+        return
+
+    def post_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        global_head_dim = kwargs.get("global_head_dim")
+        original(self, *args, **kwargs)
+        self.allow_global_per_layer_attribute_access = True
+        if global_head_dim is not None:
+            self.global_head_dim = global_head_dim
+
+    post_init._vllm_devclient = True  # type: ignore[attr-defined]
+    cls.__post_init__ = post_init
+
+
 def register() -> None:
     """Entry point: replace the dummy loader's weight initialisation (idempotent)."""
+    try:
+        _keep_gemma4_global_head_dim()
+    except Exception as exc:  # never take the server down for the tiny models' sake
+        print(f"vllm-devclient tiny_init: gemma4 config patch skipped: {exc}")
     from vllm.model_executor.model_loader import dummy_loader
 
     if getattr(dummy_loader, "_vllm_devclient_tiny_init", False):
