@@ -110,7 +110,8 @@ TINY_FAMILIES: dict[str, TinyFamily] = {
             },
             stands_for="google/gemma-4-E4B-it",
             hybrid=True,
-            server_args=("--attention-backend", "FLASH_ATTN"),
+            # FLASH_ATTN sends the 128-dim global layers to FA's CuTe path, which needs nvidia-cutlass-dsl.
+            server_args=("--attention-backend", "TRITON_ATTN"),
         ),
         TinyFamily(
             "nemotron-h",
@@ -182,7 +183,13 @@ TINY_FAMILIES: dict[str, TinyFamily] = {
             },
             stands_for="Qwen/Qwen3.5-35B-A3B",
             hybrid=True,
-            server_args=("--attention-backend", "FLASH_ATTN"),
+            # vLLM 0.26 picks FlashInfer's GDN prefill kernel on Hopper; the payload carries no flashinfer.
+            server_args=(
+                "--attention-backend",
+                "FLASH_ATTN",
+                "--additional-config",
+                '{"gdn_prefill_backend": "triton"}',
+            ),
         ),
         TinyFamily(
             "deepseek-v2",
@@ -282,7 +289,7 @@ def build_tiny_model(
     """Write ``config.json``, the tokenizer files, ``generation_config.json`` and (``weights``) seeded
     ``model.safetensors`` into ``out_dir``; returns the manifest (also written as ``tiny_manifest.json``).
 
-    ``tokenizer_dir`` holds :data:`TOKENIZER_FILES` (the converted SmolLM2 model); None writes no tokenizer
+    ``tokenizer_dir`` holds :data:`TOKENIZER_FILES` (the converted SmolLM2 model) or is a Hub id; None writes none
     (for tests). ``overrides`` change config values (tests shrink the vocabulary with it).
     """
     import torch
@@ -295,11 +302,15 @@ def build_tiny_model(
     kwargs = tiny_config_kwargs(fam, overrides)
     config = AutoConfig.for_model(fam.model_type, **kwargs)
     config.save_pretrained(out)
-    if tokenizer_dir is not None:
+    if tokenizer_dir is not None and Path(tokenizer_dir).is_dir():
         for name in TOKENIZER_FILES:
             src = Path(tokenizer_dir) / name
             if src.exists():
                 shutil.copy(src, out / name)
+    elif tokenizer_dir is not None:  # a Hub id (a machine with internet)
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(str(tokenizer_dir)).save_pretrained(out)
     manifest: dict[str, Any] = {
         "family": fam.name,
         "model_type": fam.model_type,
