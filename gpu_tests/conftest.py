@@ -1,7 +1,7 @@
 """GPU suite setup: skip cleanly where it cannot run, and knobs for the machine it runs on.
 
 Environment (read when the tests run, never at import of the package):
-  VLLM_DEVCLIENT_GPU_PROFILES     comma-separated profiles to run (default: the real ones; `tiny` = the tiny families)
+  VLLM_DEVCLIENT_GPU_PROFILES     comma-separated profiles (default: the real ones; `tiny`: the tiny families)
   VLLM_DEVCLIENT_SMALL_MODEL      model id or folder for the `small` profile
   VLLM_DEVCLIENT_TINY_DIR         folder of the tiny models (gpu_tests/runner/build_tiny_models.py)
   VLLM_DEVCLIENT_SERVER_ARGS      extra `vllm serve` arguments for every case (shell syntax)

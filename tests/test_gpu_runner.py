@@ -26,7 +26,8 @@ print("peak", len(os.listdir(running)), flush=True)
 time.sleep(float(sleep))
 os.unlink(marker)
 if status == "loadfail" and dummy == "0":
-    report = {"status": "error", "error": "ServerStartError: vllm serve exited with code 1 before it was ready"}
+    error = "ServerStartError: vllm serve exited with code 1 before it was ready"
+    report = {"status": "error", "error": error}
     os.makedirs(os.path.join(out, "reports"), exist_ok=True)
     with open(os.path.join(out, "reports", case_id + ".server.log"), "w") as fh:
         fh.write("Traceback ... in load_weights\\nKeyError: 'model.layers.0.layer_scalar'\\n")

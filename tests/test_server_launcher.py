@@ -19,7 +19,7 @@ import pytest
 import zmq
 
 from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.server import (
+from vllm_devclient.offload_check.server import (
     KVEventsSettings,
     ServerConfig,
     ServerStartError,

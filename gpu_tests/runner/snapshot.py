@@ -23,7 +23,8 @@ def status_lines(root: Path) -> list[str]:
         t = r.get("timings", {})
         ev = r.get("events") or {}
         lines.append(
-            f"{r.get('case_id', path.stem):50} {r.get('status', '?'):7} start {t.get('server_startup_s', 0):5.0f}s "
+            f"{r.get('case_id', path.stem):50} {r.get('status', '?'):7} "
+            f"start {t.get('server_startup_s', 0):5.0f}s "
             f"check {t.get('check_s', 0):5.0f}s failed={failed} missing={ev.get('missing_cpu_groups')} "
             f"{(r.get('error') or '')[:160]}"
         )

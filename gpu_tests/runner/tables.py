@@ -43,8 +43,9 @@ def _matches(r: dict[str, Any]) -> str:
 def matrix_table(reports: Iterable[dict[str, Any]]) -> str:
     by_id = {r["case_id"]: r for r in reports}
     rows = [
-        "| family (architecture) | connector | frontend | status | external hits (reload) | CPU blocks stored "
-        "per group (kind) | reload matches vs floor | mutation: matches, reload_proven | wall s |",
+        "| family (architecture) | connector | frontend | status | external hits (reload) | "
+        "CPU blocks stored per group (kind) | reload matches vs floor | "
+        "mutation: matches, reload_proven | wall s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for case_id, r in sorted(by_id.items()):
@@ -73,8 +74,8 @@ def matrix_table(reports: Iterable[dict[str, Any]]) -> str:
 
 def agreement_table(reports: Iterable[dict[str, Any]]) -> str:
     rows = [
-        "| model | batch invariant | questions | concurrency 1 | concurrency 8 | concurrency 64 | check passed | "
-        "mutation fails | case wall s |",
+        "| model | batch invariant | questions | concurrency 1 | concurrency 8 | concurrency 64 | "
+        "check passed | mutation fails | case wall s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     by_id = {r["case_id"]: r for r in reports}

@@ -289,7 +289,8 @@ def build_tiny_model(
     """Write ``config.json``, the tokenizer files, ``generation_config.json`` and (``weights``) seeded
     ``model.safetensors`` into ``out_dir``; returns the manifest (also written as ``tiny_manifest.json``).
 
-    ``tokenizer_dir`` holds :data:`TOKENIZER_FILES` (the converted SmolLM2 model) or is a Hub id; None writes none
+    ``tokenizer_dir`` holds :data:`TOKENIZER_FILES` (the converted SmolLM2 model), or is a Hub id; with
+    None no tokenizer is written
     (for tests). ``overrides`` change config values (tests shrink the vocabulary with it).
     """
     import torch
