@@ -11,11 +11,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check import upstream
-
-# Output tokens per second of one H100 at the real models' sizes are not measured here; a projection takes
-# the tiny case's measured phase times and scales the GSM8K runs by ``scale`` (documented in the README).
-
 
 def load(root: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(root.rglob("*.json")) if "summary" not in p.name]
@@ -94,45 +89,6 @@ def agreement_table(reports: Iterable[dict[str, Any]]) -> str:
             f"| {r['profile']} | {'yes' if 'bi' in case_id.split('-') else 'no'} | {r['num_questions']} | "
             f"{cells.get(1, '-')} | {cells.get(8, '-')} | {cells.get(64, '-')} | {r['status']} | "
             f"{mut['status'] == 'failed' if mut else '-'} | {r['timings'].get('case_s', 0):.0f} |"
-        )
-    return "\n".join(rows)
-
-
-def budget_table(reports: Sequence[dict[str, Any]], real_tokens_per_s: dict[str, float]) -> str:
-    """Measured tiny 200-question case at concurrency 8 vs a projection per real model and CI step."""
-    tiny = [r for r in reports if r["case_id"].endswith("-c8-bi") and r["status"] == "passed"]
-    if not tiny:
-        return "(no measured 200-question case)"
-    ref = tiny[0]
-    runs = ref["runs"]
-    tokens = sum(v["output_tokens"] for k, v in runs.items() if not k.startswith("agree"))
-    steps = {s.key: s for s in upstream.STEPS}
-    rows = [
-        "| case | CI step (GPUs, timeout) | GSM8K output tokens (4 runs) | throughput tok/s | runs s | "
-        "startup s | total s | fits |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    measured = sum(
-        ref["timings"].get(k, 0) for k in ("cold_run_s", "warm_run_s", "reload_run_s", "cold2_run_s")
-    )
-    rows.append(
-        f"| {ref['case_id']} (measured, H200) | - | {tokens} | {tokens / measured:.0f} | {measured:.0f} | "
-        f"{ref['timings']['server_startup_s']:.0f} | {ref['timings']['case_s']:.0f} | - |"
-    )
-    from vllm_devclient.offload_check.profiles import PROFILES
-
-    for name, tps in real_tokens_per_s.items():
-        p = PROFILES[name]
-        step = steps[p.ci_step] if p.ci_step else None
-        cases = len(p.connectors)
-        real_tokens = 4 * p.num_questions * 200  # four runs, about 200 output tokens per GSM8K answer
-        runs_s = real_tokens / tps
-        total = cases * (p.startup_timeout / 2 + runs_s + 30)
-        limit = step.timeout_in_minutes * 60 if step else 0
-        rows.append(
-            f"| {name} x {cases} connectors (projected) | {p.ci_step} ({step.num_devices if step else '?'}, "
-            f"{step.timeout_in_minutes if step else '?'} min) | {real_tokens} | {tps:.0f} (assumed) | "
-            f"{runs_s:.0f} | {p.startup_timeout / 2:.0f} | {total:.0f} | {'yes' if total < limit else 'no'} |"
         )
     return "\n".join(rows)
 
