@@ -144,36 +144,28 @@ def plan(
         for bi in (False, True):
             label = f"c{c}-bi" if bi else f"c{c}"
             env = {"VLLM_BATCH_INVARIANT": "1"} if bi else None
-            args = _case_args(
-                profile,
-                "offloading",
-                "python",
-                label=label,
-                env=env,
-                num_questions=study_questions,
-                concurrency=c,
-                agreement=agreement,
-                **common,
-            )
-            if profile == "small":
-                args = (*args, "--max-tokens", "64")
-            long_jobs.append(Job(f"{profile}-offloading-python-{label}", fam, "study", args, case_timeout_s))
-            mut = _case_args(
-                profile,
-                "offloading",
-                "python",
-                label=f"{label}-mutation",
-                env=env,
-                extra=MUTATION_EXTRA,
-                num_questions=study_questions,
-                concurrency=c,
-                **common,
-            )
-            if profile == "small":
-                mut = (*mut, "--max-tokens", "64")
-            study_mutations.append(
-                Job(f"{profile}-offloading-python-{label}-mutation", fam, "study", mut, case_timeout_s)
-            )
+            # The check (with the agreement runs) first; its mutation after the matrix.
+            for suffix, extra, agree, bucket in (
+                ("", None, agreement, long_jobs),
+                ("-mutation", MUTATION_EXTRA, (), study_mutations),
+            ):
+                args = _case_args(
+                    profile,
+                    "offloading",
+                    "python",
+                    label=label + suffix,
+                    env=env,
+                    extra=extra,
+                    num_questions=study_questions,
+                    concurrency=c,
+                    agreement=agree,
+                    **common,
+                )
+                if profile == "small":  # SmolLM2 writes long answers: bound them as the tiny profiles do
+                    args = (*args, "--max-tokens", "64")
+                bucket.append(
+                    Job(f"{profile}-offloading-python-{label}{suffix}", fam, "study", args, case_timeout_s)
+                )
     return [*long_jobs, *jobs, *study_mutations]
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "evaluate_gsm8k",
     "evaluate_gsm8k_async",
     "extract_answer",
+    "file_sha256",
     "load_gsm8k",
     "load_split",
 ]
@@ -107,7 +108,8 @@ def default_cache_dir() -> Path:
     return base / "vllm-devclient" / "gsm8k"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -189,7 +191,7 @@ def load_split(
             )
     else:
         path = default_cache_dir() / f"{split}.jsonl"
-        if not path.is_file() or (verify and _sha256(path) != GSM8K_SHA256[split]):
+        if not path.is_file() or (verify and file_sha256(path) != GSM8K_SHA256[split]):
             if not download:
                 raise GSM8KDataError(
                     f"{path} is missing or damaged and download=False: set {DATA_DIR_ENV} to a folder "
@@ -197,7 +199,7 @@ def load_split(
                 )
             _download(split, path, timeout=timeout, client=client)
     if verify:
-        got = _sha256(path)
+        got = file_sha256(path)
         if got != GSM8K_SHA256[split]:
             raise GSM8KDataError(
                 f"{path} has sha256 {got}, expected {GSM8K_SHA256[split]} (the canonical "

@@ -13,7 +13,6 @@ is imported before it is called.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import zlib
@@ -21,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .gsm8k import file_sha256
 
 __all__ = [
     "COMMON_CONFIG",
@@ -268,14 +269,6 @@ def _seed_for(seed: int, name: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def build_tiny_model(
     family: TinyFamily | str,
     out_dir: str | Path,
@@ -337,7 +330,7 @@ def build_tiny_model(
         files = sorted(p.name for p in out.glob("*.safetensors"))
         manifest["weights"] = "safetensors"
         manifest["parameters"] = params
-        manifest["files"] = {name: _sha256(out / name) for name in files}
+        manifest["files"] = {name: file_sha256(out / name) for name in files}
     GenerationConfig(  # type: ignore[no-untyped-call]
         bos_token_id=kwargs["bos_token_id"],
         eos_token_id=kwargs["eos_token_id"],
