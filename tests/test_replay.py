@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient import client as client_module
 from vllm_devclient import operations
+from vllm_devclient._sync import _support as sync_support
+from vllm_devclient.transports import httpx_adapter
 from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.fixtures import (
     REPLAY_URL,
@@ -69,8 +70,9 @@ class FakeClock:
 def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
     clock = FakeClock()
     fake_time = types.SimpleNamespace(**{**vars(time), "monotonic": clock.monotonic, "sleep": clock.sleep})
-    # The SDK modules' view of time only; asyncio.sleep is looked up at call time by the async driver.
-    for module in (operations, client_module):
+    # The SDK modules' view of time only (the operations' clock, the sync client's sleep, the transport's
+    # deadline check); asyncio.sleep is looked up at call time by the async driver.
+    for module in (operations, sync_support, httpx_adapter):
         if hasattr(module, "time"):
             monkeypatch.setattr(module, "time", fake_time)
     monkeypatch.setattr(asyncio, "sleep", clock.async_sleep)
