@@ -5,7 +5,9 @@
    `# -- generated: <name> --` and `# -- end generated --`.
 2. The sync surfaces: every module of `vllm_devclient/_async/` (but `_support.py`) is rewritten into
    `vllm_devclient/_sync/` by token substitution (`async def` -> `def`, `AsyncDevClient` -> `DevClient`,
-   ...), the way httpcore generates its sync code, then sorted and formatted by ruff.
+   ...), the way httpcore generates its sync code, then sorted and formatted by ruff: the client
+   (`client.py`) and the KV-event subscriber (`kv_events.py`). What differs beyond tokens is an I/O
+   primitive of the `_support.py` pair (sleep, background work, the poller's poll).
 
 `--check` changes nothing and exits 1 naming every file that is not what the generator would write.
 """
@@ -34,6 +36,15 @@ SUBS = [
         "One DevClient may be shared by many threads: its connection pool is locked.",
     ),
     ("The source of `_sync/client.py`", "Generated from `_async/client.py`"),
+    ("The source of `_sync/kv_events.py`", "Generated from `_async/kv_events.py`"),
+    ("the asyncio driver of", "the blocking driver of"),
+    (
+        "Waits on zmq.asyncio; use it from one event loop",
+        "Waits on zmq.Poller; use it from one thread",
+    ),
+    ("`async with`", "`with`"),
+    ("SupportsAsyncKVEventSources", "SupportsKVEventSources"),
+    ("AsyncKVEventSubscriber", "KVEventSubscriber"),
     ("AsyncDevClient", "DevClient"),
     ("AsyncRawResponses", "RawResponses"),
     ("AsyncWeightUpdate", "WeightUpdate"),
@@ -45,6 +56,9 @@ SUBS = [
     ("asynccontextmanager", "contextmanager"),
     ("__aenter__", "__enter__"),
     ("__aexit__", "__exit__"),
+    ("__aiter__", "__iter__"),
+    ("__anext__", "__next__"),
+    ("StopAsyncIteration", "StopIteration"),
     ("aclose", "close"),
     ("Awaitable[RawResponse[T]]", "RawResponse[T]"),
     ("Awaitable[T]", "T"),

@@ -32,20 +32,39 @@ def payload(seq: int, medium: str = "GPU") -> bytes:
     return ENC.encode([float(seq), [{"type": "BlockStored", "block_hashes": [seq], "medium": medium}], 0])
 
 
+def bind_when_free(sock: zmq.Socket[bytes], endpoint: str) -> None:
+    """Bind, retrying while a closed socket's port is still being released (ZMQ closes in its I/O thread)."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            sock.bind(endpoint)
+            return
+        except zmq.ZMQError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class RawPublisher:
     """PUB driven from the test thread; the replay ROUTER answered by a thread from a shared buffer."""
 
-    def __init__(self, *, legacy: bool = False, topic: bytes = b"kv") -> None:
+    def __init__(
+        self,
+        *,
+        legacy: bool = False,
+        topic: bytes = b"kv",
+        endpoints: tuple[str, str] = ("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"),
+    ) -> None:
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.topic = topic
         self.legacy = legacy
         self.pub = self.ctx.socket(zmq.XPUB)  # same wire protocol as PUB; tells us when a subscriber joined
         self.pub.setsockopt(zmq.LINGER, 0)
-        self.pub.bind("tcp://127.0.0.1:0")
+        bind_when_free(self.pub, endpoints[0])
         self.endpoint = self.pub.getsockopt_string(zmq.LAST_ENDPOINT)
         self.router = self.ctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
-        self.router.bind("tcp://127.0.0.1:0")
+        bind_when_free(self.router, endpoints[1])
         self.replay_endpoint = self.router.getsockopt_string(zmq.LAST_ENDPOINT)
         self.buffer: list[tuple[int, bytes]] = []
         self.requests: list[int] = []
@@ -135,7 +154,7 @@ def test_iteration_and_gap_repair_with_legacy_replay_frames(legacy_raw: RawPubli
     # 2 and 3 never went out live; others may come either way, depending on timing
     assert got[2].replayed and got[3].replayed
     assert got[2].events == [BlockStored(block_hashes=[2], medium="GPU")]
-    assert raw.requests and raw.requests[0] == 2  # replay asked from the first missing seq
+    assert raw.requests and raw.requests[0] == 1  # asked from the last delivered batch (its bytes tell)
 
 
 def test_tail_drop_is_recovered_by_the_idle_probe(raw: RawPublisher) -> None:
@@ -161,6 +180,44 @@ def test_wait_until_quiet_probes_for_the_tail(raw: RawPublisher) -> None:
         assert tally.batches == 2 and tally.stored("CPU") == 2
         with pytest.raises(KVEventsTimeoutError, match="not quiet"):
             sub.wait_until_quiet(1.0, timeout=0.5)  # cannot be proven within the deadline
+
+
+def test_a_restart_at_the_expected_sequence_is_caught_by_the_reconnection() -> None:
+    """The new publisher's first live batch carries exactly the sequence number the subscriber expects
+    next (its earlier ones went out before the SUB reconnected): only the reconnection betrays it."""
+    old = RawPublisher()
+    try:
+        with KVEventSubscriber(
+            old.endpoint, replay_endpoint=old.replay_endpoint, topic="kv", backlog=False, probe_interval=None
+        ) as sub:
+            old.wait_subscribed()
+            for _ in range(5):
+                old.publish()
+            assert [sub.recv(timeout=5).seq for _ in range(5)] == list(range(5))
+            old.close()
+            new = RawPublisher(endpoints=(old.endpoint, old.replay_endpoint))
+            try:
+                for _ in range(5):
+                    new.publish(live=False, medium="CPU")  # nobody subscribed yet
+                got = []
+                deadline = time.monotonic() + 5
+                while not new.pub.poll(20):  # the SUB subscribes again once it is read
+                    assert time.monotonic() < deadline, "the subscriber did not reconnect"
+                    if (b := sub.poll(0.0)) is not None:
+                        got.append(b)
+                new.pub.recv()
+                new.publish(medium="CPU")  # seq 5: what the old publisher's next would have been
+                while len(got) < 6:
+                    got.append(sub.recv(timeout=5))
+                assert [b.seq for b in got] == list(range(6))
+                assert all(b.events[0].medium == "CPU" for b in got)  # type: ignore[union-attr]
+                assert got[0].restart is not None and got[0].restart.last_seq == 4
+                assert sub.stats.reconnects == 1 and not sub.losses
+            finally:
+                new.close()
+    finally:
+        if not old.ctx.closed:
+            old.close()
 
 
 def test_recv_timeout_and_poll(raw: RawPublisher) -> None:
@@ -291,3 +348,18 @@ def test_poll_zero_and_count_stored_read_what_has_arrived(raw: RawPublisher) -> 
         time.sleep(0.3)  # both batches sit in the socket; a zero-timeout poll must still read them
         assert sub.count_stored("CPU") == 2
         assert sub.poll(0.0) is None
+
+
+def test_both_subscribers_have_the_same_documented_surface() -> None:
+    """The sync subscriber is generated from the async one (scripts/unasync.py): same public names, each
+    with a docstring."""
+
+    def public(cls: type) -> dict[str, object]:
+        return {n: getattr(cls, n) for n in dir(cls) if not n.startswith("_")}
+
+    sync, aio = public(KVEventSubscriber), public(AsyncKVEventSubscriber)
+    assert sync.keys() == aio.keys()
+    for cls, members in ((KVEventSubscriber, sync), (AsyncKVEventSubscriber, aio)):
+        missing = [n for n, m in members.items() if not m.__doc__]
+        assert not missing, f"{cls.__name__}: no docstring on {missing}"
+    assert KVEventSubscriber.__doc__ and "zmq.Poller; use it from one thread" in KVEventSubscriber.__doc__

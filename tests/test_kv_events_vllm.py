@@ -360,6 +360,26 @@ def test_wait_helpers_count_cpu_stores(vkv: ModuleType, publishers: Callable[...
         assert info.value.tally.stored("CPU") == 6
 
 
+def test_wait_for_stored_counts_since_the_start(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
+    """A block stored before the subscriber existed comes with the backlog replay: delivered, but not
+    counted "since the subscriber started"; those stored right after the start count, whether they
+    arrive live or (published before the SUB joined) from the backlog."""
+    port, replay = free_port(HOST), free_port(HOST)
+    pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}")
+    pub.publish(batch(vkv, *(stored(vkv, 100 + i, "CPU") for i in range(10))))
+    time.sleep(0.3)  # published, and its timestamp taken, before the subscriber starts
+    with KVEventSubscriber(f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}") as sub:
+        for i in range(3):
+            pub.publish(batch(vkv, stored(vkv, i, "CPU")))
+        tally = sub.wait_for_stored(3, medium="CPU", timeout=10)
+        assert tally.stored("CPU") == 3 and tally.batches == 3
+        assert sub.tally_since_start.stored("CPU") == 3
+        with pytest.raises(KVEventsTimeoutError, match="3 of 4 blocks"):
+            sub.wait_for_stored(4, medium="CPU", timeout=0.5)
+        assert sub.tally.stored("CPU") == 13 and sub.tally.batches == 4  # delivered all the same
+        assert sub.count_stored("CPU") == 13
+
+
 def test_from_client_uses_the_server_host_for_wildcard_endpoints(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
@@ -402,10 +422,13 @@ async def test_async_subscriber(vkv: ModuleType, publishers: Callable[..., Any])
         assert seen == list(range(5))
         for i in range(5, 8):
             pub.publish(batch(vkv, stored(vkv, i, "CPU")))
-        tally = await sub.wait_for_stored(8, medium="CPU", timeout=10)
-        assert tally.stored("CPU") == 8
+        # The backlog was published before the subscriber started: only the 3 since count.
+        tally = await sub.wait_for_stored(3, medium="CPU", timeout=10)
+        assert tally.stored("CPU") == 3 and tally.batches == 3
         assert (await sub.wait_until_quiet(0.2, timeout=5)).batches == 8
         assert await sub.count_stored("CPU") == 8
+        with pytest.raises(KVEventsTimeoutError, match="3 of 4 blocks"):
+            await sub.wait_for_stored(4, medium="CPU", timeout=0.3)
         with pytest.raises(KVEventsTimeoutError):
             await sub.recv(timeout=0.2)
     assert sub.closed

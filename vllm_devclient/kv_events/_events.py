@@ -105,9 +105,10 @@ LossReason: TypeAlias = Literal["replay_unavailable", "not_in_replay_buffer", "r
 class EventsLost(msgspec.Struct, frozen=True, gc=False):
     """Batches `first_seq..last_seq` (inclusive) of one rank that this subscriber could not deliver.
 
-    reason: "replay_unavailable" (no replay endpoint, or replay backing off after a timeout),
-    "not_in_replay_buffer" (the publisher no longer buffers them), "replay_timeout" (no complete answer
-    in time), "undecodable" (the payload arrived but is not a KV event batch; `detail` says why).
+    reason: "replay_unavailable" (not asked for: no replay endpoint, replay backing off after a timeout,
+    or a restarted publisher's predecessor, which is gone), "not_in_replay_buffer" (the publisher no
+    longer buffers them), "replay_timeout" (asked for, and no complete answer in time), "undecodable"
+    (the payload arrived but is not a KV event batch; `detail` says why).
     """
 
     rank: int
@@ -122,13 +123,15 @@ class EventsLost(msgspec.Struct, frozen=True, gc=False):
 
 
 class PublisherRestarted(msgspec.Struct, frozen=True, gc=False):
-    """A rank's sequence number went down: its publisher (the engine) restarted and counts from 0 again."""
+    """A rank's publisher (the engine) restarted and counts from 0 again; set on the new publisher's first
+    batch. Seen from a lower sequence number, or from a reconnection or a replay that answers other bytes
+    for the last delivered sequence number (see `_stream`)."""
 
     rank: int
     last_seq: int
-    """The last sequence number expected from the previous publisher."""
+    """The last sequence number of the previous publisher, delivered or reported lost."""
     first_seq: int
-    """The first sequence number received from the new one."""
+    """The first sequence number received from the new one (live if any came live, else replayed)."""
 
 
 class KVEventBatch(msgspec.Struct, frozen=True, gc=False):
@@ -322,6 +325,21 @@ class KVEventTally:
                 self.cleared += 1
             else:
                 self.unknown += 1
+
+    def minus(self, other: KVEventTally) -> KVEventTally:
+        """These counts less `other`'s (a tally of some of the same batches); a new object."""
+        media = {}
+        for medium, c in self.media.items():
+            o = other.media.get(medium, MediumTally())
+            media[medium] = MediumTally(*(a - b for a, b in zip(astuple(c), astuple(o), strict=True)))
+        return KVEventTally(
+            self.batches - other.batches,
+            media,
+            self.cleared - other.cleared,
+            self.unknown - other.unknown,
+            self.lost_batches - other.lost_batches,
+            self.restarts - other.restarts,
+        )
 
     def copy(self) -> KVEventTally:
         media = {m: MediumTally(*astuple(c)) for m, c in self.media.items()}

@@ -1,8 +1,15 @@
-"""KVEventSubscriber and AsyncKVEventSubscriber: two thin I/O drivers over one EventStream.
+"""What KVEventSubscriber and AsyncKVEventSubscriber share: configuration, sockets, one EventStream.
 
-Both open the same sockets (plain pyzmq sockets from one context) and differ only in how they wait:
-`zmq.Poller.poll` for the sync subscriber, `zmq.asyncio.Poller.poll` for the async one. Reading,
+The two subscribers are thin I/O drivers over this base: `vllm_devclient/_async/kv_events.py` is
+written by hand, `_sync/kv_events.py` generated from it (scripts/unasync.py). Both open the same
+sockets (plain pyzmq sockets from one context) and differ only in how they wait: `zmq.Poller.poll` for
+the sync subscriber, `zmq.asyncio.Poller.poll` for the async one (the `_support` modules). Reading,
 sequence tracking, replay and decoding are shared.
+
+Reconnections: each SUB socket has a monitor (a PAIR socket reporting its CONNECTED and ACCEPTED
+events). ZMQ writes a connection's event before any of its messages can be read, so the driver reads a
+chunk of live messages, then the monitor, and reports a reconnection to the stream before feeding the
+chunk: a message of a new connection is never taken for the old publisher's (see `_stream`).
 
 Slow consumers (the buffering policy): the subscriber reads its sockets only when the consumer asks for
 the next batch and nothing decoded is waiting, so it never drops anything itself. Unread messages wait
@@ -19,27 +26,25 @@ one read chunk (1024) of ready ones and one replay answer (at most the publisher
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, cast
 
 import zmq
 import zmq.asyncio
 
-if TYPE_CHECKING:
-    from typing_extensions import Self, Unpack
-
-from ._endpoints import KVEventEndpoint, endpoints_from_sources, host_of_url, resolve_endpoints
+from ._endpoints import KVEventEndpoint, endpoints_from_sources, resolve_endpoints
 from ._errors import KVEventsClosedError, KVEventSourceError, KVEventsTimeoutError
-from ._events import MEDIUM_CPU, EventsLost, KVEventBatch, KVEventTally, PublisherRestarted
+from ._events import EventsLost, KVEventTally, PublisherRestarted
 from ._stream import EventStream, SubscriberStats
 
-__all__ = ["AsyncKVEventSubscriber", "KVEventSubscriber", "SubscriberOptions"]
+__all__ = ["SubscriberOptions", "SupportsAsyncKVEventSources", "SupportsKVEventSources"]
 
 _DRAIN_CHUNK = 1024  # messages read from one socket per wake-up: amortises polling, bounds latency
-_MAX_AVAILABLE = 1_000_000  # count_stored() stops consuming after this many batches
-_SETTLE_STEP = 0.01  # s: polling step while waiting for a tail probe's answer
+MAX_AVAILABLE = 1_000_000  # count_stored() stops consuming after this many batches
+SETTLE_STEP = 0.01  # s: polling step while waiting for a tail probe's answer
+_CONNECT_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED  # a SUB connects, or a PUB connected to it
 
 
 class SubscriberOptions(TypedDict, total=False):
@@ -74,11 +79,15 @@ class SupportsAsyncKVEventSources(Protocol):
 
 
 class _Sockets:
-    """One SUB per rank (bound or connected) and one DEALER per rank with replay; all linger 0."""
+    """One SUB per rank (bound or connected) with its monitor, and one DEALER per rank with replay; all
+    linger 0."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoints: list[KVEventEndpoint], rcvhwm: int) -> None:
         self._ctx = ctx
         self.live: dict[zmq.Socket[bytes], int] = {}
+        self.monitor: dict[zmq.Socket[bytes], int] = {}
+        self._monitor_of: dict[int, zmq.Socket[bytes]] = {}
+        self._connections: dict[int, int] = {}  # connection events seen per rank; the first is no reconnect
         self.replay: dict[int, zmq.Socket[bytes]] = {}
         self.replay_rank: dict[zmq.Socket[bytes], int] = {}
         self._replay_endpoints: dict[int, str] = {}
@@ -103,6 +112,11 @@ class _Sockets:
     def _open_live(self, ep: KVEventEndpoint, rcvhwm: int) -> None:
         sock = self._socket(zmq.SUB, ep.endpoint)
         self.live[sock] = ep.rank
+        # Before bind or connect, so that the first connection is seen as the first.
+        monitor: zmq.Socket[bytes] = sock.get_monitor_socket(_CONNECT_EVENTS)
+        monitor.setsockopt(zmq.LINGER, 0)
+        self.monitor[monitor] = ep.rank
+        self._monitor_of[ep.rank] = monitor
         sock.setsockopt(zmq.RCVHWM, rcvhwm)
         sock.setsockopt(zmq.SUBSCRIBE, ep.topic.encode("utf-8"))
         try:
@@ -148,36 +162,73 @@ class _Sockets:
         recv = sock.recv_multipart
         rank = self.live.get(sock)
         if rank is not None:
-            feed = stream.live_feeder(rank)
+            chunk = []
             for _ in range(min(_DRAIN_CHUNK, live_room)):
                 try:
-                    frames = recv(zmq.NOBLOCK)
+                    chunk.append(recv(zmq.NOBLOCK))
                 except zmq.Again:
-                    return
+                    break
+            # After the read: a connection whose messages were just read has its event queued by now.
+            self.read_monitor(rank, stream)
+            feed = stream.live_feeder(rank)
+            for frames in chunk:
                 feed(frames)
+            return
+        rank = self.monitor.get(sock)
+        if rank is not None:
+            self.read_monitor(rank, stream)
             return
         rank = self.replay_rank.get(sock)
         if rank is None:
             return  # a DEALER replaced during this round
+        resets = stream.resets
         for _ in range(_DRAIN_CHUNK):
+            if rank in resets:
+                return  # the rest of this socket's answer is abandoned; it is replaced before the next read
             try:
                 frames = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
             stream.on_replay(rank, frames)
 
+    def read_monitor(self, rank: int, stream: EventStream) -> None:
+        """Read the rank's monitor; a connection after its first one is reported as a reconnection."""
+        monitor = self._monitor_of[rank]
+        if not cast(int, monitor.getsockopt(zmq.EVENTS)) & zmq.POLLIN:  # cheaper than a failing recv
+            return
+        reconnected = False
+        while True:
+            try:
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            # The first frame: the event (uint16, native byte order), then a uint32 value.
+            if not int.from_bytes(frames[0][:2], sys.byteorder) & _CONNECT_EVENTS:
+                continue
+            seen = self._connections[rank] = self._connections.get(rank, 0) + 1
+            reconnected = reconnected or seen > 1
+        if reconnected:
+            stream.on_reconnect(rank)
+
     def close(self) -> None:
-        for sock in [*self.live, *self.replay_rank]:
+        for sock in self.live:
+            sock.disable_monitor()
+        for sock in [*self.monitor, *self.live, *self.replay_rank]:
             sock.close(linger=0)
+        self.monitor.clear()
+        self._monitor_of.clear()
         self.live.clear()
         self.replay.clear()
         self.replay_rank.clear()
 
 
-class _SubscriberBase:
+class SubscriberBase:
     """Configuration, sockets and the shared stream; the drivers add only their waiting."""
 
-    _poller_cls: type[zmq.Poller] = zmq.Poller
+    @staticmethod
+    def _new_poller() -> zmq.Poller:
+        """A poller of the driver's kind (set by each driver from its `_support` module)."""
+        raise NotImplementedError
 
     def __init__(
         self,
@@ -234,6 +285,7 @@ class _SubscriberBase:
             backlog=backlog,
             replay_timeout=float(replay_timeout),
             raise_on_loss=raise_on_loss,
+            started_at=time.time(),  # on the publishers' clock: batch timestamps are time.time()
         )
         if context is None:
             self._ctx: zmq.Context[Any] = zmq.Context()
@@ -253,9 +305,9 @@ class _SubscriberBase:
                 self._ctx.term()
             raise
         self._closed = False
-        self._poller = self._poller_cls()
-        self._replay_poller = self._poller_cls()
-        for sock in self._sockets.live:
+        self._poller = self._new_poller()
+        self._replay_poller = self._new_poller()
+        for sock in [*self._sockets.live, *self._sockets.monitor]:
             self._poller.register(sock, zmq.POLLIN)
         for sock in self._sockets.replay_rank:
             self._poller.register(sock, zmq.POLLIN)
@@ -270,20 +322,29 @@ class _SubscriberBase:
         return self._stream.tally
 
     @property
+    def tally_since_start(self) -> KVEventTally:
+        """Counts over the batches delivered that were published since the subscriber started: the
+        initial backlog's earlier batches are left out (a new object; see `wait_for_stored`)."""
+        return self._stream.tally_since_start()
+
+    @property
     def losses(self) -> list[EventsLost]:
         """Every loss reported so far, in delivery order."""
         return list(self._stream.losses)
 
     @property
     def restarts(self) -> list[PublisherRestarted]:
+        """Every publisher restart reported so far, in delivery order."""
         return list(self._stream.restarts)
 
     @property
     def stats(self) -> SubscriberStats:
+        """Counters for diagnosis (replay requests and timeouts, duplicates, reconnections...)."""
         return self._stream.stats
 
     @property
     def closed(self) -> bool:
+        """Whether close() was called."""
         return self._closed
 
     def close(self) -> None:
@@ -356,9 +417,9 @@ class _SubscriberBase:
         self._stream.check_timeouts()
         self._flush()
 
-    def _timeout(self, what: str, started: float) -> KVEventsTimeoutError:
+    def _timeout(self, what: str, started: float, tally: KVEventTally | None = None) -> KVEventsTimeoutError:
         waited = time.monotonic() - started
-        tally = self._stream.tally.copy()
+        tally = self._stream.tally.copy() if tally is None else tally
         return KVEventsTimeoutError(
             f"{what} after {waited:.1f} s ({tally.batches} batches delivered, stored blocks per medium "
             f"{tally.stored_blocks}, {tally.lost_batches} lost); is the server publishing KV events to "
@@ -375,220 +436,3 @@ class _SubscriberBase:
             raise KVEventSourceError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         if not isinstance(quiet, int | float) or quiet <= 0:
             raise KVEventSourceError(f"quiet must be a number of seconds > 0, got {quiet!r}")
-
-
-class KVEventSubscriber(_SubscriberBase):
-    """Subscribe to vLLM's KV-cache events, one live and one replay socket per data-parallel rank.
-
-    Give either `endpoint` (rank 0's; ranks up to `data_parallel_size - 1` derived as vLLM does: port + r,
-    `inproc` suffix `_dp{r}`) with `replay_endpoint` and `topic`, or `sources` (what
-    `DevClient.kv_event_sources()` returns; or use `from_client`). `host` replaces a wildcard bind host
-    (`tcp://*:5557`) when connecting. `bind=True` binds the live endpoint(s) for publishers that connect
-    (a vLLM endpoint with a concrete host); with `sources` the default follows vLLM's rule.
-
-    `backlog=True` first asks each rank's replay socket for everything the publisher still buffers.
-    After `probe_interval` seconds without any message, the replay sockets are asked for anything after
-    the last delivered batch, which recovers batches dropped at the tail of a stream (None: never).
-    Delivery: every batch after the first delivered one of a rank is delivered once, in order per rank,
-    or reported in `EventsLost` (on the next batch of that rank and in `.losses`); a publisher restart is
-    reported as `PublisherRestarted`, not as a gap. With `raise_on_loss=True` a batch carrying losses
-    raises KVEventsLostError instead. Not thread-safe: use it from one thread.
-    """
-
-    @classmethod
-    def from_client(
-        cls, client: SupportsKVEventSources, *, host: str | None = None, **options: Unpack[SubscriberOptions]
-    ) -> Self:
-        """Subscribe to the publishers a server reports (GET /kv_event_sources); wildcard hosts become the
-        client's host unless `host` is given."""
-        sources = client.kv_event_sources()
-        return cls(sources=sources, host=host or host_of_url(client.base_url), **options)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __iter__(self) -> Self:
-        return self
-
-    def __next__(self) -> KVEventBatch:
-        """Block until the next batch; stop when the subscriber is closed."""
-        if self._closed:
-            raise StopIteration
-        return self.recv()
-
-    def _fill(self, deadline: float | None) -> bool:
-        first = True
-        while not self._stream.ready:
-            plan = self._plan(deadline, first)
-            first = False
-            if plan is None:
-                return False
-            poller, ms = plan
-            self._handle(poller.poll(ms))
-        return True
-
-    def poll(self, timeout: float = 0.0) -> KVEventBatch | None:
-        """The next batch, or None if none arrives within `timeout` seconds."""
-        batch = self._stream.pop()
-        if batch is not None:
-            return batch
-        self._fill(time.monotonic() + timeout)
-        return self._stream.pop()
-
-    def recv(self, timeout: float | None = None) -> KVEventBatch:
-        """The next batch; KVEventsTimeoutError if none arrives within `timeout` seconds (None: wait)."""
-        batch = self._stream.pop()
-        if batch is not None:
-            return batch
-        started = time.monotonic()
-        if not self._fill(None if timeout is None else started + timeout):
-            raise self._timeout("no KV event batch", started)
-        batch = self._stream.pop()
-        assert batch is not None
-        return batch
-
-    def count_stored(self, medium: str | None = MEDIUM_CPU) -> int:
-        """Consume what has arrived and return the block hashes announced stored in `medium` so far."""
-        for _ in range(_MAX_AVAILABLE):
-            if self.poll(0.0) is None:
-                break
-        return self._stream.tally.stored(medium)
-
-    def wait_for_stored(
-        self, blocks: int, *, medium: str | None = MEDIUM_CPU, timeout: float
-    ) -> KVEventTally:
-        """Consume batches until `blocks` hashes were announced stored in `medium` since the subscriber
-        started; return the tally then. KVEventsTimeoutError at the deadline."""
-        self._check_wait_args(blocks, timeout)
-        started = time.monotonic()
-        deadline = started + timeout
-        while self._stream.tally.stored(medium) < blocks:
-            if self._stream.pop() is None and not self._fill(deadline):
-                have = self._stream.tally.stored(medium)
-                raise self._timeout(f"{have} of {blocks} blocks stored in medium {medium!r}", started)
-        return self._stream.tally.copy()
-
-    def wait_until_quiet(self, quiet: float = 1.0, *, timeout: float) -> KVEventTally:
-        """Consume batches until none arrives for `quiet` seconds and a replay probe finds nothing after
-        the last one (so batches dropped at the tail are not missed); return the tally.
-        KVEventsTimeoutError if the stream is not quiet before the deadline."""
-        self._check_wait_args(0, timeout, quiet)
-        started = time.monotonic()
-        deadline = started + timeout
-        while True:
-            window_end = time.monotonic() + quiet
-            if window_end > deadline:
-                raise self._timeout(f"the stream was not quiet for {quiet:g} s", started)
-            if self._stream.pop() is not None or self._fill(window_end) or self._stream.replaying():
-                continue
-            # Nothing for a whole window: ask the publishers for anything dropped at the tail.
-            if self._stream.probe():
-                self._flush()
-                while self._stream.replaying() and not self._stream.ready and time.monotonic() < deadline:
-                    self._fill(min(deadline, time.monotonic() + _SETTLE_STEP))
-            if not self._stream.ready and not self._stream.replaying():
-                return self._stream.tally.copy()
-
-
-class AsyncKVEventSubscriber(_SubscriberBase):
-    """The asyncio twin of KVEventSubscriber (same arguments, same delivery guarantees), waiting on
-    zmq.asyncio. Use it from one event loop; close it with `async with` or `close()`."""
-
-    _poller_cls = zmq.asyncio.Poller
-
-    @classmethod
-    async def from_client(
-        cls,
-        client: SupportsAsyncKVEventSources,
-        *,
-        host: str | None = None,
-        **options: Unpack[SubscriberOptions],
-    ) -> Self:
-        """Subscribe to the publishers an AsyncDevClient's server reports."""
-        sources = await client.kv_event_sources()
-        return cls(sources=sources, host=host or host_of_url(client.base_url), **options)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> KVEventBatch:
-        if self._closed:
-            raise StopAsyncIteration
-        return await self.recv()
-
-    async def _fill(self, deadline: float | None) -> bool:
-        first = True
-        while not self._stream.ready:
-            plan = self._plan(deadline, first)
-            first = False
-            if plan is None:
-                return False
-            poller, ms = plan
-            self._handle(await poller.poll(ms))  # type: ignore[misc]  # zmq.asyncio.Poller.poll is awaitable
-        return True
-
-    async def poll(self, timeout: float = 0.0) -> KVEventBatch | None:
-        batch = self._stream.pop()
-        if batch is not None:
-            return batch
-        await self._fill(time.monotonic() + timeout)
-        return self._stream.pop()
-
-    async def recv(self, timeout: float | None = None) -> KVEventBatch:
-        batch = self._stream.pop()
-        if batch is not None:
-            return batch
-        started = time.monotonic()
-        if not await self._fill(None if timeout is None else started + timeout):
-            raise self._timeout("no KV event batch", started)
-        batch = self._stream.pop()
-        assert batch is not None
-        return batch
-
-    async def count_stored(self, medium: str | None = MEDIUM_CPU) -> int:
-        for _ in range(_MAX_AVAILABLE):
-            if await self.poll(0.0) is None:
-                break
-        return self._stream.tally.stored(medium)
-
-    async def wait_for_stored(
-        self, blocks: int, *, medium: str | None = MEDIUM_CPU, timeout: float
-    ) -> KVEventTally:
-        self._check_wait_args(blocks, timeout)
-        started = time.monotonic()
-        deadline = started + timeout
-        while self._stream.tally.stored(medium) < blocks:
-            if self._stream.pop() is None and not await self._fill(deadline):
-                have = self._stream.tally.stored(medium)
-                raise self._timeout(f"{have} of {blocks} blocks stored in medium {medium!r}", started)
-        return self._stream.tally.copy()
-
-    async def wait_until_quiet(self, quiet: float = 1.0, *, timeout: float) -> KVEventTally:
-        self._check_wait_args(0, timeout, quiet)
-        started = time.monotonic()
-        deadline = started + timeout
-        while True:
-            window_end = time.monotonic() + quiet
-            if window_end > deadline:
-                raise self._timeout(f"the stream was not quiet for {quiet:g} s", started)
-            if self._stream.pop() is not None or await self._fill(window_end) or self._stream.replaying():
-                continue
-            if self._stream.probe():
-                self._flush()
-                while self._stream.replaying() and not self._stream.ready and time.monotonic() < deadline:
-                    await self._fill(min(deadline, time.monotonic() + _SETTLE_STEP))
-            if not self._stream.ready and not self._stream.replaying():
-                return self._stream.tally.copy()
