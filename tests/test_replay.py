@@ -20,7 +20,6 @@ import pytest
 
 from vllm_devclient import operations
 from vllm_devclient._sync import _support as sync_support
-from vllm_devclient.transports import httpx_adapter
 from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.fixtures import (
     REPLAY_URL,
@@ -32,6 +31,7 @@ from vllm_devclient.testing.fixtures import (
     replay_transport,
 )
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
+from vllm_devclient.transports import httpx_adapter
 
 ROOT = Path(__file__).resolve().parent.parent / "rust_fixtures"
 FIXTURES = load_fixtures(ROOT)
