@@ -50,7 +50,7 @@ def test_every_sdk_route_has_a_scenario() -> None:
     from vllm_devclient import DevClient
 
     routes = {
-        name for name in vars(DevClient) if not name.startswith("_") and callable(getattr(DevClient, name))
+        name for name in dir(DevClient) if not name.startswith("_") and callable(getattr(DevClient, name))
     } - {"close", "with_options"}
     covered: set[str] = set()
 

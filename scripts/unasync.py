@@ -24,9 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "vllm_devclient"
 ASYNC_DIR, SYNC_DIR = PKG / "_async", PKG / "_sync"
-HEADER = (
-    "# Generated from vllm_devclient/_async/{name} by scripts/unasync.py: do not edit, run `make generate`.\n"
-)
+HEADER = "# Generated from vllm_devclient/_async/{name} by scripts/unasync.py: do not edit (make generate).\n"
 
 # Order matters: longer names first.
 SUBS = [
@@ -46,9 +44,9 @@ SUBS = [
     ("SupportsAsyncKVEventSources", "SupportsKVEventSources"),
     ("AsyncKVEventSubscriber", "KVEventSubscriber"),
     ("AsyncDevClient", "DevClient"),
+    ("_Async", "_Sync"),
     ("AsyncRawResponses", "RawResponses"),
     ("AsyncWeightUpdate", "WeightUpdate"),
-    ("_AsyncRaw", "_SyncRaw"),
     ("AsyncTransport", "SyncTransport"),
     ("make_async_transport", "make_sync_transport"),
     ("httpx.AsyncClient", "httpx.Client"),
@@ -94,10 +92,26 @@ def _sends_one_request(fn: ast.AsyncFunctionDef) -> bool:
     return bool(calls) and fn.name != "request"
 
 
+def _classes() -> dict[str, ast.ClassDef]:
+    found: dict[str, ast.ClassDef] = {}
+    for path in sorted(ASYNC_DIR.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                found[node.name] = node
+    return found
+
+
 def client_methods() -> tuple[list[str], list[str]]:
-    """(every public client method that is a call, the route methods among them)."""
-    tree = ast.parse((ASYNC_DIR / "client.py").read_text())
-    methods = [fn for fn in _methods(tree, "AsyncDevClient") if fn.name not in ("close",)]
+    """(every public client method that is a call, the route methods among them), base classes first."""
+    classes = _classes()
+    chain: list[str] = []
+    name: str | None = "AsyncDevClient"
+    while name is not None and name in classes:
+        chain.append(name)
+        bases = [b.id for b in classes[name].bases if isinstance(b, ast.Name)]
+        name = bases[0] if bases else None
+    tree = ast.Module(body=[classes[n] for n in reversed(chain)], type_ignores=[])
+    methods = [fn for n in reversed(chain) for fn in _methods(tree, n) if fn.name != "close"]
     every = [fn.name for fn in methods]
     routes = [fn.name for fn in methods if _sends_one_request(fn)]
     return every, routes
@@ -116,7 +130,7 @@ def fill(text: str, tables: dict[str, str]) -> str:
 
 def _defined(cls: str) -> set[str]:
     """What a fleet class writes itself (pause with rollback, the flows): left out of its table."""
-    tree = ast.parse((PKG / "fleet.py").read_text())
+    tree = ast.parse("\n".join(p.read_text() for p in sorted((PKG / "fleet").glob("*.py"))))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
             return {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
@@ -161,8 +175,10 @@ def ruff(text: str, path: Path) -> str:
 def wanted() -> dict[Path, str]:
     filled = tables()
     out: dict[Path, str] = {}
-    for path in (ASYNC_DIR / "client.py", PKG / "fleet.py"):
-        out[path] = fill(path.read_text(), filled)
+    for path in [*sorted(ASYNC_DIR.glob("*.py")), *sorted((PKG / "fleet").glob("*.py"))]:
+        text = path.read_text()
+        if "# -- generated:" in text:
+            out[path] = fill(text, filled)
     for src in sorted(ASYNC_DIR.glob("*.py")):
         if src.name in ("_support.py", "__init__.py"):
             continue
@@ -172,9 +188,21 @@ def wanted() -> dict[Path, str]:
     return out
 
 
+def _orphans() -> list[Path]:
+    """Generated sync modules whose async source is gone."""
+    sources = {p.name for p in ASYNC_DIR.glob("*.py")}
+    return [
+        p for p in SYNC_DIR.glob("*.py")
+        if p.name not in sources and p.read_text().startswith("# Generated from")
+    ]  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    stale = []
+    stale = list(_orphans())
+    if not check:
+        for path in stale:
+            path.unlink()
     for path, text in wanted().items():
         current = path.read_text() if path.exists() else ""
         if current == text:

@@ -290,3 +290,10 @@ async def test_unknown_answer_shapes_are_errors_never_empty(
     mock.route(method=http_method, path=path).mock(return_value=python(200, json=body))
     with pytest.raises(ResponseValidationError):
         await getattr(dc, method)()
+
+
+def test_weight_checker_compare_without_a_baseline_is_refused_before_sending() -> None:
+    with respx.mock(base_url=BASE) as router, DevClient(BASE, transport="httpx") as client:
+        with pytest.raises(InvalidParameterError, match="baseline"):
+            client.weight_checker("compare")
+        assert router.calls.call_count == 0

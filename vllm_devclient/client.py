@@ -1,8 +1,10 @@
 """DevClient and AsyncDevClient: the typed clients (the sync one is generated from the async one)."""
 
-from ._async.client import AsyncDevClient, AsyncRawResponses, AsyncWeightUpdate
+from ._async.client import AsyncDevClient, AsyncWeightUpdate
+from ._async.raw_responses import AsyncRawResponses
 from ._base_client import NOT_GIVEN, NotGiven, RawResponse, RequestOptions, TimeoutArg
-from ._sync.client import DevClient, RawResponses, WeightUpdate
+from ._sync.client import DevClient, WeightUpdate
+from ._sync.raw_responses import RawResponses
 from .constants import DEFAULT_TIMEOUT
 
 __all__ = [

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/kv_events.py by scripts/unasync.py: do not edit, run `make generate`.
+# Generated from vllm_devclient/_async/kv_events.py by scripts/unasync.py: do not edit (make generate).
 """KVEventSubscriber, the blocking driver of the KV-event subscriber. Generated from `_async/kv_events.py`.
 
 Configuration, sockets and the state machine are shared (`kv_events/_subscriber.py`, `_stream.py`): this

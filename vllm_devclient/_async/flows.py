@@ -1,0 +1,132 @@
+"""The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from typing_extensions import Self, Unpack
+
+from .._base_client import (
+    RequestOptions,
+)
+from ..endpoints import PauseMode
+from ..models import (
+    MessageResult,
+)
+from ._support import Pending, background, result_of
+from .waits import _AsyncWaits
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["AsyncWeightUpdate", "_AsyncFlows"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _AsyncFlows(_AsyncWaits):
+    """paused(), sleeping() and weight_update()."""
+
+    # ---- flows ---------------------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def paused(
+        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
+    ) -> AsyncIterator[Self]:
+        """Pause for the block, resume when it ends, however it ends.
+
+        Args:
+            mode: what happens to requests in flight: abort, wait or keep.
+            clear_cache: also clear the caches when pausing.
+            wait: wait until /is_paused says true before entering the block.
+        """
+        await self.pause(mode, clear_cache=clear_cache)
+        try:
+            if wait:
+                await self.wait_until_paused()
+            yield self
+        finally:
+            await self.resume()
+
+    @asynccontextmanager
+    async def sleeping(
+        self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True
+    ) -> AsyncIterator[Self]:
+        """Sleep for the block, wake up when it ends, however it ends.
+
+        Args:
+            level: 0, 1 (offload weights) or 2 (discard them).
+            mode: what happens to requests in flight: abort, wait or keep.
+            wait: wait until /is_sleeping says true before entering, and false after waking.
+        """
+        await self.sleep(level, mode=mode)
+        try:
+            if wait:
+                await self.wait_until_sleeping()
+            yield self
+        finally:
+            await self.wake_up()
+            if wait:
+                await self.wait_until_awake()
+
+    @asynccontextmanager
+    async def weight_update(
+        self,
+        *,
+        weight_version: str | None = None,
+        pause_mode: PauseMode = "keep",
+        clear_cache: bool | None = None,
+        draft: bool = False,
+    ) -> AsyncIterator[AsyncWeightUpdate]:
+        """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
+
+        The finish (with `weight_version`) runs only when the block succeeds; resume always runs. Batches
+        sent with `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are
+        awaited before the finish.
+
+        Args:
+            weight_version: the version the new weights carry, set by the finish.
+            pause_mode: what happens to requests in flight while paused.
+            clear_cache: also clear the caches when pausing.
+            draft: update the draft (speculative) model instead.
+        """
+        async with self.paused(pause_mode, clear_cache=clear_cache):
+            if draft:
+                await self.start_draft_weight_update()
+            else:
+                await self.start_weight_update()
+            update = AsyncWeightUpdate(self)
+            yield update
+            await update.wait()
+            await self.finish_weight_update(weight_version=weight_version)
+
+
+class AsyncWeightUpdate:
+    """The handle of a `weight_update()` block: send weight batches, in the foreground or beside your code."""
+
+    def __init__(self, client: _AsyncFlows) -> None:
+        self._client = client
+        self._pending: list[Pending[MessageResult]] = []
+
+    async def update(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """Send one batch and wait for the server to take it."""
+        return await self._client.update_weights(update_info, **options)
+
+    def start(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> Pending[MessageResult]:
+        """Send one batch in the background (the server blocks until the trainer's tensors arrive) and
+        return at once; the block's end waits for it."""
+        pending = background(self._client.update_weights, update_info, **options)
+        self._pending.append(pending)
+        return pending
+
+    async def wait(self) -> list[MessageResult]:
+        """Wait for every batch started in the background; the first failure is raised."""
+        pending, self._pending = self._pending, []
+        return [await result_of(p) for p in pending]

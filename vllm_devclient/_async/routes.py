@@ -1,0 +1,330 @@
+"""The route methods of the async client: one HTTP exchange each, described in `endpoints.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+
+from typing_extensions import Unpack
+
+from .. import endpoints
+from .._base_client import (
+    RequestOptions,
+)
+from ..endpoints import PauseMode, WeightCheckAction
+from ..models import (
+    AbortRequestsResult,
+    KVEventSource,
+    LoadInfo,
+    MessageResult,
+    ModelList,
+    ResetPrefixCacheResult,
+    ServerInfo,
+    SleepResult,
+    StatusResult,
+    TokenizerInfo,
+    VersionInfo,
+    WakeUpResult,
+    WeightCheckResult,
+    WeightInfo,
+    WeightVersionResult,
+)
+from .core import _AsyncCore
+
+if TYPE_CHECKING:
+    from ..metrics import MetricsSnapshot
+
+__all__ = ["_AsyncRoutes"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _AsyncRoutes(_AsyncCore):
+    """Every route, one method each."""
+
+    async def health(self, **options: Unpack[RequestOptions]) -> bool:
+        """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead."""
+        return await self._send(endpoints.health(), options)
+
+    async def version(self, **options: Unpack[RequestOptions]) -> VersionInfo:
+        """GET /version: the vLLM version, and (`.frontend`) which frontend serves it."""
+        return await self._send(endpoints.version(), options)
+
+    async def models(self, **options: Unpack[RequestOptions]) -> ModelList:
+        """GET /v1/models: the served models (needs the api_key when the server has one)."""
+        return await self._send(endpoints.models(), options)
+
+    async def metrics_text(self, **options: Unpack[RequestOptions]) -> str:
+        """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text."""
+        return (await self._send(endpoints.metrics_text(), options)).text
+
+    async def metrics(self, **options: Unpack[RequestOptions]) -> MetricsSnapshot:
+        """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra)."""
+        return await self._send(endpoints.metrics(), options)
+
+    async def load(self, **options: Unpack[RequestOptions]) -> LoadInfo:
+        """GET /load: how many requests are in flight on the server's GPU routes."""
+        return await self._send(endpoints.load(), options)
+
+    async def tokenizer_info(self, **options: Unpack[RequestOptions]) -> TokenizerInfo:
+        """GET /tokenizer_info: the tokenizer's configuration.
+
+        Served by the Python frontend with --enable-tokenizer-info-endpoint; the Rust frontend answers 501.
+        """
+        return await self._send(endpoints.tokenizer_info(), options)
+
+    async def reset_prefix_cache(
+        self,
+        *,
+        reset_running_requests: bool = False,
+        reset_external: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> ResetPrefixCacheResult:
+        """POST /reset_prefix_cache once; `.success` False while blocks are held (see the barrier).
+
+        Args:
+            reset_running_requests: preempt running requests first, so their blocks can be freed.
+            reset_external: also reset the connector's tier (e.g. the CPU offload cache).
+        """
+        ep = endpoints.reset_prefix_cache(
+            reset_running_requests=reset_running_requests, reset_external=reset_external
+        )
+        return await self._send(ep, options)
+
+    async def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> None:
+        """POST /reset_mm_cache: drop the multimodal cache."""
+        await self._send(endpoints.reset_mm_cache(), options)
+
+    async def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> None:
+        """POST /reset_encoder_cache: drop the encoder cache."""
+        await self._send(endpoints.reset_encoder_cache(), options)
+
+    async def sleep(
+        self, level: int = 1, *, mode: PauseMode = "abort", **options: Unpack[RequestOptions]
+    ) -> SleepResult:
+        """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
+
+        Args:
+            level: 0 pauses, 1 offloads the weights, 2 discards them.
+            mode: what happens to requests in flight: abort, wait or keep.
+        """
+        return await self._send(endpoints.sleep(level=level, mode=mode), options)
+
+    async def wake_up(
+        self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> WakeUpResult:
+        """POST /wake_up; `.awake` is False on a partial wake (no HTTP timeout by default).
+
+        Args:
+            tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
+        """
+        return await self._send(endpoints.wake_up(tags), options)
+
+    async def is_sleeping(self, **options: Unpack[RequestOptions]) -> bool:
+        """GET /is_sleeping."""
+        return await self._send(endpoints.is_sleeping(), options)
+
+    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
+        return await self._send(endpoints.release_kv_cache_memory(), options)
+
+    async def pause(
+        self, mode: PauseMode = "abort", *, clear_cache: bool | None = None, **options: Unpack[RequestOptions]
+    ) -> StatusResult:
+        """POST /pause: stop scheduling (for a weight update); see also the paused() flow.
+
+        Args:
+            mode: what happens to requests in flight: abort, wait or keep.
+            clear_cache: also clear the caches (server default when None).
+        """
+        return await self._send(endpoints.pause(mode=mode, clear_cache=clear_cache), options)
+
+    async def resume(self, **options: Unpack[RequestOptions]) -> StatusResult:
+        """POST /resume: schedule again after pause()."""
+        return await self._send(endpoints.resume(), options)
+
+    async def is_paused(self, **options: Unpack[RequestOptions]) -> bool:
+        """GET /is_paused."""
+        return await self._send(endpoints.is_paused(), options)
+
+    async def abort_requests(
+        self, request_ids: Iterable[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> AbortRequestsResult:
+        """POST /abort_requests (aborting all is never resent).
+
+        Args:
+            request_ids: the ids to abort; None: every request in flight.
+        """
+        return await self._send(endpoints.abort_requests(request_ids), options)
+
+    async def collective_rpc(
+        self,
+        method: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        rpc_timeout: float | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> list[Any]:
+        """POST /collective_rpc: call a worker method on every worker; one result per worker. Never resent;
+        no HTTP timeout by default (an NCCL rendezvous can take minutes).
+
+        Args:
+            method: the worker method's name.
+            args: positional arguments (JSON).
+            kwargs: keyword arguments (JSON).
+            rpc_timeout: the engine-side timeout in seconds.
+        """
+        ep = endpoints.collective_rpc(method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout)
+        return await self._send(ep, options)
+
+    async def server_info(
+        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
+    ) -> ServerInfo:
+        """GET /server_info: the server's configuration and environment.
+
+        Args:
+            config_format: "json" for a dict, "text" for the config's text form.
+        """
+        return await self._send(endpoints.server_info(config_format), options)
+
+    async def kv_event_sources(self, **options: Unpack[RequestOptions]) -> dict[int, KVEventSource]:
+        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events."""
+        return await self._send(endpoints.kv_event_sources(), options)
+
+    async def get_world_size(self, *, include_dp: bool = True, **options: Unpack[RequestOptions]) -> int:
+        """GET /get_world_size.
+
+        Args:
+            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+        """
+        return await self._send(endpoints.get_world_size(include_dp=include_dp), options)
+
+    async def init_weight_transfer_engine(
+        self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """POST /init_weight_transfer_engine (never resent; no HTTP timeout by default).
+
+        Args:
+            init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
+        """
+        return await self._send(endpoints.init_weight_transfer_engine(init_info), options)
+
+    async def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
+        """POST /shutdown_weight_transfer_engine (never resent)."""
+        return await self._send(endpoints.shutdown_weight_transfer_engine(), options)
+
+    async def start_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
+        """POST /start_weight_update (never resent); see also the weight_update() flow."""
+        return await self._send(endpoints.start_weight_update(), options)
+
+    async def start_draft_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
+        """POST /start_draft_weight_update: begin updating the draft (speculative) model's weights."""
+        return await self._send(endpoints.start_draft_weight_update(), options)
+
+    async def update_weights(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
+
+        Args:
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such dict per worker.
+        """
+        return await self._send(endpoints.update_weights(update_info), options)
+
+    async def finish_weight_update(
+        self, *, weight_version: str | None = None, **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """POST /finish_weight_update (never resent).
+
+        Args:
+            weight_version: the version the new weights carry.
+        """
+        return await self._send(endpoints.finish_weight_update(weight_version=weight_version), options)
+
+    async def update_weight_version(
+        self, new_version: str, **options: Unpack[RequestOptions]
+    ) -> WeightVersionResult:
+        """POST /update_weight_version.
+
+        Args:
+            new_version: the version string to set.
+        """
+        return await self._send(endpoints.update_weight_version(new_version), options)
+
+    async def weight_info(self, **options: Unpack[RequestOptions]) -> WeightInfo:
+        """GET /weight_info: the weight version the server holds."""
+        return await self._send(endpoints.weight_info(), options)
+
+    async def weight_checker(
+        self,
+        action: WeightCheckAction,
+        *,
+        baseline: Mapping[str, str] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> WeightCheckResult:
+        """POST /weight_checker: checksum the weights, compare them with a baseline, or reset them.
+
+        Args:
+            action: "checksum", "compare" (needs baseline) or "reset" (never resent).
+            baseline: the checksums of an earlier "checksum", for "compare".
+        """
+        return await self._send(endpoints.weight_checker(action, baseline=baseline), options)
+
+    async def load_lora_adapter(
+        self,
+        lora_name: str,
+        lora_path: str,
+        *,
+        load_inplace: bool = False,
+        is_3d_lora_weight: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> MessageResult:
+        """POST /v1/load_lora_adapter (needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 and --enable-lora).
+
+        Args:
+            lora_name: the name requests will use.
+            lora_path: where the adapter is, on the server.
+            load_inplace: replace an adapter of the same name in place.
+            is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
+        """
+        ep = endpoints.load_lora_adapter(
+            lora_name, lora_path, load_inplace=load_inplace, is_3d_lora_weight=is_3d_lora_weight
+        )
+        return await self._send(ep, options)
+
+    async def unload_lora_adapter(
+        self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """POST /v1/unload_lora_adapter.
+
+        Args:
+            lora_name: the adapter's name.
+            lora_int_id: its numeric id, when the name is ambiguous.
+        """
+        return await self._send(endpoints.unload_lora_adapter(lora_name, lora_int_id=lora_int_id), options)
+
+    async def start_profile(
+        self,
+        *,
+        profile_prefix: str | None = None,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> None:
+        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
+
+        Args:
+            profile_prefix: a prefix for the trace files.
+            delay_iterations: engine steps to skip before recording.
+            max_iterations: engine steps to record at most.
+        """
+        ep = endpoints.start_profile(
+            profile_prefix=profile_prefix, delay_iterations=delay_iterations, max_iterations=max_iterations
+        )
+        await self._send(ep, options)
+
+    async def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
+        """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
+        await self._send(endpoints.stop_profile(), options)

@@ -1,0 +1,274 @@
+"""Completions, engine stepping, the offload barrier and the waits (operations of several requests)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
+
+import httpx
+from typing_extensions import Unpack
+
+from .. import endpoints
+from .. import operations as ops
+from .._base_client import (
+    NOT_GIVEN,
+    NotGiven,
+    RequestOptions,
+)
+from ..constants import (
+    DEFAULT_BARRIER_DEADLINE,
+    DEFAULT_BARRIER_POLL_INTERVAL,
+    DEFAULT_BARRIER_REQUEST_TIMEOUT,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_POLL_MAX_INTERVAL,
+    DEFAULT_READY_DEADLINE,
+    DEFAULT_READY_REQUEST_TIMEOUT,
+    DEFAULT_WAIT_DEADLINE,
+    DEFAULT_WAIT_REQUEST_TIMEOUT,
+)
+from ..endpoints import Endpoint
+from ..errors import InvalidParameterError
+from ..models import (
+    BarrierResult,
+    Completion,
+)
+from .routes import _AsyncRoutes
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["_AsyncWaits"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _deadline(deadline: float | NotGiven, timeout: object, default: float) -> float:
+    """`deadline=`, or the deprecated `timeout=` that meant it on waits and the barrier before 0.2."""
+    if timeout is NOT_GIVEN:
+        return default if isinstance(deadline, NotGiven) else deadline
+    if isinstance(timeout, httpx.Timeout):
+        raise InvalidParameterError(
+            "waits and the barrier take deadline= (seconds for the whole wait) and request_timeout= (seconds "
+            "for each try), not an httpx.Timeout"
+        )
+    if not isinstance(deadline, NotGiven):
+        raise InvalidParameterError("pass deadline= only (timeout= is its deprecated old name)")
+    warnings.warn(
+        "timeout= on waits and the barrier is deprecated: it is the deadline, pass deadline= (timeout= will "
+        "mean the HTTP timeout of one try, as on every other method)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return cast(float, timeout)
+
+
+class _AsyncWaits(_AsyncRoutes):
+    """Completions, stepping, the barrier and the waits; their logic is in `operations.py`."""
+
+    # ---- completions and engine stepping ---------------------------------------------------------------
+
+    async def completion(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        max_tokens: int = 16,
+        temperature: float = 0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> Completion:
+        """POST /v1/completions, greedy by default (never resent: it would run twice).
+
+        Args:
+            prompt: the prompt text.
+            model: the model name; default the client's, else the first on /v1/models.
+            max_tokens: tokens to generate.
+            temperature: sampling temperature (0: greedy).
+            seed: sampling seed.
+            stop: stop strings.
+        """
+        opts = self._options(options)
+        timeouts = self._timeouts(opts, long_running=True)
+        op = ops.completion(
+            self._models,
+            prompt,
+            model=model,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            stop=stop,
+            timeouts=timeouts,
+            retry=self._retry,
+            ctx=self._context(),
+        )
+        return await self._run(op, opts)
+
+    async def step_engine(self, **options: Unpack[RequestOptions]) -> str:
+        """Send a 1-token greedy completion (prompt "0") so the engine runs a step; returns its text."""
+        opts = self._options(options)
+        timeouts = self._timeouts(opts, long_running=False)
+        op = ops.step_engine(self._models, timeouts=timeouts, retry=self._retry, ctx=self._context())
+        return await self._run(op, opts)
+
+    # ---- the barrier and the waits ---------------------------------------------------------------------
+
+    async def reset_prefix_cache_until_success(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_BARRIER_REQUEST_TIMEOUT,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        step_engine: bool = True,
+        interval: float = DEFAULT_BARRIER_POLL_INTERVAL,
+        max_interval: float = DEFAULT_POLL_MAX_INTERVAL,
+        on_attempt: Callable[[int, object], None] | None = None,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> BarrierResult:
+        """The offload barrier: reset the prefix cache until it succeeds, stepping the engine between tries.
+
+        Returns within `deadline` (plus at most one short try) or raises BarrierTimeoutError; a success=false
+        is never reported as success. Each try is one request; `attempts` counts them.
+
+        Args:
+            deadline: seconds for the whole barrier (default 60).
+            request_timeout: seconds for each try.
+            reset_external: also reset the connector's tier (default False: keep the CPU tier).
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            step_engine: send a 1-token completion between tries, so finished blocks are released.
+            interval: first pause between tries (doubling up to max_interval).
+            max_interval: longest pause between tries.
+            on_attempt: called after each try with (attempt number, its answer or error).
+            timeout: deprecated name of deadline.
+        """
+        op = ops.reset_prefix_cache_until_success(
+            self._models,
+            deadline=_deadline(deadline, timeout, DEFAULT_BARRIER_DEADLINE),
+            reset_external=reset_external,
+            reset_running_requests=reset_running_requests,
+            step=step_engine,
+            poll=ops.Backoff.of(interval, max_interval),
+            request_timeout=request_timeout,
+            ctx=self._context(),
+            on_attempt=on_attempt,
+        )
+        return await self._run(op, {})
+
+    async def wait_until_ready(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_READY_REQUEST_TIMEOUT,
+        interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> None:
+        """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.
+
+        Args:
+            deadline: seconds for the whole wait (default 120).
+            request_timeout: seconds for each try (short: a starting Rust frontend accepts and says nothing).
+            interval: first pause between tries.
+            timeout: deprecated name of deadline.
+        """
+        op = ops.wait_until_ready(
+            deadline=_deadline(deadline, timeout, DEFAULT_READY_DEADLINE),
+            poll=ops.Backoff.of(interval, DEFAULT_POLL_MAX_INTERVAL),
+            request_timeout=request_timeout,
+            ctx=self._context(),
+        )
+        await self._run(op, {})
+
+    async def _wait_flag(
+        self,
+        probe: Endpoint[bool],
+        wanted: bool,
+        deadline: float | NotGiven,
+        request_timeout: float,
+        interval: float,
+        timeout: float | NotGiven,
+    ) -> None:
+        op = ops.wait_for_flag(
+            probe,
+            wanted,
+            what=f"{probe.path.lstrip('/')} == {str(wanted).lower()}",
+            deadline=_deadline(deadline, timeout, DEFAULT_WAIT_DEADLINE),
+            poll=ops.Backoff.of(interval, DEFAULT_POLL_MAX_INTERVAL),
+            request_timeout=request_timeout,
+            ctx=self._context(),
+        )
+        await self._run(op, {})
+
+    async def wait_until_sleeping(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
+        interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> None:
+        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
+
+        Args:
+            deadline: seconds for the whole wait (default 60).
+            request_timeout: seconds for each try.
+            interval: first pause between tries.
+            timeout: deprecated name of deadline.
+        """
+        await self._wait_flag(endpoints.is_sleeping(), True, deadline, request_timeout, interval, timeout)
+
+    async def wait_until_awake(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
+        interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> None:
+        """Poll /is_sleeping until false.
+
+        Args:
+            deadline: seconds for the whole wait (default 60).
+            request_timeout: seconds for each try.
+            interval: first pause between tries.
+            timeout: deprecated name of deadline.
+        """
+        await self._wait_flag(endpoints.is_sleeping(), False, deadline, request_timeout, interval, timeout)
+
+    async def wait_until_paused(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
+        interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> None:
+        """Poll /is_paused until true.
+
+        Args:
+            deadline: seconds for the whole wait (default 60).
+            request_timeout: seconds for each try.
+            interval: first pause between tries.
+            timeout: deprecated name of deadline.
+        """
+        await self._wait_flag(endpoints.is_paused(), True, deadline, request_timeout, interval, timeout)
+
+    async def wait_until_resumed(
+        self,
+        *,
+        deadline: float | NotGiven = NOT_GIVEN,
+        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
+        interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float | NotGiven = NOT_GIVEN,
+    ) -> None:
+        """Poll /is_paused until false.
+
+        Args:
+            deadline: seconds for the whole wait (default 60).
+            request_timeout: seconds for each try.
+            interval: first pause between tries.
+            timeout: deprecated name of deadline.
+        """
+        await self._wait_flag(endpoints.is_paused(), False, deadline, request_timeout, interval, timeout)

@@ -1,0 +1,227 @@
+# Generated from vllm_devclient/_async/core.py by scripts/unasync.py: do not edit (make generate).
+"""The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
+
+The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operations.py` and `endpoints.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+
+import httpx
+from typing_extensions import Self, Unpack
+
+from .. import arguments as check
+from .. import endpoints
+from .. import operations as ops
+from .._base_client import (
+    NOT_GIVEN,
+    RAW_MODE,
+    BaseClient,
+    ClientConfig,
+    NotGiven,
+    RawResponse,
+    RequestOptions,
+    TimeoutArg,
+    to_httpx,
+)
+from ..constants import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+)
+from ..endpoints import Endpoint
+from ..errors import InvalidParameterError
+from ..operations import Operation, Sleep
+from ..transports import SyncTransport, TransportError, TransportKind, WireRequest, make_sync_transport
+from ._support import sleep
+
+if TYPE_CHECKING:
+    from .raw_responses import RawResponses
+
+__all__ = ["_SyncCore"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _SyncCore(BaseClient):
+    """Configuration, lifecycle and the effect runner; the route methods live in the classes above it."""
+
+    _transport: SyncTransport
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.Client | None = None,
+        model: str | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        transport: TransportKind | None = None,
+    ) -> None:
+        config = ClientConfig.of(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            model=model,
+            default_headers=default_headers,
+            transport=transport,
+        )
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise InvalidParameterError(
+                f"http_client must be an httpx.Client, got {type(http_client).__name__}"
+            )
+        self._setup(config, make_sync_transport(config.transport, _origin(config), http_client), owns=True)
+        self._custom_http = http_client is not None
+
+    def _setup(self, config: ClientConfig, transport: SyncTransport, *, owns: bool) -> None:
+        BaseClient.__init__(self, config)
+        self._transport = transport
+        self._owns_transport = owns
+        self._custom_http = False
+
+    @classmethod
+    def _from_config(cls, config: ClientConfig, transport: SyncTransport | None = None) -> Self:
+        client = cls.__new__(cls)
+        owns = transport is None
+        client._setup(
+            config, transport or make_sync_transport(config.transport, _origin(config), None), owns=owns
+        )
+        return client
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._custom_http:
+            raise TypeError(
+                f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx client does not "
+                "travel); pickle one made from configuration only"
+            )
+        return (type(self)._from_config, (self._config,))
+
+    def with_options(
+        self,
+        *,
+        timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
+        api_key: str | NotGiven | None = NOT_GIVEN,
+        default_headers: Mapping[str, str] | NotGiven = NOT_GIVEN,
+    ) -> Self:
+        """A client sharing this one's connection pool, with other defaults.
+
+        Args:
+            timeout: default HTTP timeout of one try.
+            max_retries: retries of idempotent calls.
+            api_key: another key (None: none).
+            default_headers: replaces the extra headers sent on every call.
+        """
+        changes: dict[str, Any] = {}
+        if not isinstance(timeout, NotGiven):
+            changes.update(timeout=check.timeout(timeout), timeout_arg=timeout)
+        if not isinstance(max_retries, NotGiven):
+            changes["max_retries"] = check.non_negative_int(max_retries, "max_retries")
+        if not isinstance(api_key, NotGiven):
+            changes["api_key"] = check.api_key(api_key)
+        if not isinstance(default_headers, NotGiven):
+            changes["default_headers"] = check.header_map(default_headers, "default_headers")
+        self._check_open()
+        client = type(self)._from_config(self._replaced(**changes), self._transport)
+        client._models = self._models
+        return client
+
+    @property
+    def with_raw_response(self) -> RawResponses:
+        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
+        from .raw_responses import RawResponses
+
+        return RawResponses(self)  # type: ignore[arg-type]  # self is an DevClient
+
+    def close(self) -> None:
+        """Close the connections this client opened (not an http_client you passed in). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._owns_transport:
+                self._transport.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- running operations ------------------------------------------------------------------------------
+
+    def _run(self, op: Operation[T], options: Mapping[str, Any]) -> T:
+        self._check_open()
+        sent: tuple[WireRequest, Any] | None = None
+        try:
+            effect = op.send(None)
+            while True:
+                if isinstance(effect, Sleep):
+                    sleep(effect.seconds)
+                    effect = op.send(None)
+                    continue
+                request = self._wire_request(effect, options)
+                try:
+                    response = self._transport.send(
+                        request, connect_timeout=effect.connect_timeout, deadline=effect.deadline
+                    )
+                except TransportError as exc:
+                    effect = op.throw(exc)
+                    continue
+                sent = (request, response)
+                effect = op.send(response)
+        except StopIteration as stop:
+            result = cast(T, stop.value)
+        self._learn(result)
+        if RAW_MODE.get():
+            if sent is None:
+                raise InvalidParameterError("with_raw_response needs a call that sends a request")
+            return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
+        return result
+
+    def _send(self, ep: Endpoint[T], options: Mapping[str, Any]) -> T:
+        opts = self._options(options)
+        timeouts = self._timeouts(opts, long_running=ep.long_running)
+        return self._run(ops.call(ep, timeouts=timeouts, retry=self._retry, ctx=self._context()), opts)
+
+    # ---- routes ------------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        json: Any = None,
+        **options: Unpack[RequestOptions],
+    ) -> httpx.Response:
+        """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
+
+        Args:
+            method: the HTTP method.
+            path: the path, starting with "/" (no query: pass params).
+            params: query parameters; booleans go out as true/false.
+            json: a JSON body.
+        """
+        body = json if json is not None else endpoints.NO_BODY
+        opts = self._options(options)
+        ep = endpoints.raw(method, path, params, body)
+        op = ops.call(
+            ep, timeouts=self._timeouts(opts, long_running=False), retry=self._retry, ctx=self._context()
+        )
+        token = RAW_MODE.set(True)
+        try:
+            raw = cast(RawResponse[Any], self._run(op, opts))
+        finally:
+            RAW_MODE.reset(token)
+        return raw.http_response
+
+
+def _origin(config: ClientConfig) -> Any:
+    from ..transports import Origin
+
+    url = config.url
+    return Origin(url.scheme, url.host, url.port, url.prefix)  # type: ignore[arg-type]

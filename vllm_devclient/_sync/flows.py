@@ -1,0 +1,131 @@
+# Generated from vllm_devclient/_async/flows.py by scripts/unasync.py: do not edit (make generate).
+"""The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from typing_extensions import Self, Unpack
+
+from .._base_client import (
+    RequestOptions,
+)
+from ..endpoints import PauseMode
+from ..models import (
+    MessageResult,
+)
+from ._support import Pending, background, result_of
+from .waits import _SyncWaits
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["WeightUpdate", "_SyncFlows"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _SyncFlows(_SyncWaits):
+    """paused(), sleeping() and weight_update()."""
+
+    # ---- flows ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def paused(
+        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
+    ) -> Iterator[Self]:
+        """Pause for the block, resume when it ends, however it ends.
+
+        Args:
+            mode: what happens to requests in flight: abort, wait or keep.
+            clear_cache: also clear the caches when pausing.
+            wait: wait until /is_paused says true before entering the block.
+        """
+        self.pause(mode, clear_cache=clear_cache)
+        try:
+            if wait:
+                self.wait_until_paused()
+            yield self
+        finally:
+            self.resume()
+
+    @contextmanager
+    def sleeping(self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True) -> Iterator[Self]:
+        """Sleep for the block, wake up when it ends, however it ends.
+
+        Args:
+            level: 0, 1 (offload weights) or 2 (discard them).
+            mode: what happens to requests in flight: abort, wait or keep.
+            wait: wait until /is_sleeping says true before entering, and false after waking.
+        """
+        self.sleep(level, mode=mode)
+        try:
+            if wait:
+                self.wait_until_sleeping()
+            yield self
+        finally:
+            self.wake_up()
+            if wait:
+                self.wait_until_awake()
+
+    @contextmanager
+    def weight_update(
+        self,
+        *,
+        weight_version: str | None = None,
+        pause_mode: PauseMode = "keep",
+        clear_cache: bool | None = None,
+        draft: bool = False,
+    ) -> Iterator[WeightUpdate]:
+        """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
+
+        The finish (with `weight_version`) runs only when the block succeeds; resume always runs. Batches
+        sent with `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are
+        awaited before the finish.
+
+        Args:
+            weight_version: the version the new weights carry, set by the finish.
+            pause_mode: what happens to requests in flight while paused.
+            clear_cache: also clear the caches when pausing.
+            draft: update the draft (speculative) model instead.
+        """
+        with self.paused(pause_mode, clear_cache=clear_cache):
+            if draft:
+                self.start_draft_weight_update()
+            else:
+                self.start_weight_update()
+            update = WeightUpdate(self)
+            yield update
+            update.wait()
+            self.finish_weight_update(weight_version=weight_version)
+
+
+class WeightUpdate:
+    """The handle of a `weight_update()` block: send weight batches, in the foreground or beside your code."""
+
+    def __init__(self, client: _SyncFlows) -> None:
+        self._client = client
+        self._pending: list[Pending[MessageResult]] = []
+
+    def update(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> MessageResult:
+        """Send one batch and wait for the server to take it."""
+        return self._client.update_weights(update_info, **options)
+
+    def start(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> Pending[MessageResult]:
+        """Send one batch in the background (the server blocks until the trainer's tensors arrive) and
+        return at once; the block's end waits for it."""
+        pending = background(self._client.update_weights, update_info, **options)
+        self._pending.append(pending)
+        return pending
+
+    def wait(self) -> list[MessageResult]:
+        """Wait for every batch started in the background; the first failure is raised."""
+        pending, self._pending = self._pending, []
+        return [result_of(p) for p in pending]

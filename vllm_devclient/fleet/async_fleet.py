@@ -1,0 +1,378 @@
+"""AsyncFleet: one client call sent to many servers at once (asyncio, bounded, one shared pool)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from contextlib import asynccontextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import httpx
+from typing_extensions import Unpack
+
+from .. import arguments as check
+from .._base_client import ClientConfig, RequestOptions, TimeoutArg
+from ..client import AsyncDevClient
+from ..constants import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+)
+from ..endpoints import PauseMode
+from ..errors import DevClientError, InvalidParameterError
+from ..models import MessageResult, StatusResult
+from ..transports import Origin, make_async_transport
+from .fan_out import _client_method, _FanOut, _listed, _normalise, _rebuild
+from .results import FleetError, FleetResult, OnResult, TargetOutcome
+
+__all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class AsyncFleet:
+    """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult.
+
+    `max_concurrency` bounds how many targets are in flight at once (across concurrent calls on this
+    fleet). `raise_on_error=True` makes every call all-or-nothing (FleetError when any target failed);
+    otherwise call `.raise_for_errors()` on the result. `on_result` is called as each target finishes
+    (for progress display). Arguments that are invalid everywhere (InvalidParameterError) are raised as
+    they are, since nothing was sent; anything that is not a DevClientError is a bug and propagates.
+    """
+
+    def __init__(
+        self,
+        urls: Iterable[str],
+        *,
+        api_key: str | None = None,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        raise_on_error: bool = False,
+        on_result: OnResult | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.max_concurrency = check.positive_int(max_concurrency, "max_concurrency")
+        self.raise_on_error = check.flag(raise_on_error, "raise_on_error")
+        self.on_result = on_result
+        configs = [
+            ClientConfig.of(
+                url,
+                api_key=api_key,
+                timeout=timeout,
+                max_retries=max_retries,
+                model=None,
+                default_headers=default_headers,
+                transport=None,
+            )
+            for url in _listed(urls)
+        ]
+        self.urls = _normalise([c.url.url for c in configs])
+        # One connection pool for every target: aiohttp keys its connections by host, and one pool's
+        # bookkeeping costs less per request than many (an http_client passed in is shared the same way).
+        first = configs[0]
+        origin = Origin(first.url.scheme, first.url.host, first.url.port, first.url.prefix)  # type: ignore[arg-type]
+        self._transport = make_async_transport(first.transport, origin, http_client)
+        self.clients: dict[str, AsyncDevClient] = {
+            c.url.url: AsyncDevClient._from_config(c, self._transport) for c in configs
+        }
+        self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        self._closed = False
+        # What a pickled fleet is rebuilt from (a Ray actor hand-off): the configuration, not the pool.
+        self._settings: dict[str, Any] | None = (
+            None
+            if http_client is not None
+            else {
+                "api_key": api_key,
+                "timeout": timeout,
+                "max_retries": max_retries,
+                "max_concurrency": max_concurrency,
+                "raise_on_error": raise_on_error,
+                "on_result": on_result,
+                "default_headers": default_headers,
+            }
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._settings is None:
+            raise TypeError(
+                "a fleet made with http_client= cannot be pickled; pickle one made from configuration"
+            )
+        return (_rebuild, (type(self), self.urls, self._settings))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.urls)} targets)"
+
+    async def close(self) -> None:
+        """Close the connections this fleet opened (not an `http_client` passed in). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            for client in self.clients.values():
+                client._closed = True
+            await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncFleet:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- the fan-out -------------------------------------------------------------------------------------
+
+    async def _gather(
+        self, fn: Callable[[AsyncDevClient], Awaitable[T]], urls: Sequence[str], operation: str
+    ) -> FleetResult[T]:
+        async def one(url: str) -> TargetOutcome[T]:
+            async with self._semaphore:
+                start = time.perf_counter()
+                try:
+                    value = await fn(self.clients[url])
+                except DevClientError as exc:
+                    outcome = TargetOutcome[T](url, None, exc, time.perf_counter() - start)
+                else:
+                    outcome = TargetOutcome(url, value, None, time.perf_counter() - start)
+            if self.on_result is not None:
+                self.on_result(outcome)
+            return outcome
+
+        tasks = [asyncio.ensure_future(one(url)) for url in urls]
+        try:
+            outcomes = await asyncio.gather(*tasks)
+        except BaseException:
+            # A bug in `fn` or a cancellation: leave no target's request running behind us.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        for outcome in outcomes:
+            if isinstance(outcome.error, InvalidParameterError):
+                raise outcome.error
+        return FleetResult(outcomes, operation=operation)
+
+    def _finish(self, result: FleetResult[T]) -> FleetResult[T]:
+        return result.raise_for_errors() if self.raise_on_error else result
+
+    def _targets(self, urls: Iterable[str] | None) -> tuple[str, ...]:
+        if urls is None:
+            return self.urls
+        chosen = _normalise(urls)
+        unknown = [u for u in chosen if u not in self.clients]
+        if unknown:
+            raise InvalidParameterError(f"not in this fleet: {', '.join(unknown)}")
+        return chosen
+
+    async def map(
+        self,
+        fn: Callable[[AsyncDevClient], Awaitable[T]],
+        *,
+        urls: Iterable[str] | None = None,
+        operation: str = "map",
+    ) -> FleetResult[T]:
+        """`await fn(client)` for every target's AsyncDevClient (or only those in `urls`)."""
+        return self._finish(await self._gather(fn, self._targets(urls), operation))
+
+    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> FleetResult[Any]:
+        """Any client method by name, e.g. `await fleet.call("reset_prefix_cache", reset_external=True)`."""
+        fn = _client_method(method)
+        return await self.map(lambda client: fn(client, *args, **kwargs), operation=method)
+
+    async def pause(
+        self,
+        mode: PauseMode = "abort",
+        *,
+        clear_cache: bool | None = None,
+        rollback: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[StatusResult]:
+        """Pause every target. With `rollback=True`, when some targets fail, resume the ones that paused.
+
+        Only targets whose pause succeeded are resumed: a target whose pause failed (even by a timeout,
+        when its state is unknown) is left alone. The resume outcomes are in `result.rollback`.
+        """
+        result = await self._gather(
+            lambda client: client.pause(mode, clear_cache=clear_cache, **options), self.urls, "pause"
+        )
+        if rollback and result.failed and result.ok:
+            undo = await self._gather(lambda client: client.resume(**options), list(result.ok), "resume")
+            result = FleetResult(result.values(), operation="pause", rollback=undo)
+        return self._finish(result)
+
+    # ---- flows: all targets or none --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def paused(
+        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
+    ) -> AsyncIterator[AsyncFleet]:
+        """Pause every target for the block and resume every one when it ends, however it ends.
+
+        All or none: when some targets fail to pause, the ones that paused are resumed and FleetError is
+        raised before the block runs.
+
+        Args:
+            mode: what happens to requests in flight: abort, wait or keep.
+            clear_cache: also clear the caches when pausing.
+            wait: wait until every target says it is paused before entering the block.
+        """
+        (await self.pause(mode, clear_cache=clear_cache, rollback=True)).raise_for_errors()
+        try:
+            if wait:
+                (
+                    await self._gather(lambda c: c.wait_until_paused(), self.urls, "wait_until_paused")
+                ).raise_for_errors()
+            yield self
+        finally:
+            resumed = await self._gather(lambda c: c.resume(), self.urls, "resume")
+        resumed.raise_for_errors()
+
+    @asynccontextmanager
+    async def sleeping(
+        self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True
+    ) -> AsyncIterator[AsyncFleet]:
+        """Put every target to sleep for the block and wake every one when it ends, however it ends.
+
+        All or none: when some targets fail to sleep, the ones that slept are woken and FleetError is raised.
+
+        Args:
+            level: 0, 1 (offload weights) or 2 (discard them).
+            mode: what happens to requests in flight: abort, wait or keep.
+            wait: wait until every target says it sleeps before entering, and is awake after waking.
+        """
+        slept = await self._gather(lambda c: c.sleep(level, mode=mode), self.urls, "sleep")
+        if slept.failed:
+            if slept.ok:
+                undo = await self._gather(lambda c: c.wake_up(), list(slept.ok), "wake_up")
+                slept = FleetResult(slept.values(), operation="sleep", rollback=undo)
+            raise FleetError(slept)
+        try:
+            if wait:
+                (
+                    await self._gather(lambda c: c.wait_until_sleeping(), self.urls, "wait_until_sleeping")
+                ).raise_for_errors()
+            yield self
+        finally:
+            woke = await self._gather(lambda c: c.wake_up(), self.urls, "wake_up")
+            if wait and woke.all_ok:
+                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
+                awake.raise_for_errors()
+        woke.raise_for_errors()
+
+    @asynccontextmanager
+    async def weight_update(
+        self,
+        *,
+        weight_version: str | None = None,
+        pause_mode: PauseMode = "keep",
+        clear_cache: bool | None = None,
+        draft: bool = False,
+    ) -> AsyncIterator[AsyncFleetWeightUpdate]:
+        """The single-server weight_update() flow on every target: pause, start, your batches, finish, resume.
+
+        Every step is all-or-nothing (FleetError naming the failed targets); resume always runs.
+
+        Args:
+            weight_version: the version the new weights carry, set by the finish.
+            pause_mode: what happens to requests in flight while paused.
+            clear_cache: also clear the caches when pausing.
+            draft: update the draft (speculative) model instead.
+        """
+        async with self.paused(pause_mode, clear_cache=clear_cache):
+            start = "start_draft_weight_update" if draft else "start_weight_update"
+            (await self._gather(lambda c: getattr(c, start)(), self.urls, start)).raise_for_errors()
+            update = AsyncFleetWeightUpdate(self)
+            yield update
+            await update.wait()
+            finish = await self._gather(
+                lambda c: c.finish_weight_update(weight_version=weight_version),
+                self.urls,
+                "finish_weight_update",
+            )
+            finish.raise_for_errors()
+
+    # ---- every other client method, typed from the client's own signature -------------------------------
+
+    # -- generated: async fleet methods (make generate) --
+    request = _FanOut(AsyncDevClient.request)
+    health = _FanOut(AsyncDevClient.health)
+    version = _FanOut(AsyncDevClient.version)
+    models = _FanOut(AsyncDevClient.models)
+    metrics_text = _FanOut(AsyncDevClient.metrics_text)
+    metrics = _FanOut(AsyncDevClient.metrics)
+    load = _FanOut(AsyncDevClient.load)
+    tokenizer_info = _FanOut(AsyncDevClient.tokenizer_info)
+    reset_prefix_cache = _FanOut(AsyncDevClient.reset_prefix_cache)
+    reset_mm_cache = _FanOut(AsyncDevClient.reset_mm_cache)
+    reset_encoder_cache = _FanOut(AsyncDevClient.reset_encoder_cache)
+    sleep = _FanOut(AsyncDevClient.sleep)
+    wake_up = _FanOut(AsyncDevClient.wake_up)
+    is_sleeping = _FanOut(AsyncDevClient.is_sleeping)
+    release_kv_cache_memory = _FanOut(AsyncDevClient.release_kv_cache_memory)
+    resume = _FanOut(AsyncDevClient.resume)
+    is_paused = _FanOut(AsyncDevClient.is_paused)
+    abort_requests = _FanOut(AsyncDevClient.abort_requests)
+    collective_rpc = _FanOut(AsyncDevClient.collective_rpc)
+    server_info = _FanOut(AsyncDevClient.server_info)
+    kv_event_sources = _FanOut(AsyncDevClient.kv_event_sources)
+    get_world_size = _FanOut(AsyncDevClient.get_world_size)
+    init_weight_transfer_engine = _FanOut(AsyncDevClient.init_weight_transfer_engine)
+    shutdown_weight_transfer_engine = _FanOut(AsyncDevClient.shutdown_weight_transfer_engine)
+    start_weight_update = _FanOut(AsyncDevClient.start_weight_update)
+    start_draft_weight_update = _FanOut(AsyncDevClient.start_draft_weight_update)
+    update_weights = _FanOut(AsyncDevClient.update_weights)
+    finish_weight_update = _FanOut(AsyncDevClient.finish_weight_update)
+    update_weight_version = _FanOut(AsyncDevClient.update_weight_version)
+    weight_info = _FanOut(AsyncDevClient.weight_info)
+    weight_checker = _FanOut(AsyncDevClient.weight_checker)
+    load_lora_adapter = _FanOut(AsyncDevClient.load_lora_adapter)
+    unload_lora_adapter = _FanOut(AsyncDevClient.unload_lora_adapter)
+    start_profile = _FanOut(AsyncDevClient.start_profile)
+    stop_profile = _FanOut(AsyncDevClient.stop_profile)
+    completion = _FanOut(AsyncDevClient.completion)
+    step_engine = _FanOut(AsyncDevClient.step_engine)
+    reset_prefix_cache_until_success = _FanOut(AsyncDevClient.reset_prefix_cache_until_success)
+    wait_until_ready = _FanOut(AsyncDevClient.wait_until_ready)
+    wait_until_sleeping = _FanOut(AsyncDevClient.wait_until_sleeping)
+    wait_until_awake = _FanOut(AsyncDevClient.wait_until_awake)
+    wait_until_paused = _FanOut(AsyncDevClient.wait_until_paused)
+    wait_until_resumed = _FanOut(AsyncDevClient.wait_until_resumed)
+    # -- end generated --
+    # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
+    barrier = reset_prefix_cache_until_success
+
+
+class AsyncFleetWeightUpdate:
+    """The handle of a fleet's `weight_update()` block: one batch to every target."""
+
+    def __init__(self, fleet: AsyncFleet) -> None:
+        self._fleet = fleet
+        self._pending: list[asyncio.Task[FleetResult[MessageResult]]] = []
+
+    async def update(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> FleetResult[MessageResult]:
+        """Send one batch to every target; FleetError when any failed."""
+        result = await self._fleet._gather(
+            lambda c: c.update_weights(update_info), self._fleet.urls, "update_weights"
+        )
+        return result.raise_for_errors()
+
+    def start(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> asyncio.Task[FleetResult[MessageResult]]:
+        """Send one batch to every target in the background; the block's end waits for it."""
+        task = asyncio.ensure_future(self.update(update_info))
+        self._pending.append(task)
+        return task
+
+    async def wait(self) -> list[FleetResult[MessageResult]]:
+        pending, self._pending = self._pending, []
+        return [await task for task in pending]
