@@ -30,7 +30,7 @@ from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
 from .transports import TRANSPORT_KINDS, Origin, ResponseLike, TransportKind, WireRequest
 
-__all__ = ["NOT_GIVEN", "BaseClient", "NotGiven", "RawResponse", "RequestOptions"]
+__all__ = ["NOT_GIVEN", "BaseClient", "NotGiven", "RawResponse", "RequestOptions", "WaitOptions"]
 
 T = TypeVar("T")
 _C = TypeVar("_C", bound="BaseClient")
@@ -68,6 +68,21 @@ class RequestOptions(TypedDict, total=False):
     extra_headers: Mapping[str, str]
     extra_query: Mapping[str, str]
     extra_body: Mapping[str, Any]
+
+
+class WaitOptions(TypedDict, total=False):
+    """What every `wait_until_*` takes (keyword-only).
+
+    deadline: seconds for the whole wait (default 60; wait_until_ready 120).
+    request_timeout: seconds for each try (default 5; wait_until_ready 1).
+    interval: the first pause between tries (default 0.05 s), doubling up to 1 s.
+    timeout: the deprecated name of deadline (before 0.2 it meant the deadline here).
+    """
+
+    deadline: float
+    request_timeout: float
+    interval: float
+    timeout: float
 
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)

@@ -15,6 +15,7 @@ from .._base_client import (
     NOT_GIVEN,
     NotGiven,
     RequestOptions,
+    WaitOptions,
 )
 from ..constants import (
     DEFAULT_BARRIER_DEADLINE,
@@ -44,7 +45,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-def _deadline(deadline: float | NotGiven, timeout: object, default: float) -> float:
+def _deadline(deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3) -> float:
     """`deadline=`, or the deprecated `timeout=` that meant it on waits and the barrier before 0.2."""
     if timeout is NOT_GIVEN:
         return default if isinstance(deadline, NotGiven) else deadline
@@ -59,9 +60,21 @@ def _deadline(deadline: float | NotGiven, timeout: object, default: float) -> fl
         "timeout= on waits and the barrier is deprecated: it is the deadline, pass deadline= (timeout= will "
         "mean the HTTP timeout of one try, as on every other method)",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return cast(float, timeout)
+
+
+def _wait_options(
+    wait: WaitOptions, deadline: float, request_timeout: float, stacklevel: int
+) -> tuple[float, float, ops.Backoff]:
+    """(deadline, request_timeout, poll) from a wait's options, with this wait's defaults."""
+    unknown = set(wait) - set(WaitOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    chosen = _deadline(wait.get("deadline", NOT_GIVEN), wait.get("timeout", NOT_GIVEN), deadline, stacklevel)
+    poll = ops.Backoff.of(wait.get("interval", DEFAULT_POLL_INTERVAL), DEFAULT_POLL_MAX_INTERVAL)
+    return chosen, wait.get("request_timeout", request_timeout), poll
 
 
 class _AsyncWaits(_AsyncRoutes):
@@ -157,118 +170,48 @@ class _AsyncWaits(_AsyncRoutes):
         )
         return await self._run(op, {})
 
-    async def wait_until_ready(
-        self,
-        *,
-        deadline: float | NotGiven = NOT_GIVEN,
-        request_timeout: float = DEFAULT_READY_REQUEST_TIMEOUT,
-        interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float | NotGiven = NOT_GIVEN,
-    ) -> None:
+    async def wait_until_ready(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.
 
-        Args:
-            deadline: seconds for the whole wait (default 120).
-            request_timeout: seconds for each try (short: a starting Rust frontend accepts and says nothing).
-            interval: first pause between tries.
-            timeout: deprecated name of deadline.
+        Takes the WaitOptions: deadline (default 120 s), request_timeout (default 1 s: a starting Rust
+        frontend accepts connections and says nothing), interval.
         """
+        deadline, request_timeout, poll = _wait_options(
+            wait, DEFAULT_READY_DEADLINE, DEFAULT_READY_REQUEST_TIMEOUT, stacklevel=4
+        )
         op = ops.wait_until_ready(
-            deadline=_deadline(deadline, timeout, DEFAULT_READY_DEADLINE),
-            poll=ops.Backoff.of(interval, DEFAULT_POLL_MAX_INTERVAL),
-            request_timeout=request_timeout,
-            ctx=self._context(),
+            deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
         )
         await self._run(op, {})
 
-    async def _wait_flag(
-        self,
-        probe: Endpoint[bool],
-        wanted: bool,
-        deadline: float | NotGiven,
-        request_timeout: float,
-        interval: float,
-        timeout: float | NotGiven,
-    ) -> None:
+    async def _wait_flag(self, probe: Endpoint[bool], wanted: bool, wait: WaitOptions) -> None:
+        deadline, request_timeout, poll = _wait_options(
+            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT, stacklevel=5
+        )
+        what = f"{probe.path.lstrip('/')} == {str(wanted).lower()}"
         op = ops.wait_for_flag(
             probe,
             wanted,
-            what=f"{probe.path.lstrip('/')} == {str(wanted).lower()}",
-            deadline=_deadline(deadline, timeout, DEFAULT_WAIT_DEADLINE),
-            poll=ops.Backoff.of(interval, DEFAULT_POLL_MAX_INTERVAL),
+            what=what,
+            deadline=deadline,
+            poll=poll,
             request_timeout=request_timeout,
             ctx=self._context(),
         )
         await self._run(op, {})
 
-    async def wait_until_sleeping(
-        self,
-        *,
-        deadline: float | NotGiven = NOT_GIVEN,
-        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
-        interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float | NotGiven = NOT_GIVEN,
-    ) -> None:
-        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
+    async def wait_until_sleeping(self, **wait: Unpack[WaitOptions]) -> None:
+        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps); WaitOptions."""
+        await self._wait_flag(endpoints.is_sleeping(), True, wait)
 
-        Args:
-            deadline: seconds for the whole wait (default 60).
-            request_timeout: seconds for each try.
-            interval: first pause between tries.
-            timeout: deprecated name of deadline.
-        """
-        await self._wait_flag(endpoints.is_sleeping(), True, deadline, request_timeout, interval, timeout)
+    async def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
+        """Poll /is_sleeping until false; takes the WaitOptions."""
+        await self._wait_flag(endpoints.is_sleeping(), False, wait)
 
-    async def wait_until_awake(
-        self,
-        *,
-        deadline: float | NotGiven = NOT_GIVEN,
-        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
-        interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float | NotGiven = NOT_GIVEN,
-    ) -> None:
-        """Poll /is_sleeping until false.
+    async def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
+        """Poll /is_paused until true; takes the WaitOptions."""
+        await self._wait_flag(endpoints.is_paused(), True, wait)
 
-        Args:
-            deadline: seconds for the whole wait (default 60).
-            request_timeout: seconds for each try.
-            interval: first pause between tries.
-            timeout: deprecated name of deadline.
-        """
-        await self._wait_flag(endpoints.is_sleeping(), False, deadline, request_timeout, interval, timeout)
-
-    async def wait_until_paused(
-        self,
-        *,
-        deadline: float | NotGiven = NOT_GIVEN,
-        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
-        interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float | NotGiven = NOT_GIVEN,
-    ) -> None:
-        """Poll /is_paused until true.
-
-        Args:
-            deadline: seconds for the whole wait (default 60).
-            request_timeout: seconds for each try.
-            interval: first pause between tries.
-            timeout: deprecated name of deadline.
-        """
-        await self._wait_flag(endpoints.is_paused(), True, deadline, request_timeout, interval, timeout)
-
-    async def wait_until_resumed(
-        self,
-        *,
-        deadline: float | NotGiven = NOT_GIVEN,
-        request_timeout: float = DEFAULT_WAIT_REQUEST_TIMEOUT,
-        interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float | NotGiven = NOT_GIVEN,
-    ) -> None:
-        """Poll /is_paused until false.
-
-        Args:
-            deadline: seconds for the whole wait (default 60).
-            request_timeout: seconds for each try.
-            interval: first pause between tries.
-            timeout: deprecated name of deadline.
-        """
-        await self._wait_flag(endpoints.is_paused(), False, deadline, request_timeout, interval, timeout)
+    async def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
+        """Poll /is_paused until false; takes the WaitOptions."""
+        await self._wait_flag(endpoints.is_paused(), False, wait)
