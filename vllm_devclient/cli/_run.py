@@ -37,7 +37,10 @@ class Unavailable(CommandError):
     """An optional part is not installed: one line naming the pip command, exit 7."""
 
     def __init__(self, error: ImportError, extra: str | None = None) -> None:
-        super().__init__(missing_extra_message(error, extra), exit_code=ExitCode.UNAVAILABLE, error=error)
+        message = missing_extra_message(error, extra)
+        # Reported as ImportError whatever the subclass (ModuleNotFoundError): one name for "not installed".
+        plain = ImportError(message, name=error.name)
+        super().__init__(message, exit_code=ExitCode.UNAVAILABLE, error=plain)
 
 
 @dataclass(frozen=True)

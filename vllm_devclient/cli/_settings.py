@@ -91,11 +91,12 @@ class Number(click.ParamType):
 SECONDS = Number(float, 0, open=True)
 
 
-def global_params(*, top: bool) -> list[click.Parameter]:
+def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Parameter]:
     """The options every subcommand takes. On the group they are shown, read the environment and have
-    defaults; on a subcommand they are hidden and override the group's (`health --json` works too)."""
+    defaults; on a subcommand they are hidden and override the group's (`health --json` works too);
+    `exclude` leaves out those a subcommand has an option of its own for."""
     hidden = not top
-    return [
+    params: list[click.Parameter] = [
         click.Option(
             ["--url", "urls"],
             multiple=True,
@@ -155,14 +156,15 @@ def global_params(*, top: bool) -> list[click.Parameter]:
             help="No progress display (only ever on a terminal).",
         ),
     ]
+    return [p for p in params if p.name not in exclude]
 
 
-def global_options(*, top: bool) -> Callable[[F], F]:
+def global_options(*, top: bool, exclude: tuple[str, ...] = ()) -> Callable[[F], F]:
     """`global_params` as a decorator."""
 
     def decorate(fn: F) -> F:
         params = fn.__dict__.setdefault("__click_params__", [])
-        params.extend(reversed(global_params(top=top)))
+        params.extend(reversed(global_params(top=top, exclude=exclude)))
         return fn
 
     return decorate
@@ -197,7 +199,7 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
         timeout=float(pick("timeout")),
         timeout_given=timeout_given,
         retries=int(pick("retries")),
-        concurrency=int(pick("concurrency")),
+        concurrency=int(pick("concurrency") or DEFAULT_MAX_CONCURRENCY),
         output=_output(sub) or _output(top) or "table",
         progress=not pick("no_progress"),
     )

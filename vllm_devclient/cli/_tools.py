@@ -25,7 +25,7 @@ from ._exit import ExitCode, UnsuccessfulResultError
 from ._generate import SUBCOMMAND_EPILOG
 from ._output import tsv_cell
 from ._run import CommandError, Unavailable
-from ._settings import Settings, global_options, settings_of, split_globals
+from ._settings import Number, Settings, global_options, settings_of, split_globals
 
 __all__ = ["COMMANDS"]
 
@@ -147,13 +147,16 @@ def _evaluator() -> Callable[..., Any]:
 
 @click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
 @click.option(
-    "--num-questions", type=click.IntRange(min=1), default=200, show_default=True, help="Test questions to ask."
+    "--num-questions", type=Number(int, 1), default=200, show_default=True, help="Test questions to ask."
 )
 @click.option(
-    "--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight.  [default: all]"
+    "--concurrency",
+    type=Number(int, 1),
+    default=None,
+    help="Requests in flight on each server.  [default: all at once]",
 )
-@click.option("--num-shots", type=click.IntRange(min=0), default=5, show_default=True, help="Examples per prompt.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Tokens per answer.")
+@click.option("--num-shots", type=Number(int, 0), default=5, show_default=True, help="Examples per prompt.")
+@click.option("--max-tokens", type=Number(int, 1), default=256, show_default=True, help="Tokens per answer.")
 @click.option("--model", default=None, help="Model name.  [default: the first on /v1/models]")
 @click.option(
     "--data-dir",
@@ -164,7 +167,7 @@ def _evaluator() -> Callable[..., Any]:
 @click.option(
     "--report", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
 )
-@global_options(top=False)
+@global_options(top=False, exclude=("concurrency",))
 def gsm8k(
     num_questions: int,
     concurrency: int | None,
