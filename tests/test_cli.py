@@ -1,6 +1,6 @@
-"""The command line's logic, in-process (click's CliRunner + respx); every JSON document is checked against the
-documented schema. The generator itself is in test_cli_generate.py; the real binary against real frontends in
-contract_tests/test_cli_live.py."""
+"""The command line's logic, in-process (click's CliRunner + respx); every JSON document is checked against
+the documented schema. The generator itself is in test_cli_generate.py; the real binary against real
+frontends in contract_tests/test_cli_live.py."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_combined_exit_code_is_the_shared_kind_or_one() -> None:
     assert combine([4, 1]) == 1
 
 
-# ---- help ----------------------------------------------------------------------------------------------------
+# ---- help --------------------------------------------------------------------------------------------------
 
 
 def _all_commands() -> list[list[str]]:
@@ -177,7 +177,9 @@ def test_an_alias_runs_the_command_under_its_canonical_name(mock: respx.MockRout
 
 
 def test_single_target_human_output_and_a_v1_url(mock: respx.MockRouter) -> None:
-    route = mock.get(f"{A}/version").respond(200, json={"version": "0.33.0", "rust_frontend_version": "0.33.0"})
+    route = mock.get(f"{A}/version").respond(
+        200, json={"version": "0.33.0", "rust_frontend_version": "0.33.0"}
+    )
     result = invoke("--url", f"{A}/v1/", "version")
     assert result.exit_code == 0
     assert result.stdout.strip() == "vllm 0.33.0 (rust frontend 0.33.0)"
@@ -191,7 +193,12 @@ def test_fleet_json_has_an_entry_per_target_with_its_exit_code(mock: respx.MockR
     result = invoke("--url", A, "--url", B, "--url", C, "--retries", "0", "--json", "reset-prefix-cache")
     assert result.exit_code == ExitCode.FAILED  # two different kinds of failure
     data = doc(result)
-    assert (data["schema"], data["command"], data["ok"], data["exit_code"]) == (1, "reset-prefix-cache", False, 1)
+    assert (data["schema"], data["command"], data["ok"], data["exit_code"]) == (
+        1,
+        "reset-prefix-cache",
+        False,
+        1,
+    )
     assert data["result"] is None and data["error"] is None and data["rollback"] is None
     assert list(data["targets"]) == [A, B, C]
     a, b, c = (data["targets"][u] for u in (A, B, C))
@@ -299,7 +306,9 @@ def test_barrier_deadline_exits_four_and_floats_are_rounded(mock: respx.MockRout
     data = doc(result)
     done = data["targets"][B]["result"]
     assert done["attempts"] == 1 and done["engine_steps"] == 0
-    assert round(done["elapsed_s"], 3) == done["elapsed_s"] and round(data["elapsed_s"], 3) == data["elapsed_s"]
+    assert (
+        round(done["elapsed_s"], 3) == done["elapsed_s"] and round(data["elapsed_s"], 3) == data["elapsed_s"]
+    )
     error = data["targets"][A]["error"]
     assert error["type"] == "BarrierTimeoutError" and error["attempts"] >= 2 and error["engine_steps"] == 0
     assert round(error["waited_s"], 3) == error["waited_s"]
@@ -440,9 +449,10 @@ def test_metrics_without_the_extra_exits_seven_with_one_line(
         monkeypatch.setitem(sys.modules, name, None)
     result = invoke("--url", A, "metrics")
     assert result.exit_code == ExitCode.UNAVAILABLE
-    assert result.stderr.strip().splitlines() == [
-        result.stderr.strip()
-    ] and "pip install 'vllm-devclient[metrics]'" in result.stderr
+    assert (
+        result.stderr.strip().splitlines() == [result.stderr.strip()]
+        and "pip install 'vllm-devclient[metrics]'" in result.stderr
+    )
     data = doc(invoke("--url", A, "--json", "metrics"))
     assert data["error"]["type"] == "ImportError" and data["exit_code"] == 7
 
@@ -485,7 +495,7 @@ def test_progress_names_pending_targets_attempts_and_time_left() -> None:
     shown.finished(TargetOutcome(urls[0], None, None, 0.1))
     shown.attempt_hook(urls[1])(7, ResetPrefixCacheResult(success=False, status_code=200))
     now[0] += 5.5
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=100, record=True, file=open("/dev/null", "w"))
     console.print(shown.renderable())
     text = console.export_text()
     assert "barrier  1/8 targets done  14.5 s left" in text
@@ -499,10 +509,10 @@ def test_progress_shows_only_on_a_terminal() -> None:
 
     from vllm_devclient.cli._progress import FleetProgress
 
-    piped = FleetProgress("x", (A,), console=Console(file=open("/dev/null", "w")), delay=0)  # noqa: SIM115
+    piped = FleetProgress("x", (A,), console=Console(file=open("/dev/null", "w")), delay=0)
     piped.tick()
     assert piped._live is None
-    tty = Console(force_terminal=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    tty = Console(force_terminal=True, file=open("/dev/null", "w"))
     shown = FleetProgress("x", (A,), console=tty, delay=0)
     shown.tick()
     assert shown._live is not None
@@ -518,7 +528,9 @@ def test_barrier_gives_each_target_an_on_attempt_hook_when_the_client_takes_one(
 
     hooks: dict[str, Any] = {}
 
-    async def barrier(self: AsyncDevClient, *, deadline: float = 60.0, on_attempt: Any = None) -> BarrierResult:
+    async def barrier(
+        self: AsyncDevClient, *, deadline: float = 60.0, on_attempt: Any = None
+    ) -> BarrierResult:
         hooks[self.base_url] = on_attempt
         on_attempt(1, None)
         return BarrierResult(attempts=1, engine_steps=0, elapsed_s=0.0123456)
@@ -552,7 +564,7 @@ def test_without_click_the_command_exits_seven_with_one_line() -> None:
 
 def test_importing_the_cli_package_loads_no_command() -> None:
     # (httpx itself imports click and rich when they are installed; the commands must not need them.)
-    code = "import sys, vllm_devclient.cli; print(sorted(m for m in sys.modules if m.startswith('vllm_devclient.cli.')))"
+    code = "import sys, vllm_devclient.cli; print(sorted(m for m in sys.modules if m.startswith('vllm_devclient.cli.')))"  # noqa: E501
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "['vllm_devclient.cli._exit']", proc.stderr
 
@@ -663,7 +675,16 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
     answer(A, True)
     answer(B, False)
     report = tmp_path / "gsm8k.json"
-    args = ["--num-questions", "2", "--concurrency", "1", "--data-dir", str(GSM8K_DIR), "--report", str(report)]
+    args = [
+        "--num-questions",
+        "2",
+        "--concurrency",
+        "1",
+        "--data-dir",
+        str(GSM8K_DIR),
+        "--report",
+        str(report),
+    ]
     result = invoke("--url", f"{A}/v1", "--url", B, "--json", "gsm8k", *args)
     assert result.exit_code == 0, result.output
     data = doc(result)
@@ -710,7 +731,9 @@ def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         return base
 
     monkeypatch.setattr(recording, "record", record)
-    result = invoke("--json", "record", "--out", str(tmp_path), "--frontends", "rust", "--scenarios", "health")
+    result = invoke(
+        "--json", "record", "--out", str(tmp_path), "--frontends", "rust", "--scenarios", "health"
+    )
     assert result.exit_code == 0, result.output
     assert doc(result)["result"] == {
         "out": str(tmp_path / "0.33.0"), "version": "0.33.0", "frontends": ["rust"], "fixtures": 1,
@@ -737,7 +760,13 @@ def test_offload_check_passes_its_arguments_through(
 
     monkeypatch.setattr(check, "main", main)
     human = invoke("offload-check", "--profile", "small", "--frontend", "rust", "--no-progress")
-    assert human.exit_code == exit_code and seen[-1] == ["--profile", "small", "--frontend", "rust", "--no-progress"]
+    assert human.exit_code == exit_code and seen[-1] == [
+        "--profile",
+        "small",
+        "--frontend",
+        "rust",
+        "--no-progress",
+    ]
     assert "a report line" in human.stdout
     as_json = invoke("--json", "offload-check", "--", "--help")
     assert seen[-1] == ["--help"] and as_json.exit_code == exit_code
@@ -844,7 +873,9 @@ def test_kv_events_tail_deadline_and_losses(
     short = invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--deadline", "0.3")
     assert short.exit_code == ExitCode.DEADLINE
     assert len(short.stdout.splitlines()) == 3
-    older = invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--duration", "0.3", "--json")
+    older = invoke(
+        "kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--duration", "0.3", "--json"
+    )
     assert older.exit_code == ExitCode.DEADLINE
     assert check_schema(json.loads(older.stdout.splitlines()[-1]))["error"]["type"] == "WaitTimeoutError"
 
@@ -880,4 +911,7 @@ def test_kv_events_tail_without_zmq_exits_seven(monkeypatch: pytest.MonkeyPatch)
     result = invoke("kv-events", "tail", "--endpoint", "tcp://h:1")
     assert result.exit_code == ExitCode.UNAVAILABLE
     assert "pip install 'vllm-devclient[zmq]'" in result.stderr
-    assert doc(invoke("--json", "kv-events", "tail", "--endpoint", "tcp://h:1"))["error"]["type"] == "ImportError"
+    assert (
+        doc(invoke("--json", "kv-events", "tail", "--endpoint", "tcp://h:1"))["error"]["type"]
+        == "ImportError"
+    )

@@ -62,17 +62,21 @@ class DevGroup(click.Group):
                 names = " ".join(by_category.get(category, ()))
                 lines = textwrap.wrap(names, width, break_on_hyphens=False, break_long_words=False)
                 for i, line in enumerate(lines):
-                    formatter.write(f"{'':>{formatter.current_indent}}{category if i == 0 else '':<9}{line}\n")
+                    formatter.write(
+                        f"{'':>{formatter.current_indent}}{category if i == 0 else '':<9}{line}\n"
+                    )
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            raise CommandError("interrupted", exit_code=ExitCode.INTERRUPTED, error=KeyboardInterrupt()) from None
+            raise CommandError(
+                "interrupted", exit_code=ExitCode.INTERRUPTED, error=KeyboardInterrupt()
+            ) from None
         except InvalidParameterError as exc:
             raise click.UsageError(str(exc), ctx) from exc
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -90,7 +94,9 @@ class DevGroup(click.Group):
             code = exc.exit_code
             if wants_json(argv):
                 error: BaseException = (
-                    exc.error if isinstance(exc, CommandError) else InvalidParameterError(exc.format_message())
+                    exc.error
+                    if isinstance(exc, CommandError)
+                    else InvalidParameterError(exc.format_message())
                 )
                 doc = envelope(
                     self._command_in(argv),

@@ -18,7 +18,13 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from ..errors import APIConnectionError, APIStatusError, BarrierTimeoutError, EngineCallError, WaitTimeoutError
+from ..errors import (
+    APIConnectionError,
+    APIStatusError,
+    BarrierTimeoutError,
+    EngineCallError,
+    WaitTimeoutError,
+)
 from ._exit import ExitCode, UnsuccessfulResultError, combine, exit_code_for
 
 __all__ = [
@@ -84,7 +90,8 @@ def error_json(error: BaseException, message: str | None = None) -> dict[str, An
         out["waited_s"] = error.waited_s
     if isinstance(error, BarrierTimeoutError):
         out.update(attempts=error.attempts, engine_steps=error.engine_steps)
-    return rounded(out)
+    done: dict[str, Any] = rounded(out)
+    return done
 
 
 def target_entry(

@@ -11,7 +11,7 @@ the client's own defaults apply to the rest.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ from ._exit import EXIT_CODES_SHORT
 from ._overrides import OVERRIDES, PARAM_HELP, Opt, Override
 from ._progress import FleetProgress
 from ._run import Job, execute
-from ._settings import SECONDS, global_params, settings_of, split_globals
-from ._signature import REQUIRED, MethodInfo, Param, method_table
+from ._settings import SECONDS, ParamTypeBase, global_params, settings_of, split_globals
+from ._signature import MethodInfo, Param, method_table
 
 __all__ = ["JSONParam", "build_command", "kebab", "method_commands"]
 
@@ -37,7 +37,7 @@ def kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
-class JSONParam(click.ParamType):
+class JSONParam(ParamTypeBase):
     """A JSON value given inline or as @path to a file holding it."""
 
     name = "JSON"
@@ -125,10 +125,12 @@ def _dest(p: Param) -> str:
     return "deadline" if p.role == "deadline" else p.name
 
 
-def _scalar_type(p: Param) -> click.ParamType:
+def _scalar_type(p: Param) -> click.ParamType[Any]:
     if p.shape == "choice":
         return click.Choice([str(c) for c in p.choices])
-    return {"int": click.INT, "float": click.FLOAT}.get(p.shape, click.STRING)
+    if p.shape == "int":
+        return click.INT
+    return click.FLOAT if p.shape == "float" else click.STRING
 
 
 def _value(p: Param, value: Any) -> Any:
@@ -237,11 +239,3 @@ def method_commands() -> list[tuple[click.Command, str, tuple[str, ...]]]:
         aliases = tuple(a for a in dict.fromkeys((method, kebab(method))) if a != command.name)
         out.append((command, override.category, aliases))
     return out
-
-
-# For tests: the parameters the generator left out of each command (per-call options and hooks).
-def skipped_params(info: MethodInfo) -> list[str]:
-    return [p.name for p in info.params if p.role not in ("argument", "option", "deadline")]
-
-
-_ = (REQUIRED, Callable)  # re-exported names the tests use

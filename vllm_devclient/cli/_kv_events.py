@@ -69,7 +69,10 @@ def _subscriber(settings: Settings, ctx: click.Context, **kw: Any) -> Any:
     if len(settings.urls) != 1:
         raise click.UsageError("kv-events tail follows one server: give one --url, or --endpoint", ctx)
     with DevClient(
-        settings.urls[0], api_key=settings.api_key, timeout=settings.http_timeout, max_retries=settings.retries
+        settings.urls[0],
+        api_key=settings.api_key,
+        timeout=settings.http_timeout,
+        max_retries=settings.retries,
     ) as client:
         try:
             return KVEventSubscriber.from_client(client, backlog=kw["backlog"])
@@ -153,7 +156,9 @@ def _print_batch(batch: Any, settings: Settings) -> None:
 
     for lost in batch.losses:
         click.secho(
-            f"lost: rank {lost.rank} batches {lost.first_seq}..{lost.last_seq} ({lost.reason})", err=True, fg="red"
+            f"lost: rank {lost.rank} batches {lost.first_seq}..{lost.last_seq} ({lost.reason})",
+            err=True,
+            fg="red",
         )
     if batch.restart is not None:
         click.secho(f"publisher of rank {batch.rank} restarted", err=True, fg="yellow")

@@ -86,10 +86,10 @@ def print_fleet(
         for url, entry in doc["targets"].items():
             outcome = result[url]
             if entry["ok"]:
-                mark, answer = Text("ok", style="green"), Text(render(outcome.value))
+                badge, cell = Text("ok", style="green"), Text(render(outcome.value))
             else:
-                mark, answer = Text("FAIL", style="bold red"), Text(_problem(outcome, entry, short=True))
-            table.add_row(url, mark, answer, f"{outcome.elapsed_s * 1000:.0f} ms")
+                badge, cell = Text("FAIL", style="bold red"), Text(_problem(outcome, entry, short=True))
+            table.add_row(url, badge, cell, f"{outcome.elapsed_s * 1000:.0f} ms")
         out.print(table)
         failed = sum(1 for e in doc["targets"].values() if not e["ok"])
         line = f"{len(result) - failed} of {len(result)} targets ok"

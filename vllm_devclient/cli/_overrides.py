@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ..models import ResetPrefixCacheResult, VersionInfo, WakeUpResult, WeightVersionResult
 from ._envelope import jsonable
+from ._settings import ParamTypeBase
 
 __all__ = ["CATEGORIES", "OVERRIDES", "PARAM_HELP", "Opt", "Override", "summary_line"]
 
@@ -25,7 +26,7 @@ class Opt:
     """How one parameter appears on the command line, where the generated default is not right."""
 
     decls: tuple[str, ...] = ()  # option names, e.g. ("--tag", "--tags")
-    type: click.ParamType | None = None
+    type: click.ParamType[Any] | None = None
     help: str | None = None
     metavar: str | None = None
     argument: bool = False  # an argument (a list parameter takes any number of them)
@@ -132,7 +133,7 @@ def _wake_up_verdict(value: Any, kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _KeyValue(click.ParamType):
+class _KeyValue(ParamTypeBase):
     name = "KEY=VALUE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -179,22 +180,26 @@ OVERRIDES: dict[str, Override] = {
         render=lambda value: "ok",
     ),
     "version": Override(
-        category="server", help="GET /version: the vLLM version and which frontend serves it.",
+        category="server",
+        help="GET /version: the vLLM version and which frontend serves it.",
         render=_version_render,
     ),
     "models": Override(
-        category="server", help="GET /v1/models: the served model names.",
+        category="server",
+        help="GET /v1/models: the served model names.",
         render=lambda value: ", ".join(m.id for m in value.data) or "(none)",
     ),
     "metrics": Override(
         category="server", help="GET /metrics as a snapshot: prefix-cache and KV-offload counters."
     ),
     "metrics_text": Override(
-        category="server", help="GET /metrics: the Prometheus text exposition.",
+        category="server",
+        help="GET /metrics: the Prometheus text exposition.",
         render=lambda value: str(value).rstrip("\n"),
     ),
     "server_info": Override(
-        category="server", help="GET /server_info: the server's vLLM config and environment.",
+        category="server",
+        help="GET /server_info: the server's vLLM config and environment.",
         render=_pretty,
     ),
     "get_world_size": Override(category="server", help="GET /get_world_size: the number of workers."),
@@ -238,7 +243,8 @@ OVERRIDES: dict[str, Override] = {
         params={"mode": _MODE},
         extra=(
             click.Option(
-                ["--rollback"], is_flag=True,
+                ["--rollback"],
+                is_flag=True,
                 help="If some targets fail, resume the ones that were paused.",
             ),
         ),
@@ -269,7 +275,8 @@ OVERRIDES: dict[str, Override] = {
     ),
     "weight_info": Override(category="weights", help="GET /weight_info."),
     "completion": Override(
-        category="engine", help="POST /v1/completions, greedy by default: the generated text.",
+        category="engine",
+        help="POST /v1/completions, greedy by default: the generated text.",
         render=lambda value: value.text,
     ),
     "step_engine": Override(
@@ -284,8 +291,7 @@ OVERRIDES: dict[str, Override] = {
             "args": Opt(help="Positional arguments, a JSON list (or @file).  [default: []]"),
             "rpc_timeout": Opt(
                 decls=("--deadline",),
-                help="Seconds the workers get for the call (engine side; --timeout still ends the HTTP "
-                "try).",
+                help="Seconds the workers get for the call (engine side; --timeout still ends the HTTP try).",
             ),
         },
         extra=(click.Option(["--rpc-timeout", "rpc_timeout_legacy"], type=float, hidden=True),),
@@ -295,7 +301,9 @@ OVERRIDES: dict[str, Override] = {
         category="engine",
         help="Send any METHOD PATH with the same auth, timeouts and errors (a non-2xx answer fails).",
         params={
-            "params": Opt(decls=("--param",), type=_KeyValue(), multiple=True, help="Query parameter; repeat."),
+            "params": Opt(
+                decls=("--param",), type=_KeyValue(), multiple=True, help="Query parameter; repeat."
+            ),
             "json": Opt(decls=("--body",), help="JSON body, or @file."),
         },
     ),

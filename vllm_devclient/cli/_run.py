@@ -29,7 +29,7 @@ class CommandError(click.ClickException):
         self, message: str, *, exit_code: int = ExitCode.FAILED, error: BaseException | None = None
     ) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
         self.error = error if error is not None else UnsuccessfulResultError(message)
 
 

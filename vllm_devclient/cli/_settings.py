@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 import httpx
@@ -14,12 +14,18 @@ from click.core import ParameterSource
 from ..client import DEFAULT_TIMEOUT
 from ..fleet import DEFAULT_MAX_CONCURRENCY, AsyncFleet, TargetOutcome
 
+if TYPE_CHECKING:
+    ParamTypeBase = click.ParamType[Any]
+else:  # click < 8.2: ParamType is not generic at run time
+    ParamTypeBase = click.ParamType
+
 __all__ = [
     "DEFAULT_URL",
+    "GLOBAL_OPTIONS",
     "SECONDS",
     "Number",
-    "GLOBAL_OPTIONS",
     "Output",
+    "ParamTypeBase",
     "Settings",
     "global_options",
     "global_params",
@@ -71,7 +77,7 @@ class Settings:
         )
 
 
-class Number(click.ParamType):
+class Number(ParamTypeBase):
     """An int or a float of at least `low` (above it, when `open`); its help shows no range note."""
 
     def __init__(self, kind: type[int] | type[float], low: float, *, open: bool = False) -> None:
@@ -147,7 +153,9 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             hidden=hidden,
             help="table, json (schema 1: docs/cli.md) or tsv.  [default: table]",
         ),
-        click.Option(["--json", "as_json"], is_flag=True, default=None, hidden=hidden, help="Same as -o json."),
+        click.Option(
+            ["--json", "as_json"], is_flag=True, default=None, hidden=hidden, help="Same as -o json."
+        ),
         click.Option(
             ["--no-progress"],
             is_flag=True,

@@ -31,7 +31,15 @@ from pydantic import BaseModel
 from ..client import AsyncDevClient
 from ..fleet import CLIENT_METHODS
 
-__all__ = ["REQUIRED", "MethodInfo", "Param", "client_methods", "parse_docstring", "read_method"]
+__all__ = [
+    "REQUIRED",
+    "MethodInfo",
+    "Param",
+    "client_methods",
+    "method_table",
+    "parse_docstring",
+    "read_method",
+]
 
 Role = Literal["argument", "option", "deadline", "request_timeout", "per_call", "hook"]
 Shape = Literal["bool", "int", "float", "str", "choice", "multiple", "json", "callable"]
@@ -141,7 +149,7 @@ def _resolve(fn: Callable[..., Any], annotation: Any) -> Any:
     namespace = dict(vars(typing))
     namespace.update(getattr(fn, "__globals__", {}))
     try:
-        return eval(annotation, namespace)  # noqa: S307 - the SDK's own annotations
+        return eval(annotation, namespace)
     except Exception:
         return Any
 
@@ -177,7 +185,7 @@ def _shape(tp: Any) -> tuple[Shape, bool, tuple[Any, ...], tuple[type, ...], typ
         return "str", False, (), (), None
     if origin is Literal:
         return "choice", None in args, tuple(a for a in args if a is not None), (), None
-    if origin is cabc.Callable or tp is cabc.Callable or callable_type(tp):
+    if origin is cabc.Callable or tp is cabc.Callable:
         return "callable", False, (), (), None
     if origin in _MAPPINGS or tp in _MAPPINGS:
         return "json", False, (), (dict,), None
@@ -188,10 +196,6 @@ def _shape(tp: Any) -> tuple[Shape, bool, tuple[Any, ...], tuple[type, ...], typ
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return "json", False, (), (dict,), tp
     return "json", False, (), (), None
-
-
-def callable_type(tp: Any) -> bool:
-    return typing.get_origin(tp) is cabc.Callable
 
 
 def _role(param: inspect.Parameter, shape: Shape, names: set[str]) -> Role:

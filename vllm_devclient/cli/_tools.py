@@ -50,7 +50,11 @@ def _finish(
     """Print the tool's outcome (the envelope under -o json, else `human()`) and exit with `code`."""
     if settings.json:
         doc = envelope(
-            command, elapsed_s=time.perf_counter() - start, targets=targets, result=result, error=error,
+            command,
+            elapsed_s=time.perf_counter() - start,
+            targets=targets,
+            result=result,
+            error=error,
             exit_code=code,
         )
         click.echo(dumps(doc))
@@ -102,11 +106,16 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
         from ..testing.parity import run_parity
     except ImportError as exc:
         raise Unavailable(exc, "testing") from exc
-    what = "comparing the two servers" if urls else "starting the Python and Rust frontends, running scenarios"
+    what = (
+        "comparing the two servers" if urls else "starting the Python and Rust frontends, running scenarios"
+    )
     try:
         with _status(settings, what):
             report = run_parity(
-                urls, report_path=report_path, api_key=settings.api_key if urls else None, allow_reset=allow_reset
+                urls,
+                report_path=report_path,
+                api_key=settings.api_key if urls else None,
+                allow_reset=allow_reset,
             )
     except VllmNotInstalledError as exc:
         raise CommandError(str(exc), exit_code=ExitCode.UNAVAILABLE, error=exc) from exc
@@ -126,8 +135,12 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
         click.echo(f"{len(report.rows)} scenarios, {' vs '.join(report.labels)}")
         click.echo(f"  raw answers differ: {len(report.differences)} (what the SDK hides)")
         designed = "; ".join(f"{name} ({why})" for name, why in by_design.items())
-        click.echo(f"  SDK outcome differs by design: {len(by_design)}" + (f": {designed}" if designed else ""))
-        click.echo(f"  SDK mismatches: {len(mismatches)}" + (f": {', '.join(mismatches)}" if mismatches else ""))
+        click.echo(
+            f"  SDK outcome differs by design: {len(by_design)}" + (f": {designed}" if designed else "")
+        )
+        click.echo(
+            f"  SDK mismatches: {len(mismatches)}" + (f": {', '.join(mismatches)}" if mismatches else "")
+        )
         click.echo(f"full table: {report_path}")
 
     code = ExitCode.FAILED if mismatches else ExitCode.OK
@@ -165,7 +178,10 @@ def _evaluator() -> Callable[..., Any]:
     help="Folder holding train.jsonl and test.jsonl (nothing is downloaded).",
 )
 @click.option(
-    "--report", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the JSON here.",
 )
 @global_options(top=False, exclude=("concurrency",))
 def gsm8k(
@@ -205,8 +221,13 @@ def gsm8k(
     if "progress" in accepted:
         kwargs["progress"] = show and hook is None  # the evaluator's own (tqdm) bar, only on a terminal
     bars = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=console, transient=True, disable=not (show and hook is not None),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not (show and hook is not None),
     )
 
     async def one(url: str) -> tuple[Any, BaseException | None, float]:
@@ -239,8 +260,10 @@ def gsm8k(
         for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True):
             line = _gsm8k_line(value, error)
             if settings.output == "tsv":
-                click.echo(f"{url}\t{'ok' if error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
-                           f"{round(elapsed, 3)}\t{tsv_cell(line)}")
+                click.echo(
+                    f"{url}\t{'ok' if error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
+                    f"{round(elapsed, 3)}\t{tsv_cell(line)}"
+                )
             else:
                 click.echo(f"{url}: {line}", err=error is not None)
 
@@ -275,8 +298,12 @@ def _frontends(value: str) -> list[str]:
 def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(
         [
-            click.option("--python", type=click.Path(dir_okay=False), help="Interpreter of the vLLM to record."),
-            click.option("--vllm-rs", type=click.Path(dir_okay=False), help="vllm-rs binary of that install."),
+            click.option(
+                "--python", type=click.Path(dir_okay=False), help="Interpreter of the vLLM to record."
+            ),
+            click.option(
+                "--vllm-rs", type=click.Path(dir_okay=False), help="vllm-rs binary of that install."
+            ),
             click.option("--frontends", default="python,rust", show_default=True, help="Comma-separated."),
         ]
     ):
@@ -286,7 +313,11 @@ def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("record", epilog=SUBCOMMAND_EPILOG)
 @click.option(
-    "--out", type=click.Path(file_okay=False), default="rust_fixtures", show_default=True, help="Fixture tree."
+    "--out",
+    type=click.Path(file_okay=False),
+    default="rust_fixtures",
+    show_default=True,
+    help="Fixture tree.",
 )
 @click.option("--scenarios", default=None, help="Comma-separated scenario names.  [default: all]")
 @_release_options
@@ -313,21 +344,33 @@ def record(
     written = sorted(str(p.relative_to(base)) for p in Path(base).glob("*/*.json"))
     result = {"out": str(base), "version": Path(base).name, "frontends": names, "fixtures": len(written)}
     _finish(
-        ctx, settings, "record", start, result=result, code=ExitCode.OK,
+        ctx,
+        settings,
+        "record",
+        start,
+        result=result,
+        code=ExitCode.OK,
         human=lambda: click.echo(f"{len(written)} fixtures written under {base}"),
     )
 
 
 @click.command("drift", epilog=SUBCOMMAND_EPILOG)
 @click.option(
-    "--fixtures", type=click.Path(file_okay=False), default="rust_fixtures", show_default=True,
+    "--fixtures",
+    type=click.Path(file_okay=False),
+    default="rust_fixtures",
+    show_default=True,
     help="The committed fixture tree.",
 )
 @click.option(
-    "--against", type=click.Path(file_okay=False), default=None,
+    "--against",
+    type=click.Path(file_okay=False),
+    default=None,
     help="Compare with this fixture tree instead of recording (no server).",
 )
-@click.option("--keep", type=click.Path(file_okay=False), default=None, help="Also copy the fresh recording here.")
+@click.option(
+    "--keep", type=click.Path(file_okay=False), default=None, help="Also copy the fresh recording here."
+)
 @_release_options
 @global_options(top=False)
 def drift(
@@ -354,7 +397,7 @@ def drift(
                 )
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--fixtures/--against") from exc
-    rows = [dataclasses.asdict(d) if dataclasses.is_dataclass(d) else vars(d) for d in drifts]
+    rows = [dataclasses.asdict(d) if _is_dataclass(d) else dict(vars(d)) for d in drifts]
     found = {(r["version"], r["frontend"], r["scenario"]) for r in rows}
     error = UnsuccessfulResultError(f"drift in {len(found)} fixtures, {len(rows)} fields") if rows else None
 
@@ -371,9 +414,16 @@ def drift(
     _finish(ctx, settings, "drift", start, result={"drifts": rows}, code=code, error=error, human=human)
 
 
+def _is_dataclass(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 @click.command("fixtures-summary", epilog=SUBCOMMAND_EPILOG)
 @click.option(
-    "--fixtures", type=click.Path(file_okay=False), default="rust_fixtures", show_default=True,
+    "--fixtures",
+    type=click.Path(file_okay=False),
+    default="rust_fixtures",
+    show_default=True,
     help="The fixture tree.",
 )
 @global_options(top=False)
@@ -386,8 +436,15 @@ def fixtures_summary(fixtures: str, **common: Any) -> None:
         raise click.BadParameter(f"no fixture tree at {fixtures}", param_hint="--fixtures")
     text = recording.summary(fixtures)
     result = {"fixtures": fixtures, "markdown": text}
-    _finish(ctx, settings, "fixtures-summary", start, result=result, code=ExitCode.OK,
-            human=lambda: click.echo(text, nl=False))
+    _finish(
+        ctx,
+        settings,
+        "fixtures-summary",
+        start,
+        result=result,
+        code=ExitCode.OK,
+        human=lambda: click.echo(text, nl=False),
+    )
 
 
 # ---- offload-check -----------------------------------------------------------------------------------------
@@ -418,10 +475,22 @@ def offload_check(args: tuple[str, ...], **common: Any) -> None:
         code = exc.code if isinstance(exc.code, int) else 2
     error = None
     if code != ExitCode.OK:
-        why = "stopped on an error (see stderr)" if code == ExitCode.USAGE else "failed a case (see the reports)"
+        why = (
+            "stopped on an error (see stderr)"
+            if code == ExitCode.USAGE
+            else "failed a case (see the reports)"
+        )
         error = UnsuccessfulResultError(f"the check {why}")
-    _finish(ctx, settings, "offload-check", start, result={"argv": list(args)}, code=code, error=error,
-            human=lambda: None)
+    _finish(
+        ctx,
+        settings,
+        "offload-check",
+        start,
+        result={"argv": list(args)},
+        code=code,
+        error=error,
+        human=lambda: None,
+    )
 
 
 COMMANDS: tuple[click.Command, ...] = (parity, gsm8k, record, drift, fixtures_summary, offload_check)
