@@ -915,3 +915,27 @@ def test_kv_events_tail_without_zmq_exits_seven(monkeypatch: pytest.MonkeyPatch)
         doc(invoke("--json", "kv-events", "tail", "--endpoint", "tcp://h:1"))["error"]["type"]
         == "ImportError"
     )
+
+
+# ---- docs/cli.md ------------------------------------------------------------------------------------------
+
+
+def test_the_documented_schema_is_the_one_shipped() -> None:
+    text = (ROOT / "docs" / "cli.md").read_text()
+    block = text.split("<!-- schema:start -->")[1].split("<!-- schema:end -->")[0]
+    assert json.loads(block.strip().removeprefix("```json").removesuffix("```")) == SCHEMA
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_docs_have_one_valid_example_per_command() -> None:
+    import re
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    examples = text.split("<!-- examples:start")[1].split("<!-- examples:end -->")[0]
+    found = dict(re.findall(r"#### `([^`]+)`\n\n```jsonl?\n(.*?)\n```", examples, flags=re.S))
+    assert set(found) == {" ".join(p) for p in _all_commands()}
+    for command, block in found.items():
+        *lines, last = block.splitlines() if command == "kv-events tail" else [block]
+        assert check_schema(json.loads(last))["command"] == command
+        for line in lines:
+            jsonschema.validate(json.loads(line), {**SCHEMA["$defs"]["kv_batch"], "$defs": SCHEMA["$defs"]})

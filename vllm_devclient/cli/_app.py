@@ -4,6 +4,7 @@ envelope under `-o json`."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 import time
@@ -22,6 +23,8 @@ from ._run import CommandError
 from ._settings import global_options
 
 __all__ = ["cli", "run"]
+
+JSON_LINES = frozenset({"kv-events tail"})
 
 
 class DevGroup(click.Group):
@@ -105,7 +108,8 @@ class DevGroup(click.Group):
                     error_message=exc.format_message(),
                     exit_code=code,
                 )
-                click.echo(dumps(doc))
+                # JSON Lines commands (kv-events tail) end with the envelope on one line.
+                click.echo(json.dumps(doc) if doc["command"] in JSON_LINES else dumps(doc))
                 click.echo(f"error: {exc.format_message()}", err=True)
             elif isinstance(exc, CommandError):
                 click.secho(f"error: {exc.format_message()}", err=True, fg="red")
@@ -117,11 +121,19 @@ class DevGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def _command_in(self, argv: Sequence[str]) -> str | None:
+        """The command path the command line names (`kv-events tail`), read without click."""
+        group: click.Group = self
+        path: list[str] = []
         for token in argv:
-            name = self.aliases.get(token, token)
-            if name in self.commands:
-                return name
-        return None
+            name = self.aliases.get(token, token) if group is self else token
+            command = group.commands.get(name)
+            if command is None:
+                continue
+            path.append(name)
+            if not isinstance(command, click.Group):
+                break
+            group = command
+        return " ".join(path) or None
 
 
 def wants_json(argv: Sequence[str]) -> bool:
