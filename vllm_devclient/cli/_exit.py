@@ -52,23 +52,21 @@ class UnsuccessfulResultError(DevClientError):
     returns such answers as results."""
 
 
+# Which errors exit with which code, the first match wins; anything else exits 1.
+_CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
+    (WaitTimeoutError, ExitCode.DEADLINE),
+    (APIConnectionError, ExitCode.CONNECTION),
+    (DevModeDisabledError, ExitCode.DEV_MODE),
+    ((AuthenticationError, PermissionDeniedError), ExitCode.AUTH),
+    (InvalidParameterError, ExitCode.USAGE),
+    (ImportError, ExitCode.UNAVAILABLE),
+    (KeyboardInterrupt, ExitCode.INTERRUPTED),
+)
+
+
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code one target's error maps to."""
-    if isinstance(error, WaitTimeoutError):
-        return ExitCode.DEADLINE
-    if isinstance(error, APIConnectionError):
-        return ExitCode.CONNECTION
-    if isinstance(error, DevModeDisabledError):
-        return ExitCode.DEV_MODE
-    if isinstance(error, AuthenticationError | PermissionDeniedError):
-        return ExitCode.AUTH
-    if isinstance(error, InvalidParameterError):
-        return ExitCode.USAGE
-    if isinstance(error, ImportError):
-        return ExitCode.UNAVAILABLE
-    if isinstance(error, KeyboardInterrupt):
-        return ExitCode.INTERRUPTED
-    return ExitCode.FAILED
+    return next((code for kinds, code in _CODES if isinstance(error, kinds)), ExitCode.FAILED)
 
 
 def combine(codes: Sequence[int]) -> int:

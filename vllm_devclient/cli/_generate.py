@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..fleet import AsyncFleet, FleetResult
 from ._exit import EXIT_CODES_SHORT
-from ._overrides import OVERRIDES, PARAM_HELP, Opt, Override
+from ._overrides import HELP, OVERRIDES, PARAM_HELP, RENDER, TOPICS, VERDICT, Opt, Override
 from ._progress import FleetProgress
 from ._run import Job, execute
 from ._settings import SECONDS, ParamTypeBase, global_params, settings_of, split_globals
@@ -192,7 +192,7 @@ def build_command(info: MethodInfo, override: Override) -> click.Command:
             kwargs[request_timeout.name] = settings.timeout
         execute(ctx, settings, _job(name, info, override, args, kwargs))
 
-    summary = info.summary or override.help or f"AsyncDevClient.{info.name}()."
+    summary = info.summary or HELP.get(info.name) or f"AsyncDevClient.{info.name}()."
     return click.Command(
         name,
         callback=callback,
@@ -215,12 +215,12 @@ def _job(name: str, info: MethodInfo, override: Override, args: list[Any], kwarg
 
         return await fleet.map(one, operation=info.name)
 
-    verdict = override.verdict
+    verdict = VERDICT.get(info.name)
     return Job(
         command=name,
         call=call,
         verdict=None if verdict is None else (lambda value: verdict(value, kwargs)),
-        render=override.render,
+        render=override.render or RENDER.get(info.name),
         result=override.result,
         deadline=_deadline(info, kwargs),
     )
@@ -231,11 +231,10 @@ def method_commands() -> list[tuple[click.Command, str, tuple[str, ...]]]:
     in kebab case, where they differ from the command's name."""
     out = []
     table = method_table()
-    ordered = [m for m in OVERRIDES if m in table] + [m for m in table if m not in OVERRIDES]
+    topic_of = {method: topic for topic, methods in TOPICS.items() for method in methods}
+    ordered = [m for m in topic_of if m in table] + [m for m in table if m not in topic_of]
     for method in ordered:
-        info = table[method]
-        override = OVERRIDES.get(method, Override())
-        command = build_command(info, override)
+        command = build_command(table[method], OVERRIDES.get(method, Override()))
         aliases = tuple(a for a in dict.fromkeys((method, kebab(method))) if a != command.name)
-        out.append((command, override.category, aliases))
+        out.append((command, topic_of.get(method, "more"), aliases))
     return out

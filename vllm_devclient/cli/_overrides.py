@@ -1,6 +1,8 @@
-"""The few things the client's method table cannot say: subcommand names that differ from the method's,
-option names kept from earlier releases, which answers count as failures, how an answer reads to a person,
-and where each command sits in `--help`. Everything else comes from the signatures (`_signature.py`).
+"""The few things the client's method table cannot say, as tables keyed by method name: the commands whose
+command line is not just their signature (OVERRIDES: names, option names kept from earlier releases, extra
+options), how an answer reads in a table (RENDER), which answers count as failures (VERDICT), the topic
+each command is listed under (TOPICS) and help for methods without a docstring (HELP, PARAM_HELP).
+Everything else comes from the signatures (`_signature.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,18 @@ from ..models import ResetPrefixCacheResult, VersionInfo, WakeUpResult, WeightVe
 from ._envelope import jsonable
 from ._settings import ParamTypeBase
 
-__all__ = ["CATEGORIES", "OVERRIDES", "PARAM_HELP", "Opt", "Override", "summary_line"]
+__all__ = [
+    "CATEGORIES",
+    "HELP",
+    "OVERRIDES",
+    "PARAM_HELP",
+    "RENDER",
+    "TOPICS",
+    "VERDICT",
+    "Opt",
+    "Override",
+    "summary_line",
+]
 
 
 @dataclass(frozen=True)
@@ -43,14 +56,11 @@ FleetCall = Callable[[Any, dict[str, Any]], Awaitable[Any]]
 @dataclass(frozen=True)
 class Override:
     name: str | None = None  # the subcommand; default: the method name in kebab case
-    category: str = "more"
-    help: str | None = None  # when the method has no docstring
     params: Mapping[str, Opt] = field(default_factory=dict)
     extra: tuple[click.Parameter, ...] = ()  # options the method does not have
     prepare: Callable[[dict[str, Any]], None] | None = None  # check and convert the arguments in place
     fleet_call: FleetCall | None = None  # instead of the client method on every target
-    verdict: ArgsVerdict | None = None  # which answers count as failures, given the arguments
-    render: Callable[[Any], str] | None = None  # one answer, for a person
+    render: Callable[[Any], str] | None = None  # one answer, for a person (else RENDER's, summary_line)
     result: Callable[[Any], Any] | None = None  # one answer, for `-o json`
 
 
@@ -161,11 +171,18 @@ async def _pause(fleet: Any, kwargs: dict[str, Any]) -> Any:
     return await fleet.pause(**kwargs, rollback=rollback)
 
 
-def _wait(state: str, what: str) -> Override:
+_WAITS = {
+    "ready": "/health answers 200 on every target",
+    "sleeping": "every target reports is_sleeping=true",
+    "awake": "every target reports is_sleeping=false",
+    "paused": "every target reports is_paused=true",
+    "resumed": "every target reports is_paused=false",
+}
+
+
+def _wait(state: str) -> Override:
     return Override(
         name=f"wait-{state}",
-        category="wait",
-        help=f"Wait until {what}.",
         render=lambda value: state,
         result=lambda value: {"state": state, **(jsonable(value) if isinstance(value, BaseModel) else {})},
     )
@@ -173,120 +190,31 @@ def _wait(state: str, what: str) -> Override:
 
 _MODE = Opt(type=click.Choice(["abort", "wait", "keep"]))
 
+# The commands whose command line is not just their signature.
 OVERRIDES: dict[str, Override] = {
-    "health": Override(
-        category="server",
-        help="GET /health: ok when the engine is alive (exit 1 when it is dead, 3 when unreachable).",
-        render=lambda value: "ok",
-    ),
-    "version": Override(
-        category="server",
-        help="GET /version: the vLLM version and which frontend serves it.",
-        render=_version_render,
-    ),
-    "models": Override(
-        category="server",
-        help="GET /v1/models: the served model names.",
-        render=lambda value: ", ".join(m.id for m in value.data) or "(none)",
-    ),
-    "metrics": Override(
-        category="server", help="GET /metrics as a snapshot: prefix-cache and KV-offload counters."
-    ),
-    "metrics_text": Override(
-        category="server",
-        help="GET /metrics: the Prometheus text exposition.",
-        render=lambda value: str(value).rstrip("\n"),
-    ),
-    "server_info": Override(
-        category="server",
-        help="GET /server_info: the server's vLLM config and environment.",
-        render=_pretty,
-    ),
-    "get_world_size": Override(category="server", help="GET /get_world_size: the number of workers."),
-    "kv_event_sources": Override(
-        category="server",
-        help="GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.",
-        render=_kv_sources_render,
-    ),
-    "reset_prefix_cache": Override(
-        category="cache",
-        help="POST /reset_prefix_cache once. Exit 1 when the engine answers success=false (see barrier).",
-        verdict=_reset_verdict,
-        render=_reset_render,
-    ),
     "reset_prefix_cache_until_success": Override(
         name="barrier",
-        category="cache",
-        help="The offload barrier: reset the prefix cache until it succeeds on every target.",
         extra=(click.Option(["--step/--no-step", "step_legacy"], default=None, hidden=True),),
         prepare=_rename("step_legacy", "step_engine"),
-        render=_barrier_render,
     ),
-    "reset_mm_cache": Override(category="cache", help="POST /reset_mm_cache: drop the multimodal cache."),
-    "reset_encoder_cache": Override(category="cache", help="POST /reset_encoder_cache."),
-    "release_kv_cache_memory": Override(category="cache", help="POST /release_kv_cache_memory."),
-    "sleep": Override(
-        category="sleep",
-        help="POST /sleep: offload (level 1) or discard (level 2) the weights and free the KV cache.",
-        params={"level": Opt(type=click.IntRange(0, 2)), "mode": _MODE},
-    ),
-    "wake_up": Override(
-        category="sleep",
-        help="POST /wake_up. Exit 1 when a full wake (no --tag) leaves the engine asleep.",
-        params={"tags": Opt(decls=("--tag", "--tags"), metavar="TAG")},
-        verdict=_wake_up_verdict,
-    ),
-    "is_sleeping": Override(category="sleep", help="GET /is_sleeping: true or false."),
+    "sleep": Override(params={"level": Opt(type=click.IntRange(0, 2)), "mode": _MODE}),
+    "wake_up": Override(params={"tags": Opt(decls=("--tag", "--tags"), metavar="TAG")}),
     "pause": Override(
-        category="pause",
-        help="POST /pause: stop scheduling. With --rollback the fleet is paused everywhere or nowhere.",
         params={"mode": _MODE},
         extra=(
             click.Option(
-                ["--rollback"],
-                is_flag=True,
-                help="If some targets fail, resume the ones that were paused.",
+                ["--rollback"], is_flag=True, help="If some targets fail, resume the ones that were paused."
             ),
         ),
         fleet_call=_pause,
     ),
-    "resume": Override(category="pause", help="POST /resume: schedule again."),
-    "is_paused": Override(category="pause", help="GET /is_paused: true or false."),
     "abort_requests": Override(
-        category="pause",
-        help="POST /abort_requests for REQUEST_IDS, or every request with --all.",
         params={"request_ids": Opt(argument=True)},
         extra=(click.Option(["--all"], is_flag=True, help="Abort every request (when no id is given)."),),
         prepare=_abort_prepare,
     ),
-    "wait_until_ready": _wait("ready", "/health answers 200 on every target"),
-    "wait_until_sleeping": _wait("sleeping", "every target reports is_sleeping=true"),
-    "wait_until_awake": _wait("awake", "every target reports is_sleeping=false"),
-    "wait_until_paused": _wait("paused", "every target reports is_paused=true"),
-    "wait_until_resumed": _wait("resumed", "every target reports is_paused=false"),
-    "init_weight_transfer_engine": Override(category="weights", help="POST /init_weight_transfer_engine."),
-    "start_weight_update": Override(category="weights", help="POST /start_weight_update."),
-    "update_weights": Override(category="weights", help="POST /update_weights."),
-    "finish_weight_update": Override(category="weights", help="POST /finish_weight_update."),
-    "update_weight_version": Override(
-        category="weights",
-        help="POST /update_weight_version. Exit 1 when a target answers success=false.",
-        verdict=_weight_version_verdict,
-    ),
-    "weight_info": Override(category="weights", help="GET /weight_info."),
-    "completion": Override(
-        category="engine",
-        help="POST /v1/completions, greedy by default: the generated text.",
-        render=lambda value: value.text,
-    ),
-    "step_engine": Override(
-        category="engine",
-        help="A 1-token completion so the engine runs one step (frees finished blocks).",
-        render=lambda value: f"stepped (text {value!r})",
-    ),
+    **{f"wait_until_{state}": _wait(state) for state in _WAITS},
     "collective_rpc": Override(
-        category="engine",
-        help="POST /collective_rpc: call METHOD on every worker; prints the per-worker results.",
         params={
             "args": Opt(help="Positional arguments, a JSON list (or @file).  [default: []]"),
             "rpc_timeout": Opt(
@@ -298,8 +226,6 @@ OVERRIDES: dict[str, Override] = {
         prepare=_rename("rpc_timeout_legacy", "rpc_timeout"),
     ),
     "request": Override(
-        category="engine",
-        help="Send any METHOD PATH with the same auth, timeouts and errors (a non-2xx answer fails).",
         params={
             "params": Opt(
                 decls=("--param",), type=_KeyValue(), multiple=True, help="Query parameter; repeat."
@@ -309,8 +235,82 @@ OVERRIDES: dict[str, Override] = {
     ),
 }
 
-# The order of `--help`'s command list; commands of no category are listed under "more".
-CATEGORIES = ("server", "cache", "sleep", "pause", "wait", "weights", "engine", "tools", "more")
+# How an answer reads in a table (default: `summary_line`).
+RENDER: dict[str, Callable[[Any], str]] = {
+    "health": lambda value: "ok",
+    "version": _version_render,
+    "models": lambda value: ", ".join(m.id for m in value.data) or "(none)",
+    "metrics_text": lambda value: str(value).rstrip("\n"),
+    "server_info": _pretty,
+    "kv_event_sources": _kv_sources_render,
+    "reset_prefix_cache": _reset_render,
+    "reset_prefix_cache_until_success": _barrier_render,
+    "completion": lambda value: value.text,
+    "step_engine": lambda value: f"stepped (text {value!r})",
+}
+
+# Answers that come back but count as failures (exit 1, error type UnsuccessfulResultError).
+VERDICT: dict[str, ArgsVerdict] = {
+    "reset_prefix_cache": _reset_verdict,
+    "wake_up": _wake_up_verdict,
+    "update_weight_version": _weight_version_verdict,
+}
+
+# `--help` lists the commands by topic, in this order; tools under "tools", any other method under "more".
+TOPICS: dict[str, tuple[str, ...]] = {
+    "server": (
+        "health", "version", "models", "metrics", "metrics_text", "server_info", "get_world_size",
+        "kv_event_sources",
+    ),
+    "cache": (
+        "reset_prefix_cache", "reset_prefix_cache_until_success", "reset_mm_cache", "reset_encoder_cache",
+        "release_kv_cache_memory",
+    ),
+    "sleep": ("sleep", "wake_up", "is_sleeping"),
+    "pause": ("pause", "resume", "is_paused", "abort_requests"),
+    "wait": tuple(f"wait_until_{state}" for state in _WAITS),
+    "weights": (
+        "init_weight_transfer_engine", "start_weight_update", "update_weights", "finish_weight_update",
+        "update_weight_version", "weight_info",
+    ),
+    "engine": ("completion", "step_engine", "collective_rpc", "request"),
+}  # fmt: skip
+CATEGORIES = (*TOPICS, "tools", "more")
+
+# The help of a command whose method has no docstring yet (the method's docstring wins).
+HELP: dict[str, str] = {
+    "health": "GET /health: ok when the engine is alive (exit 1 when it is dead, 3 when unreachable).",
+    "version": "GET /version: the vLLM version and which frontend serves it.",
+    "models": "GET /v1/models: the served model names.",
+    "metrics": "GET /metrics as a snapshot: prefix-cache and KV-offload counters.",
+    "metrics_text": "GET /metrics: the Prometheus text exposition.",
+    "server_info": "GET /server_info: the server's vLLM config and environment.",
+    "get_world_size": "GET /get_world_size: the number of workers.",
+    "kv_event_sources": "GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.",
+    "reset_prefix_cache": "POST /reset_prefix_cache once. Exit 1 on success=false (see barrier).",
+    "reset_prefix_cache_until_success": "The offload barrier: reset the prefix cache until it succeeds.",
+    "reset_mm_cache": "POST /reset_mm_cache: drop the multimodal cache.",
+    "reset_encoder_cache": "POST /reset_encoder_cache: drop the encoder cache.",
+    "release_kv_cache_memory": "POST /release_kv_cache_memory.",
+    "sleep": "POST /sleep: offload (level 1) or discard (level 2) the weights and free the KV cache.",
+    "wake_up": "POST /wake_up. Exit 1 when a full wake (no --tag) leaves the engine asleep.",
+    "is_sleeping": "GET /is_sleeping: true or false.",
+    "pause": "POST /pause: stop scheduling. With --rollback: paused everywhere or nowhere.",
+    "resume": "POST /resume: schedule again.",
+    "is_paused": "GET /is_paused: true or false.",
+    "abort_requests": "POST /abort_requests for REQUEST_IDS, or every request with --all.",
+    **{f"wait_until_{state}": f"Wait until {what}." for state, what in _WAITS.items()},
+    "init_weight_transfer_engine": "POST /init_weight_transfer_engine.",
+    "start_weight_update": "POST /start_weight_update.",
+    "update_weights": "POST /update_weights.",
+    "finish_weight_update": "POST /finish_weight_update.",
+    "update_weight_version": "POST /update_weight_version. Exit 1 when a target answers success=false.",
+    "weight_info": "GET /weight_info.",
+    "completion": "POST /v1/completions, greedy by default: the generated text.",
+    "step_engine": "A 1-token completion so the engine runs one step (frees finished blocks).",
+    "collective_rpc": "POST /collective_rpc: call METHOD on every worker; prints the per-worker results.",
+    "request": "Send any METHOD PATH with the same auth, timeouts and errors (a non-2xx answer fails).",
+}
 
 # Help for parameters many methods share, where the method's docstring says nothing.
 PARAM_HELP = {

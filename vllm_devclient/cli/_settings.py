@@ -118,32 +118,33 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             hidden=hidden,
             help="Bearer key, never printed.  [default: $VLLM_API_KEY]",
         ),
-        click.Option(
-            ["--timeout"],
-            type=SECONDS,
-            metavar="SECONDS",
-            default=30.0 if top else None,
-            show_default=top,
-            hidden=hidden,
-            help="Bound of one HTTP try (given: of each try of a wait too).",
-        ),
-        click.Option(
-            ["--retries"],
-            type=Number(int, 0),
-            metavar="N",
-            default=2 if top else None,
-            show_default=top,
-            hidden=hidden,
-            help="Retries on connection errors and 502/503/504.",
-        ),
-        click.Option(
-            ["--concurrency"],
-            type=Number(int, 1),
-            metavar="N",
-            default=DEFAULT_MAX_CONCURRENCY if top else None,
-            show_default=top,
-            hidden=hidden,
-            help="Most targets in flight at once.",
+        *(
+            click.Option(
+                [flag],
+                type=kind,
+                metavar=metavar,
+                default=default if top else None,
+                show_default=top,
+                hidden=hidden,
+                help=text,
+            )
+            for flag, kind, metavar, default, text in (
+                (
+                    "--timeout",
+                    SECONDS,
+                    "SECONDS",
+                    30.0,
+                    "Bound of one HTTP try (given: of each try of a wait too).",
+                ),
+                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors and 502/503/504."),
+                (
+                    "--concurrency",
+                    Number(int, 1),
+                    "N",
+                    DEFAULT_MAX_CONCURRENCY,
+                    "Most targets in flight at once.",
+                ),
+            )
         ),
         click.Option(
             ["-o", "--output"],

@@ -311,6 +311,12 @@ def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--fixtures", type=click.Path(file_okay=False), default="rust_fixtures", show_default=True, help=help
+    )
+
+
 @click.command("record", epilog=SUBCOMMAND_EPILOG)
 @click.option(
     "--out",
@@ -355,13 +361,7 @@ def record(
 
 
 @click.command("drift", epilog=SUBCOMMAND_EPILOG)
-@click.option(
-    "--fixtures",
-    type=click.Path(file_okay=False),
-    default="rust_fixtures",
-    show_default=True,
-    help="The committed fixture tree.",
-)
+@_fixtures_option("The committed fixture tree.")
 @click.option(
     "--against",
     type=click.Path(file_okay=False),
@@ -419,13 +419,7 @@ def _is_dataclass(value: Any) -> bool:
 
 
 @click.command("fixtures-summary", epilog=SUBCOMMAND_EPILOG)
-@click.option(
-    "--fixtures",
-    type=click.Path(file_okay=False),
-    default="rust_fixtures",
-    show_default=True,
-    help="The fixture tree.",
-)
+@_fixtures_option("The fixture tree.")
 @global_options(top=False)
 def fixtures_summary(fixtures: str, **common: Any) -> None:
     """A Markdown matrix of the recorded answers: per scenario, each release and frontend."""
