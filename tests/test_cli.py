@@ -367,6 +367,23 @@ def test_api_key_is_sent_and_never_printed(mock: respx.MockRouter) -> None:
         assert "sk-top-secret" not in as_json.output
 
 
+def test_a_key_or_password_the_server_echoes_is_never_printed(mock: respx.MockRouter) -> None:
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            400, json={"error": {"message": f"bad header {request.headers['authorization']}"}}
+        )
+
+    mock.get(f"{A}/v1/models").mock(side_effect=echo)
+    for output in ("json", "table", "tsv"):
+        result = invoke("--url", A, "-o", output, "--api-key", "sk-echoed-secret\n", "models")
+        assert result.exit_code == 1 and "Bearer ***" in result.output, result.output
+        assert "sk-echoed-secret" not in result.output
+    mock.get("http://b.test/health").mock(side_effect=httpx.ConnectError("refused"))
+    result = invoke("--url", "http://user:pw-secret-1@b.test", "--retries", "0", "--json", "health")
+    assert result.exit_code == 3 and "pw-secret-1" not in result.output
+    assert list(doc(result)["targets"]) == ["http://user:***@b.test"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -695,6 +712,7 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
 
 def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
+    monkeypatch.setitem(sys.modules, "vllm_devclient.offload_check.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
 
@@ -719,8 +737,9 @@ def test_fixture_tools_summary_and_drift_against_a_tree(tmp_path: Path) -> None:
 
 
 def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import vllm_devclient.testing.recording as recording
+    from vllm_devclient.cli._tools import _recording
 
+    recording = _recording()
     calls: list[dict[str, Any]] = []
 
     def record(out: str, **kw: Any) -> Path:

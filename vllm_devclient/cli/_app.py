@@ -4,12 +4,14 @@ envelope under `-o json`."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 import click
 
@@ -20,7 +22,7 @@ from ._exit import EXIT_CODES_SHORT, ExitCode
 from ._generate import method_commands
 from ._overrides import CATEGORIES
 from ._run import CommandError
-from ._settings import global_options
+from ._settings import SECRETS, global_options, redact
 
 __all__ = ["cli", "run"]
 
@@ -90,6 +92,10 @@ class DevGroup(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        with _redacted_output():
+            self._main(argv, prog_name, complete_var, **extra)
+
+    def _main(self, argv: list[str], prog_name: str | None, complete_var: str | None, **extra: Any) -> None:
         start = time.perf_counter()
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
@@ -134,6 +140,42 @@ class DevGroup(click.Group):
                 break
             group = command
         return " ".join(path) or None
+
+
+class _Redacting(io.TextIOBase):
+    """A text stream that writes through to `stream` with every secret replaced by ***."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", "utf-8")
+
+
+@contextlib.contextmanager
+def _redacted_output() -> Iterator[None]:
+    """stdout and stderr with the API key and URL passwords masked, whoever writes (click, rich, tools)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        SECRETS.clear()
 
 
 def wants_json(argv: Sequence[str]) -> bool:

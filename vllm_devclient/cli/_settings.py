@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import click
 import httpx
@@ -29,7 +30,9 @@ __all__ = [
     "Settings",
     "global_options",
     "global_params",
+    "keep_secret",
     "normalise_url",
+    "redact",
     "settings_of",
     "split_globals",
 ]
@@ -38,6 +41,22 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 F = TypeVar("F", bound=Callable[..., Any])
 Output = Literal["table", "json", "tsv"]
 GLOBAL_OPTIONS = ("urls", "api_key", "timeout", "retries", "concurrency", "output", "as_json", "no_progress")
+
+
+# What the command line must never print: the API key and passwords in URLs (a server may echo them).
+SECRETS: set[str] = set()
+
+
+def keep_secret(value: str | None) -> None:
+    for text in (value, (value or "").strip()):
+        if text and len(text) >= 4:
+            SECRETS.add(text)
+
+
+def redact(text: str) -> str:
+    for secret in SECRETS:
+        text = text.replace(secret, "***")
+    return text
 
 
 def normalise_url(url: str) -> str:
@@ -198,13 +217,17 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
     sub_urls = tuple(sub.get("urls") or ())
     urls = sub_urls or tuple(top.get("urls") or ()) or (DEFAULT_URL,)
     given = bool(sub_urls) or root.get_parameter_source("urls") is ParameterSource.COMMANDLINE
+    api_key = pick("api_key")
+    keep_secret(api_key)
+    for url in urls:
+        keep_secret(urlsplit(url).password)
     timeout_given = sub.get("timeout") is not None or (
         root.get_parameter_source("timeout") is ParameterSource.COMMANDLINE
     )
     return Settings(
         urls=tuple(normalise_url(u) for u in urls),
         urls_given=given,
-        api_key=pick("api_key"),
+        api_key=api_key,
         timeout=float(pick("timeout")),
         timeout_given=timeout_given,
         retries=int(pick("retries")),

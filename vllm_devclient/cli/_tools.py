@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import inspect
 import json
 import sys
@@ -151,11 +152,15 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
 
 
 def _evaluator() -> Callable[..., Any]:
-    try:
-        from ..gsm8k import evaluate_gsm8k_async  # the old path stays an alias when the evaluator moves
-    except ImportError as exc:
-        raise Unavailable(exc, "gsm8k") from exc
-    return evaluate_gsm8k_async
+    try:  # where the GPU campaign keeps it, else the old path (an alias for one release after the move)
+        module = importlib.import_module("vllm_devclient.offload_check.gsm8k")
+    except ImportError:
+        try:
+            module = importlib.import_module("vllm_devclient.gsm8k")
+        except ImportError as exc:
+            raise Unavailable(exc, "gsm8k") from exc
+    evaluate: Callable[..., Any] = module.evaluate_gsm8k_async
+    return evaluate
 
 
 @click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
@@ -219,7 +224,8 @@ def gsm8k(
     show = settings.progress and console.is_terminal
     hook = next((name for name in ("on_result", "on_question") if name in accepted), None)
     if "progress" in accepted:
-        kwargs["progress"] = show and hook is None  # the evaluator's own (tqdm) bar, only on a terminal
+        # The evaluator's own bar (tqdm, when installed) only on a terminal, and only without a hook.
+        kwargs["progress"] = None if show and hook is None else False
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -284,11 +290,13 @@ def _gsm8k_line(value: Any, error: BaseException | None) -> str:
 
 
 def _recording() -> Any:
-    try:
-        from ..testing import recording
-    except ImportError as exc:
-        raise Unavailable(exc, "testing") from exc
-    return recording
+    """The fixture library: `testing.fixtures`, else its older home `testing.recording`."""
+    for name in ("vllm_devclient.testing.fixtures", "vllm_devclient.testing.recording"):
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            missing = exc
+    raise Unavailable(missing, "testing") from missing
 
 
 def _frontends(value: str) -> list[str]:
