@@ -32,7 +32,8 @@ pytestmark = pytest.mark.frontend
 CLI = str(Path(sys.executable).with_name("vllm-devclient"))
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
-GSM8K_DIR = ROOT.parent / "shared" / "data" / "gsm8k"
+# $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded), as in tests/.
+GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or ROOT.parent / "shared" / "data" / "gsm8k")
 
 
 @dataclass
