@@ -271,13 +271,15 @@ class ChildServer:
     stop_timeout = 15.0
 
     def __init__(self, code: str, startup_timeout: float) -> None:
-        self._proc = subprocess.Popen(
+        from vllm_devclient.testing.processes import spawn
+
+        # Its own process group, SIGTERM when this process dies; stderr stays the terminal's.
+        self._proc = spawn(
             [sys.executable, "-c", code],
             cwd=Path(__file__).resolve().parents[1],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            merge_stderr=False,
         )
         try:
             self.hello = self._read(startup_timeout)
@@ -291,7 +293,7 @@ class ChildServer:
     def _read(self, timeout: float) -> dict[str, Any]:
         assert self._proc.stdout is not None
         ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
-        line = self._proc.stdout.readline() if ready else ""
+        line = self._proc.stdout.readline() if ready else b""
         if not line:
             raise RuntimeError(f"the {self.what} process gave no answer (exit code {self._proc.poll()})")
         answer: dict[str, Any] = json.loads(line)
@@ -299,7 +301,7 @@ class ChildServer:
 
     def command(self, op: str, **args: Any) -> dict[str, Any]:
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self._proc.stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
         self._proc.stdin.flush()
         answer = self._read(30.0)
         if "error" in answer:
@@ -311,13 +313,15 @@ class ChildServer:
         return self._proc.pid
 
     def close(self) -> None:
+        """Close stdin (the child stops its servers and exits); past `stop_timeout`, stop its whole tree."""
         if self._proc.stdin is not None and not self._proc.stdin.closed:
             self._proc.stdin.close()
         try:
             self._proc.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(5)
+            from vllm_devclient.testing.processes import stop_group
+
+            stop_group(self._proc, grace=5.0)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
 

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient.testing.parity import FrontendPool, collect_runs
-from vllm_devclient.testing.scenarios import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.contract import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.parity import collect_runs
+from vllm_devclient.testing.pool import FrontendPool
+from vllm_devclient.testing.processes import spawn, stop_group
 
 _REPORT_KEY = pytest.StashKey[str]()
 
@@ -116,13 +118,16 @@ def _early_pool(request: pytest.FixtureRequest) -> None:
 # ---- the no-leftover check (contract_tests/test_no_leftovers.py): child pytest runs started early, so their
 # frontends come up while the rest of the suite runs
 
+# The children start with the session and wait for test_no_leftovers.py, which may come many minutes later on
+# a loaded machine: they hold their frontends up to WINDOW seconds (they are stopped long before).
 CHILD_TESTS = """
 import json, os, time
-from vllm_devclient.testing.frontends import _children_of
+WINDOW = 1200
+from vllm_devclient.testing.processes import descendants
 
 
 def _record(*frontends):
-    trees = {fe.frontend: [fe.pid, *_children_of(fe.pid)] for fe in frontends}
+    trees = {fe.frontend: [fe.pid, *(p.pid for p in descendants(fe.pid))] for fe in frontends}
     path = os.environ["LEFTOVER_PIDS"]
     with open(path + ".tmp", "w") as f:
         json.dump(trees, f)
@@ -132,7 +137,7 @@ def _record(*frontends):
 def test_fails_with_both_frontends_up(rust_frontend, python_frontend):
     _record(rust_frontend, python_frontend)
     # Fail only once the parent has seen the frontends running.
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + WINDOW
     while not os.path.exists(os.environ["LEFTOVER_PIDS"] + ".go") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert False, "deliberate failure"
@@ -140,26 +145,31 @@ def test_fails_with_both_frontends_up(rust_frontend, python_frontend):
 
 def test_waits_to_be_interrupted(rust_frontend, python_frontend):
     _record(rust_frontend, python_frontend)
-    time.sleep(120)
+    time.sleep(WINDOW)
 
 
 def test_waits_to_be_interrupted_rust_only(rust_frontend):
     _record(rust_frontend)
-    time.sleep(120)
+    time.sleep(WINDOW)
 """
 
 
 @dataclass
 class Child:
     case: str
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[bytes]
     pids_file: Path
+
+    def output(self, timeout: float = 120.0) -> str:
+        """Everything the child printed, once it has exited."""
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out.decode(errors="replace")
 
     def wait_for_pids(self, timeout: float = 120.0) -> dict[str, list[int]]:
         deadline = time.monotonic() + timeout
         while not self.pids_file.exists():
             if self.proc.poll() is not None:
-                out = self.proc.stdout.read() if self.proc.stdout else ""
+                out = self.output()
                 pytest.fail(f"child pytest ({self.case}) ended before its frontends were up:\n{out[-3000:]}")
             if time.monotonic() > deadline:
                 pytest.fail(f"child pytest ({self.case}) did not start its frontends within {timeout:.0f} s")
@@ -185,21 +195,17 @@ def leftover_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         for i, (case, test) in enumerate(cases.items()):
             pids_file = tmp_path / f"pids-{i}.json"
             cmd = [sys.executable, "-m", "pytest", f"test_child.py::{test}", "-q", "-p", "no:cacheprovider"]
-            proc = subprocess.Popen(
+            proc = spawn(
                 cmd,
                 cwd=tmp_path,
                 # TMPDIR: the killed child cannot delete its frontends' logs; keep them in pytest's tmp dir.
                 env={**env, "LEFTOVER_PIDS": str(pids_file), "TMPDIR": str(tmp_path)},
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
             )
             started[case] = Child(case, proc, pids_file)
         yield started
     finally:
         for child in started.values():
-            if child.proc.poll() is None:
-                child.proc.kill()
-            child.proc.wait(30)
+            stop_group(child.proc, grace=10.0)
             if child.proc.stdout:
                 child.proc.stdout.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ import pytest
 
 from vllm_devclient.testing.engine import Hang, Raise, Return, ScriptedEngine
 from vllm_devclient.testing.frontends import Frontend, RustFrontend
+from vllm_devclient.testing.processes import free_port
 
 pytestmark = pytest.mark.frontend
 
@@ -57,10 +57,7 @@ def run(*args: str, urls: Sequence[str] = (), env: dict[str, str] | None = None,
 
 
 def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @dataclass
@@ -263,12 +260,6 @@ def test_parity_embedded_starts_both_real_frontends(tmp_path: Path) -> None:
 # ---- kv-events tail: vLLM's own publisher, found through a real frontend's /kv_event_sources -----------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def vllm_kv_events() -> Any:
     """vllm.distributed.kv_events (imports torch: a few seconds, once per module)."""
@@ -279,7 +270,7 @@ def vllm_kv_events() -> Any:
 
 def test_kv_events_tail_discovers_the_publisher_through_the_server(vllm_kv_events: Any) -> None:
     vkv = vllm_kv_events
-    port, replay = _free_port(), _free_port()
+    port, replay = free_port(), free_port()
     config = {
         "enable_kv_cache_events": True,
         "publisher": "zmq",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_devclient.testing.recording import diff_fixture_trees, drift, installed_vllm_version, main
-from vllm_devclient.testing.scenarios import ScenarioRun
+from vllm_devclient.testing.contract import ScenarioRun
+from vllm_devclient.testing.fixtures import diff_fixture_trees, drift, installed_vllm_version, main
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
 

@@ -9,12 +9,15 @@ come up while other tests run.
 
 from __future__ import annotations
 
+import contextlib
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
+
+from vllm_devclient.testing.processes import is_running, wait_for
 
 pytestmark = pytest.mark.frontend
 
@@ -22,22 +25,19 @@ pytestmark = pytest.mark.frontend
 def _alive(pid: int) -> bool:
     """Running (not a zombie) and still a vllm process (not a reused pid)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return is_running(pid) and any("vllm" in part for part in psutil.Process(pid).cmdline())
+    except psutil.Error:
         return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state != "Z" and b"vllm" in cmdline
 
 
 def _survivors(trees: dict[str, list[int]], timeout: float = 20.0) -> dict[str, list[int]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = {name: [p for p in pids if _alive(p)] for name, pids in trees.items()}
-        alive = {name: pids for name, pids in alive.items() if pids}
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.1)
+    def alive() -> dict[str, list[int]]:
+        found = {name: [p for p in pids if _alive(p)] for name, pids in trees.items()}
+        return {name: pids for name, pids in found.items() if pids}
+
+    with contextlib.suppress(TimeoutError):
+        wait_for(lambda: not alive(), timeout=timeout, interval=0.1, what="every frontend process gone")
+    return alive()
 
 
 def test_no_frontend_survives_failure_interrupt_or_kill(leftover_children: dict[str, Any]) -> None:
@@ -48,12 +48,12 @@ def test_no_frontend_survives_failure_interrupt_or_kill(leftover_children: dict[
 
     failed = leftover_children["failed test"]
     Path(str(failed.pids_file) + ".go").touch()
-    out, _ = failed.proc.communicate(timeout=120)
+    out = failed.output()
     assert failed.proc.returncode == 1, out[-3000:]
     assert "1 failed" in out and "deliberate failure" in out
 
     leftover_children["ctrl-c"].proc.send_signal(signal.SIGINT)
-    out, _ = leftover_children["ctrl-c"].proc.communicate(timeout=120)
+    out = leftover_children["ctrl-c"].output()
     assert "KeyboardInterrupt" in out, out[-3000:]
 
     # No teardown at all: the frontends must go on their own (they get SIGTERM when their parent dies).

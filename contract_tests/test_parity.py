@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.parity import run_parity, safe_scenarios
-from vllm_devclient.testing.scenarios import SCENARIOS, ScenarioRun
+from vllm_devclient.testing.scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient.testing.parity import FrontendPool
-from vllm_devclient.testing.scenarios import SCENARIOS, Scenario, ScenarioRun, arun_scenario, run_scenario
+from vllm_devclient.testing.contract import Scenario, ScenarioRun, arun_scenario, run_scenario
+from vllm_devclient.testing.pool import FrontendPool
+from vllm_devclient.testing.scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool]
 
@@ -61,3 +62,13 @@ def test_every_sdk_route_has_a_scenario() -> None:
     for sc in SCENARIOS:
         sc.call(Spy())  # type: ignore[arg-type]
     assert routes - covered == set(), f"no contract scenario calls {sorted(routes - covered)}"
+
+
+def test_every_scenario_family_is_listed() -> None:
+    """A family module left out of FAMILIES would hold scenarios that never run."""
+    import pkgutil
+
+    from vllm_devclient.testing import scenarios
+
+    modules = {m.name for m in pkgutil.iter_modules(scenarios.__path__) if not m.name.startswith("_")}
+    assert modules == {family.__name__.rsplit(".", 1)[1] for family in scenarios.FAMILIES}

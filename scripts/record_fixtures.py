@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vllm_devclient.testing.recording import main as recording_main
+from vllm_devclient.testing.fixtures import main as recording_main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,6 +12,9 @@ import respx
 
 from vllm_devclient import AsyncDevClient, DevClient
 
+# respx mocks httpx: the unit tests send through httpx (the default transports are tested on real sockets).
+os.environ["VLLM_DEVCLIENT_TRANSPORT"] = "httpx"
+
 BASE = "http://vllm.test"
 
 # GSM8K for the tests: $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded).

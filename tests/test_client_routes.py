@@ -236,7 +236,7 @@ async def test_weight_transfer_routes(dc: Either, mock: respx.MockRouter, answer
     assert (await dc.start_weight_update()).message == "started"
     await dc.update_weights([{"names": ["w"]}])
     assert json.loads(upd.calls.last.request.content) == {"update_info": [{"names": ["w"]}]}
-    await dc.finish_weight_update("v2")
+    await dc.finish_weight_update(weight_version="v2")
     assert json.loads(fin.calls.last.request.content) == {"weight_version": "v2"}
     assert (await dc.update_weight_version("v2")).new_version == "v2"
     assert json.loads(ver.calls.last.request.content) == {"new_version": "v2"}
@@ -325,7 +325,7 @@ def test_with_options_shares_the_pool() -> None:
         router.get("/health").mock(return_value=httpx.Response(200))
         client = DevClient(BASE, api_key="k", timeout=5.0)
         fast = client.with_options(timeout=0.5, max_retries=0)
-        assert fast._http is client._http
+        assert fast._transport is client._transport
         assert fast.timeout == 0.5
         assert fast.max_retries == 0
         assert fast.health()

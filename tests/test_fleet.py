@@ -15,6 +15,7 @@ from vllm_devclient import (
     APIConnectionError,
     AsyncDevClient,
     BarrierTimeoutError,
+    ClientClosedError,
     DevClientError,
     DevModeDisabledError,
     EngineCallError,
@@ -56,7 +57,7 @@ class Recorder:
         try:
             if self.delay:
                 await asyncio.sleep(self.delay)
-            answer = self.answers.get(key, httpx.Response(200, json={}))
+            answer = self.answers.get(key, httpx.Response(200, json={"status": "ok"}))
         finally:
             self.in_flight -= 1
         if isinstance(answer, Exception):
@@ -200,7 +201,7 @@ async def test_barrier_over_a_fleet_succeeds_only_when_every_target_did() -> Non
         return httpx.Response(200, json={"choices": [{"text": "x"}]})
 
     async with fleet_over(handler) as fleet:
-        result = await fleet.barrier(0.3, step_engine=True, interval=0.01)
+        result = await fleet.barrier(deadline=0.3, step_engine=True, interval=0.01)
         assert result.operation == "reset_prefix_cache_until_success"
         assert result[URLS[0]].unwrap().attempts == 2
         assert result[URLS[0]].unwrap().engine_steps == 1
@@ -208,7 +209,7 @@ async def test_barrier_over_a_fleet_succeeds_only_when_every_target_did() -> Non
         assert all(isinstance(e, BarrierTimeoutError) for e in result.failed.values())
         assert set(result.failed) == {URLS[2], URLS[3]}
         answers.update({"node2.test": [True], "node3.test": [True]})
-        again = await fleet.reset_prefix_cache_until_success(0.3)
+        again = await fleet.reset_prefix_cache_until_success(deadline=0.3)
     assert again.all_ok
 
 
@@ -253,7 +254,7 @@ async def test_call_by_name_and_map_reach_every_target_with_arguments() -> None:
 
     async with fleet_over(handler) as fleet:
         by_name = await fleet.call("reset_prefix_cache", reset_external=True)
-        mapped = await fleet.map(lambda c: c.reset_prefix_cache(True), urls=URLS[:2])
+        mapped = await fleet.map(lambda c: c.reset_prefix_cache(reset_running_requests=True), urls=URLS[:2])
     assert by_name.all_ok and len(by_name) == 4
     assert list(mapped) == URLS[:2] and mapped.operation == "map"
     assert params[:4] == ["reset_running_requests=false&reset_external=true"] * 4
@@ -302,17 +303,17 @@ async def test_api_key_goes_to_every_target_and_a_given_pool_is_used() -> None:
 
     async with fleet_over(handler, api_key="sk-fleet") as fleet:
         await fleet.version()
-        assert len({id(c._http) for c in fleet.clients.values()}) == 1
+        assert len({id(c._transport) for c in fleet.clients.values()}) == 1
     assert keys == ["Bearer sk-fleet"] * 4
 
 
-async def test_own_pools_one_per_target_all_closed() -> None:
+async def test_one_shared_pool_closed_with_the_fleet_but_a_given_one_left_open() -> None:
     fleet = AsyncFleet(URLS)
-    pools = [c._http for c in fleet.clients.values()]
-    # A pool per target: httpx's pool work per request grows with the connections it holds.
-    assert len({id(p) for p in pools}) == len(URLS)
+    # One aiohttp pool for every target (it keys connections by host): one bookkeeping for all of them.
+    assert len({id(c._transport) for c in fleet.clients.values()}) == 1
     await fleet.close()
-    assert all(p.is_closed for p in pools)
+    with pytest.raises(ClientClosedError):
+        await fleet.clients[URLS[0]].health()
     given = httpx.AsyncClient()
     async with AsyncFleet(URLS, http_client=given):
         pass

@@ -26,6 +26,7 @@ from vllm_devclient.kv_events import (
     KVEventSubscriber,
 )
 from vllm_devclient.models import KVEventSource
+from vllm_devclient.testing.processes import free_port
 
 HOST = "127.0.0.1"
 
@@ -39,27 +40,6 @@ def vkv() -> ModuleType:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch's, at import time
         return importlib.import_module("vllm.distributed.kv_events")
-
-
-def free_ports(n: int = 1) -> int:
-    """A port P such that P..P+n-1 are all free on loopback right now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            base = int(s.getsockname()[1])
-        socks = []
-        try:
-            for i in range(1, n):
-                t = socket.socket()
-                socks.append(t)
-                t.bind((HOST, base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
 
 
 def wait_until_bindable(*ports: int) -> None:
@@ -142,7 +122,7 @@ def connect_when_ready(
 
 
 def test_every_event_type_and_field_survives(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}", topic="kv")
     full = vkv.BlockStored(
         block_hashes=[2**64 - 1, 0, 12345],
@@ -194,7 +174,7 @@ def test_every_event_type_and_field_survives(vkv: ModuleType, publishers: Callab
 
 
 def test_late_subscriber_recovers_backlog_by_replay(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}")
     for i in range(30):
         pub.publish(batch(vkv, stored(vkv, i)))
@@ -216,7 +196,7 @@ def _big(vkv: ModuleType, i: int) -> Any:
 
 
 def test_gaps_from_a_slow_consumer_are_replayed(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}", hwm=10)
     with KVEventSubscriber(
         f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}", rcvhwm=10, backlog=False
@@ -239,7 +219,7 @@ def test_gaps_from_a_slow_consumer_are_replayed(vkv: ModuleType, publishers: Cal
 def test_what_replay_cannot_recover_is_reported_with_its_range(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}", hwm=10, buffer_steps=50)
     with KVEventSubscriber(
         f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}", rcvhwm=10, backlog=False
@@ -269,7 +249,7 @@ def test_what_replay_cannot_recover_is_reported_with_its_range(
 def test_publisher_restart_is_reported_not_taken_for_a_gap(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     kw = {"endpoint": f"tcp://*:{port}", "replay_endpoint": f"tcp://*:{replay}"}
     pub = publishers(**kw)
     with KVEventSubscriber(f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}") as sub:
@@ -301,7 +281,7 @@ def test_publisher_restart_is_reported_not_taken_for_a_gap(
 def test_two_data_parallel_ranks_are_merged_with_their_rank(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
-    port, replay = free_ports(2), free_ports(2)
+    port, replay = free_port(HOST, count=2), free_port(HOST, count=2)
     kw = {"endpoint": f"tcp://*:{port}", "replay_endpoint": f"tcp://*:{replay}", "topic": "kv"}
     pubs = [publishers(0, **kw), publishers(1, **kw)]  # rank 1 publishes on port + 1, as vLLM does
     assert pubs[1].get_publisher_config().endpoint == f"tcp://*:{port + 1}"
@@ -322,7 +302,7 @@ def test_two_data_parallel_ranks_are_merged_with_their_rank(
 
 
 def test_two_ranks_from_rank_zero_endpoint(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(2), free_ports(2)
+    port, replay = free_port(HOST, count=2), free_port(HOST, count=2)
     kw = {"endpoint": f"tcp://*:{port}", "replay_endpoint": f"tcp://*:{replay}"}
     pubs = [publishers(0, **kw), publishers(1, **kw)]
     with KVEventSubscriber(
@@ -338,7 +318,7 @@ def test_two_ranks_from_rank_zero_endpoint(vkv: ModuleType, publishers: Callable
 def test_subscriber_binds_for_a_publisher_that_connects(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://*:{replay}")  # PUB connects
     sources = {"0": pub.get_publisher_config()}  # JSON keys are strings
     with KVEventSubscriber(sources=sources, host=HOST) as sub:
@@ -362,7 +342,7 @@ def test_port_zero_publisher_reports_its_bound_address(
 
 
 def test_wait_helpers_count_cpu_stores(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}")
     with KVEventSubscriber(f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}") as sub:
         for i in range(6):
@@ -383,7 +363,7 @@ def test_wait_helpers_count_cpu_stores(vkv: ModuleType, publishers: Callable[...
 def test_from_client_uses_the_server_host_for_wildcard_endpoints(
     vkv: ModuleType, publishers: Callable[..., Any]
 ) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}", topic="kv")
 
     class Client:  # what DevClient exposes: base_url and kv_event_sources()
@@ -401,7 +381,7 @@ def test_from_client_uses_the_server_host_for_wildcard_endpoints(
 
 
 async def test_async_subscriber(vkv: ModuleType, publishers: Callable[..., Any]) -> None:
-    port, replay = free_ports(), free_ports()
+    port, replay = free_port(HOST), free_port(HOST)
     pub = publishers(endpoint=f"tcp://*:{port}", replay_endpoint=f"tcp://*:{replay}")
     for i in range(5):
         pub.publish(batch(vkv, stored(vkv, i, "CPU")))

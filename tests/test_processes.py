@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,8 @@ from vllm_devclient.testing.processes import (
     descendants,
     free_port,
     group_alive,
+    is_running,
+    listener,
     spawn,
     stop_group,
     wait_for,
@@ -55,3 +58,45 @@ def test_wait_for_names_what_it_waited_for() -> None:
         assert "the moon rising within 0.1 s" in str(exc)
     else:
         raise AssertionError("wait_for returned")
+
+
+def test_free_port_with_a_count_hands_out_a_free_run_of_ports() -> None:
+    first = free_port(count=3)
+    again = free_port(count=3)
+    assert not set(range(first, first + 3)) & set(range(again, again + 3))
+    for port in range(first, first + 3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # each one is free
+
+
+def test_listener_is_bound_and_listening_and_is_running_ignores_zombies() -> None:
+    with listener() as sock:
+        assert sock.getsockname()[1] > 0
+        socket.create_connection(sock.getsockname(), timeout=5).close()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, timeout=10, what="exit")
+    assert not is_running(proc.pid)  # exited, not reaped yet
+    proc.wait()
+    assert not is_running(proc.pid)
+    assert is_running(psutil.Process().pid)
+
+
+def test_a_thread_bound_child_gets_sigterm_when_its_thread_ends() -> None:
+    import signal
+    import threading
+
+    started: dict[bool, subprocess.Popen[bytes]] = {}
+
+    def start(bound: bool) -> None:
+        started[bound] = spawn([sys.executable, "-c", "import time; time.sleep(60)"], thread_bound=bound)
+
+    for bound in (True, False):
+        worker = threading.Thread(target=start, args=(bound,))
+        worker.start()
+        worker.join()
+    try:
+        assert started[True].wait(10) == -signal.SIGTERM
+        assert started[False].poll() is None  # from a worker thread, only when asked for
+    finally:
+        for proc in started.values():
+            stop_group(proc, grace=1.0)

@@ -20,7 +20,8 @@ import pytest
 
 from vllm_devclient import client as client_module
 from vllm_devclient import operations
-from vllm_devclient.testing.recording import (
+from vllm_devclient.testing.contract import ScenarioRun
+from vllm_devclient.testing.fixtures import (
     REPLAY_URL,
     ReplayError,
     diff_fixture_trees,
@@ -29,7 +30,7 @@ from vllm_devclient.testing.recording import (
     replay_async,
     replay_transport,
 )
-from vllm_devclient.testing.scenarios import SCENARIOS, ScenarioRun, get_scenario
+from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
 
 ROOT = Path(__file__).resolve().parent.parent / "rust_fixtures"
 FIXTURES = load_fixtures(ROOT)
@@ -199,7 +200,7 @@ def test_replay_needs_no_vllm() -> None:
     import sys
 
     code = (
-        "import sys, vllm_devclient.testing.recording as r, vllm_devclient.testing.scenarios; "
+        "import sys, vllm_devclient.testing.fixtures, vllm_devclient.testing.recording; "
         "bad = sorted(m for m in ('vllm', 'torch') if m in sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -26,23 +26,18 @@ from vllm_devclient.testing import (
     find_vllm_rs,
     make_model_dir,
 )
+from vllm_devclient.testing.processes import descendants, is_running
 
 pytestmark = pytest.mark.frontend
 
 
 def _alive(pid: int) -> bool:
     # A zombie (exited, not yet reaped by someone else) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return is_running(pid)
 
 
 def _tree(pid: int) -> list[int]:
-    from vllm_devclient.testing.frontends import _children_of
-
-    return [pid, *_children_of(pid)]
+    return [pid, *(p.pid for p in descendants(pid))]
 
 
 # ------------------------------------------------------------------ without a frontend

@@ -7,7 +7,7 @@ so importing the package costs little more than importing httpx and pydantic.
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .client import NOT_GIVEN, AsyncDevClient, DevClient
+from .client import NOT_GIVEN, AsyncDevClient, DevClient, RawResponse, RequestOptions
 from .errors import (
     APIConnectionError,
     APIStatusError,
@@ -16,6 +16,7 @@ from .errors import (
     BadRequestError,
     BarrierTimeoutError,
     BarrierUnsupportedError,
+    ClientClosedError,
     ConflictError,
     DevClientError,
     DevModeDisabledError,
@@ -37,6 +38,7 @@ from .models import (
     CompletionChoice,
     CompletionUsage,
     KVEventSource,
+    LoadInfo,
     MessageResult,
     ModelCard,
     ModelList,
@@ -44,8 +46,10 @@ from .models import (
     ServerInfo,
     SleepResult,
     StatusResult,
+    TokenizerInfo,
     VersionInfo,
     WakeUpResult,
+    WeightCheckResult,
     WeightInfo,
     WeightVersionResult,
 )
@@ -78,6 +82,7 @@ __all__ = [
     "BarrierResult",
     "BarrierTimeoutError",
     "BarrierUnsupportedError",
+    "ClientClosedError",
     "Completion",
     "CompletionChoice",
     "CompletionUsage",
@@ -93,12 +98,15 @@ __all__ = [
     "InternalServerError",
     "InvalidParameterError",
     "KVEventSource",
+    "LoadInfo",
     "MessageResult",
     "MethodNotAllowedError",
     "ModelCard",
     "ModelList",
     "NotFoundError",
     "PermissionDeniedError",
+    "RawResponse",
+    "RequestOptions",
     "ResetPrefixCacheResult",
     "ResponseValidationError",
     "ServerInfo",
@@ -106,9 +114,11 @@ __all__ = [
     "SleepResult",
     "StatusResult",
     "TargetOutcome",
+    "TokenizerInfo",
     "VersionInfo",
     "WaitTimeoutError",
     "WakeUpResult",
+    "WeightCheckResult",
     "WeightInfo",
     "WeightVersionResult",
     "__version__",

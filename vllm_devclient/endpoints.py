@@ -1,7 +1,12 @@
 """What each route sends and how its answer is read: the one request/response layer both clients share.
 
-Every function returns an `Endpoint`: a description of one HTTP exchange plus the parser that turns the
-answer into a typed result. Nothing here does I/O.
+Every function returns an `Endpoint`: a description of one HTTP exchange plus the reader that turns a
+successful answer into a typed result. Arguments are checked here (through `arguments`), so a bad one is
+refused before anything is sent. Nothing here does I/O.
+
+A reader gets only answers with a 2xx status (or one of the endpoint's `ok_statuses`); other statuses
+become typed errors in `operations.call`. A reader that meets an answer it cannot read raises `ShapeError`,
+which `operations.call` turns into `ResponseValidationError`: an unknown shape is never read as empty.
 """
 
 from __future__ import annotations
@@ -11,25 +16,29 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
-from .errors import InvalidParameterError, ResponseValidationError, error_from_response
+from . import arguments as check
+from .errors import InvalidParameterError
 from .models import (
     AbortRequestsResult,
     Completion,
     KVEventSource,
+    LoadInfo,
     MessageResult,
     ModelList,
     ResetPrefixCacheResult,
     ServerInfo,
     SleepResult,
     StatusResult,
+    TokenizerInfo,
     VersionInfo,
     WakeUpResult,
+    WeightCheckResult,
     WeightInfo,
     WeightVersionResult,
 )
+from .transports.base import ResponseLike
 
 if TYPE_CHECKING:
     from .metrics import MetricsSnapshot
@@ -38,162 +47,200 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 PauseMode = Literal["abort", "wait", "keep"]
+WeightCheckAction = Literal["checksum", "reset", "compare"]
 _PAUSE_MODES = ("abort", "wait", "keep")
 NO_BODY = object()
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+
+Reader = Callable[[ResponseLike, "Endpoint[Any]"], T]
+
+
+class ShapeError(Exception):
+    """A 2xx answer this route never gives; `operations.call` reports it as ResponseValidationError."""
 
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
     method: str
     path: str
-    parse: Callable[[httpx.Response, Endpoint[Any]], T]
+    parse: Reader[T]
     params: tuple[tuple[str, str], ...] = ()
     body: Any = field(default=NO_BODY)
     # Safe to send again after it may have reached the server.
     idempotent: bool = False
     dev_route: bool = True
     # Statuses worth retrying for this route (the gateway family, unless the route gives 503 a meaning).
-    retry_statuses: frozenset[int] = frozenset({502, 503, 504})
+    retry_statuses: frozenset[int] = GATEWAY_STATUSES
+    # Non-2xx statuses this route's reader reads itself (Rust's 409 for a refused reset).
+    ok_statuses: frozenset[int] = frozenset()
+    # Blocks through a rendezvous or a large transfer: no bound on the answer unless timeout= is given.
+    long_running: bool = False
 
     @property
     def has_body(self) -> bool:
         return self.body is not NO_BODY
 
-    def check(self, response: httpx.Response) -> None:
-        if not response.is_success:
-            raise error_from_response(response, path=self.path, dev_route=self.dev_route)
 
-
-def qbool(value: bool) -> str:
+def qbool(value: object, name: str = "flag") -> str:
     """The Rust frontend accepts only lowercase true/false; Python accepts those too."""
-    if not isinstance(value, bool):
-        raise InvalidParameterError(f"expected a bool, got {value!r}")
-    return "true" if value else "false"
+    return "true" if check.flag(value, name) else "false"
 
 
 # ---- answer readers ---------------------------------------------------------------------------------
 
 
-def _invalid(message: str, response: httpx.Response, ep: Endpoint[Any]) -> ResponseValidationError:
-    return ResponseValidationError(
-        message, method=ep.method, path=ep.path, status_code=response.status_code, body=response.text
-    )
-
-
-def _json(response: httpx.Response, ep: Endpoint[Any]) -> Any:
+def _json(response: ResponseLike) -> Any:
     try:
         return response.json()
+    except RecursionError:
+        raise ShapeError("the JSON answer is nested too deeply to read") from None
     except ValueError as exc:
-        raise _invalid(f"expected JSON ({exc})", response, ep) from exc
+        raise ShapeError(f"expected JSON ({exc})") from None
 
 
-def _empty_or_json(response: httpx.Response, ep: Endpoint[Any]) -> Any:
-    """Some routes answer an empty 200 (Python returns a bare Response); treat that as no data."""
-    return None if not response.content.strip() else _json(response, ep)
+def _empty_or_json(response: ResponseLike) -> Any:
+    """Some routes answer an empty 200 (Python returns a bare Response); that is no data, not `{}`."""
+    return None if not response.content.strip() else _json(response)
 
 
-def _validated(model: type[M], data: Any, response: httpx.Response, ep: Endpoint[Any]) -> M:
+def validated(model: type[M], data: Any) -> M:
     try:
-        return model.model_validate(data if data is not None else {})
+        return model.model_validate(data)
     except ValidationError as exc:
-        raise _invalid(f"unexpected answer shape: {exc.errors()[0]['msg']}", response, ep) from exc
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
+        raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
+    except RecursionError:
+        raise ShapeError("the JSON answer is nested too deeply to read") from None
 
 
-def _model_reader(model: type[M]) -> Callable[[httpx.Response, Endpoint[Any]], M]:
-    def read(response: httpx.Response, ep: Endpoint[Any]) -> M:
-        ep.check(response)
-        return _validated(model, _empty_or_json(response, ep), response, ep)
+def _model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
+    """JSON into `model`. `empty_ok`: an empty body (older servers) gives the model with every field None.
+    A JSON object that has none of the model's fields is an unknown shape, not an empty answer."""
+    known = frozenset(model.model_fields)
+
+    def read(response: ResponseLike, ep: Endpoint[Any]) -> M:
+        data = _empty_or_json(response)
+        if data is None:
+            if not empty_ok:
+                raise ShapeError("expected a JSON answer, got an empty body")
+            return model()
+        if isinstance(data, dict) and known and not known & data.keys():
+            raise ShapeError(f"expected any of {sorted(known)}, got keys {sorted(data)[:10]}")
+        return validated(model, data)
 
     return read
 
 
-def _field_reader(name: str, kind: type[T]) -> Callable[[httpx.Response, Endpoint[Any]], T]:
-    def read(response: httpx.Response, ep: Endpoint[Any]) -> T:
-        ep.check(response)
-        data = _json(response, ep)
+def _field_reader(name: str, kind: type[T]) -> Reader[T]:
+    def read(response: ResponseLike, ep: Endpoint[Any]) -> T:
+        data = _json(response)
         value = data.get(name) if isinstance(data, dict) else None
         # bool is an int subclass: never let an int through where a bool is meant, and vice versa
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise _invalid(f"expected {name!r} to be {kind.__name__}", response, ep)
+            raise ShapeError(f"expected {{{name!r}: {kind.__name__}}}")
         return value
 
     return read
 
 
-def _none(response: httpx.Response, ep: Endpoint[Any]) -> None:
-    ep.check(response)
+def _none(response: ResponseLike, ep: Endpoint[Any]) -> None:
+    return None
 
 
-def _health(response: httpx.Response, ep: Endpoint[Any]) -> bool:
-    ep.check(response)
+def _true(response: ResponseLike, ep: Endpoint[Any]) -> bool:
     return True
 
 
-def _read_reset(response: httpx.Response, ep: Endpoint[Any]) -> ResetPrefixCacheResult:
+def _text_message(response: ResponseLike, ep: Endpoint[Any]) -> MessageResult:
+    # The LoRA routes answer a plain-text sentence (Python) or JSON {"message": ...}.
+    if not response.content.strip():
+        return MessageResult(message=None)
+    if "json" in response.headers.get("content-type", ""):
+        return _model_reader(MessageResult)(response, ep)
+    return MessageResult(message=response.text.strip())
+
+
+def _read_reset(response: ResponseLike, ep: Endpoint[Any]) -> ResetPrefixCacheResult:
     # Some Rust builds reported a refused reset as 409 Conflict rather than {"success": false}.
     if response.status_code == 409:
         return ResetPrefixCacheResult(success=False, status_code=409)
-    ep.check(response)
-    data = _empty_or_json(response, ep)
+    data = _empty_or_json(response)
     if data is None:
         return ResetPrefixCacheResult(success=None, status_code=response.status_code)
     success = data.get("success") if isinstance(data, dict) else None
     if not isinstance(success, bool):
-        raise _invalid("expected {'success': bool}", response, ep)
+        raise ShapeError("expected {'success': bool}")
     return ResetPrefixCacheResult(success=success, status_code=response.status_code)
 
 
-def _read_collective_rpc(response: httpx.Response, ep: Endpoint[Any]) -> list[Any]:
+def _read_wake_up(response: ResponseLike, ep: Endpoint[Any]) -> WakeUpResult:
+    data = _empty_or_json(response)
+    if data is None:
+        return WakeUpResult()
+    if isinstance(data, dict) and "tags" not in data and "tags_woken" in data:
+        # A newer server names the field after what it did.
+        data = {**data, "tags": data["tags_woken"]}
+    return validated(WakeUpResult, data)
+
+
+def _read_collective_rpc(response: ResponseLike, ep: Endpoint[Any]) -> list[Any]:
     # Python answers an empty 200 when the engine returned None; Rust wraps it as [null]. Both become [None].
-    ep.check(response)
-    data = _empty_or_json(response, ep)
+    data = _empty_or_json(response)
     if data is None:
         return [None]
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, list):
-        raise _invalid("expected {'results': [...]}", response, ep)
+        raise ShapeError("expected {'results': [...]}")
     return results
 
 
-def _read_kv_event_sources(response: httpx.Response, ep: Endpoint[Any]) -> dict[int, KVEventSource]:
-    ep.check(response)
-    data = _empty_or_json(response, ep)
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise _invalid("expected a map of rank -> source", response, ep)
-    # Some builds nest the map under "sources"; the ranks are JSON object keys, so strings.
-    raw = data.get("sources", data) if isinstance(data.get("sources"), dict) else data
+def _read_kv_event_sources(response: ResponseLike, ep: Endpoint[Any]) -> dict[int, KVEventSource]:
+    data = _json(response)
+    # Known shapes: {"<rank>": source, ...}; newer builds {"sources": {"<rank>": source}} or
+    # {"sources": [source, ...]} (the list index is the rank, unless a source names its "rank").
+    if isinstance(data, dict) and set(data) == {"sources"}:
+        data = data["sources"]
+    if isinstance(data, list):
+        pairs: Iterable[tuple[Any, Any]] = (
+            (s.get("rank", i) if isinstance(s, dict) else i, s) for i, s in enumerate(data)
+        )
+    elif isinstance(data, dict):
+        pairs = data.items()
+    else:
+        raise ShapeError("expected a map of data-parallel rank -> event source")
     out: dict[int, KVEventSource] = {}
-    for rank, source in raw.items():
+    for rank, source in pairs:
         try:
             key = int(rank)
-        except ValueError:
-            continue
-        out[key] = _validated(KVEventSource, source, response, ep)
+        except (TypeError, ValueError):
+            raise ShapeError(f"expected ranks as keys, got {rank!r}") from None
+        if not isinstance(source, dict):
+            raise ShapeError(f"rank {key}: expected an event-source object, got {source!r}")
+        out[key] = validated(KVEventSource, source)
     return dict(sorted(out.items()))
 
 
-def _read_metrics(response: httpx.Response, ep: Endpoint[Any]) -> MetricsSnapshot:
-    ep.check(response)
-    from .metrics import parse_metrics  # prometheus_client is the optional "metrics" extra
-
-    return parse_metrics(response.text, response.headers.get("content-type", ""))
-
-
-def _read_abort(response: httpx.Response, ep: Endpoint[Any]) -> AbortRequestsResult:
+def _read_abort(response: ResponseLike, ep: Endpoint[Any]) -> AbortRequestsResult:
     # Rust answers an empty 200; Python {"status": "aborted", "aborted": <ids given, or in flight>}.
     # For given ids both mean the same, so the empty answer gets Python's count; for "all" it stays unknown.
-    ep.check(response)
-    data = _empty_or_json(response, ep)
+    data = _empty_or_json(response)
     if data is None:
         ids = ep.body.get("request_ids") if isinstance(ep.body, dict) else None
         return AbortRequestsResult(status="aborted", aborted=len(ids) if ids else None)
-    return _validated(AbortRequestsResult, data, response, ep)
+    return validated(AbortRequestsResult, data)
 
 
-def _raw(response: httpx.Response, ep: Endpoint[Any]) -> httpx.Response:
-    ep.check(response)
+def _read_metrics(response: ResponseLike, ep: Endpoint[Any]) -> MetricsSnapshot:
+    from .metrics import MetricsParseError, parse_metrics  # prometheus_client: the "metrics" extra
+
+    try:
+        return parse_metrics(response.text, response.headers.get("content-type", ""))
+    except MetricsParseError as exc:
+        raise ShapeError(str(exc)) from None
+
+
+def _raw(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
     return response
 
 
@@ -203,7 +250,7 @@ def _raw(response: httpx.Response, ep: Endpoint[Any]) -> httpx.Response:
 def health() -> Endpoint[bool]:
     # 503 here means the engine is dead: not something a retry fixes.
     return Endpoint(
-        "GET", "/health", _health, idempotent=True, dev_route=False, retry_statuses=frozenset({502, 504})
+        "GET", "/health", _true, idempotent=True, dev_route=False, retry_statuses=frozenset({502, 504})
     )
 
 
@@ -215,7 +262,7 @@ def models() -> Endpoint[ModelList]:
     return Endpoint("GET", "/v1/models", _model_reader(ModelList), idempotent=True, dev_route=False)
 
 
-def metrics_text() -> Endpoint[httpx.Response]:
+def metrics_text() -> Endpoint[ResponseLike]:
     return Endpoint("GET", "/metrics", _raw, idempotent=True, dev_route=False)
 
 
@@ -223,18 +270,27 @@ def metrics() -> Endpoint[MetricsSnapshot]:
     return Endpoint("GET", "/metrics", _read_metrics, idempotent=True, dev_route=False)
 
 
+def load() -> Endpoint[LoadInfo]:
+    return Endpoint("GET", "/load", _model_reader(LoadInfo), idempotent=True, dev_route=False)
+
+
+def tokenizer_info() -> Endpoint[TokenizerInfo]:
+    return Endpoint("GET", "/tokenizer_info", _model_reader(TokenizerInfo), idempotent=True, dev_route=False)
+
+
 def reset_prefix_cache(
-    reset_running_requests: bool, reset_external: bool
+    *, reset_running_requests: bool, reset_external: bool
 ) -> Endpoint[ResetPrefixCacheResult]:
     return Endpoint(
         "POST",
         "/reset_prefix_cache",
         _read_reset,
         params=(
-            ("reset_running_requests", qbool(reset_running_requests)),
-            ("reset_external", qbool(reset_external)),
+            ("reset_running_requests", qbool(reset_running_requests, "reset_running_requests")),
+            ("reset_external", qbool(reset_external, "reset_external")),
         ),
         idempotent=True,
+        ok_statuses=frozenset({409}),
     )
 
 
@@ -246,24 +302,23 @@ def reset_encoder_cache() -> Endpoint[None]:
     return Endpoint("POST", "/reset_encoder_cache", _none, idempotent=True)
 
 
-def sleep(level: int, mode: PauseMode) -> Endpoint[SleepResult]:
+def sleep(*, level: int, mode: PauseMode) -> Endpoint[SleepResult]:
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 2:
         raise InvalidParameterError(f"sleep level must be 0, 1 or 2, got {level!r}")
-    _check_mode(mode)
     return Endpoint(
         "POST",
         "/sleep",
-        _model_reader(SleepResult),
-        params=(("level", str(level)), ("mode", mode)),
+        _model_reader(SleepResult, empty_ok=True),
+        params=(("level", str(level)), ("mode", _mode(mode))),
         idempotent=True,
+        # Level 2 drops the weights and may move a lot of memory: no bound on the answer by default.
+        long_running=level == 2,
     )
 
 
 def wake_up(tags: Sequence[str] | None) -> Endpoint[WakeUpResult]:
-    if isinstance(tags, str):
-        raise InvalidParameterError(f"tags must be a list of strings, not the string {tags!r}")
-    params = tuple(("tags", _str_item(t, "tags")) for t in tags or ())
-    return Endpoint("POST", "/wake_up", _model_reader(WakeUpResult), params=params, idempotent=True)
+    params = tuple(("tags", t) for t in check.texts(tags, "tags")) if tags is not None else ()
+    return Endpoint("POST", "/wake_up", _read_wake_up, params=params, idempotent=True, long_running=True)
 
 
 def is_sleeping() -> Endpoint[bool]:
@@ -274,11 +329,10 @@ def release_kv_cache_memory() -> Endpoint[StatusResult]:
     return Endpoint("POST", "/release_kv_cache_memory", _model_reader(StatusResult))
 
 
-def pause(mode: PauseMode, clear_cache: bool | None) -> Endpoint[StatusResult]:
-    _check_mode(mode)
-    params: tuple[tuple[str, str], ...] = (("mode", mode),)
+def pause(*, mode: PauseMode, clear_cache: bool | None) -> Endpoint[StatusResult]:
+    params: tuple[tuple[str, str], ...] = (("mode", _mode(mode)),)
     if clear_cache is not None:
-        params += (("clear_cache", qbool(clear_cache)),)
+        params += (("clear_cache", qbool(clear_cache, "clear_cache")),)
     return Endpoint("POST", "/pause", _model_reader(StatusResult), params=params, idempotent=True)
 
 
@@ -291,29 +345,22 @@ def is_paused() -> Endpoint[bool]:
 
 
 def abort_requests(request_ids: Iterable[str] | None) -> Endpoint[AbortRequestsResult]:
-    if isinstance(request_ids, str):
-        raise InvalidParameterError("request_ids must be a list of ids, not a single string")
-    ids = [_str_item(r, "request_ids") for r in request_ids or ()]
+    ids = check.texts(request_ids, "request_ids") if request_ids is not None else []
     # Aborting "all" twice could hit requests that arrived in between: never resent.
-    return Endpoint(
-        "POST",
-        "/abort_requests",
-        _read_abort,
-        body={"request_ids": ids},
-        idempotent=bool(ids),
-    )
+    return Endpoint("POST", "/abort_requests", _read_abort, body={"request_ids": ids}, idempotent=bool(ids))
 
 
 def collective_rpc(
-    method: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None, timeout: float | None
+    method: str, *, args: Sequence[Any], kwargs: Mapping[str, Any] | None, rpc_timeout: float | None
 ) -> Endpoint[list[Any]]:
-    if not isinstance(method, str) or not method:
-        raise InvalidParameterError("collective_rpc needs the worker method name as a non-empty string")
-    body: dict[str, Any] = {"method": method, "args": list(args), "kwargs": dict(kwargs or {})}
-    if timeout is not None:
-        body["timeout"] = timeout
-    _check_json(body, "collective_rpc arguments")
-    return Endpoint("POST", "/collective_rpc", _read_collective_rpc, body=body)
+    body: dict[str, Any] = {
+        "method": check.text(method, "method"),
+        "args": check.json_sequence(args, "args"),
+        "kwargs": check.json_mapping(kwargs, "kwargs") if kwargs is not None else {},
+    }
+    if rpc_timeout is not None:
+        body["timeout"] = check.seconds(rpc_timeout, "rpc_timeout")
+    return Endpoint("POST", "/collective_rpc", _read_collective_rpc, body=body, long_running=True)
 
 
 def server_info(config_format: Literal["text", "json"]) -> Endpoint[ServerInfo]:
@@ -332,36 +379,56 @@ def kv_event_sources() -> Endpoint[dict[int, KVEventSource]]:
     return Endpoint("GET", "/kv_event_sources", _read_kv_event_sources, idempotent=True, dev_route=False)
 
 
-def get_world_size(include_dp: bool) -> Endpoint[int]:
+def get_world_size(*, include_dp: bool) -> Endpoint[int]:
     return Endpoint(
         "GET",
         "/get_world_size",
         _field_reader("world_size", int),
-        params=(("include_dp", qbool(include_dp)),),
+        params=(("include_dp", qbool(include_dp, "include_dp")),),
         idempotent=True,
     )
 
 
 def init_weight_transfer_engine(init_info: Mapping[str, Any]) -> Endpoint[MessageResult]:
-    body = {"init_info": dict(init_info)}
-    _check_json(body, "init_info")
-    return Endpoint("POST", "/init_weight_transfer_engine", _model_reader(MessageResult), body=body)
+    body = {"init_info": check.json_mapping(init_info, "init_info")}
+    return Endpoint(
+        "POST", "/init_weight_transfer_engine", _model_reader(MessageResult), body=body, long_running=True
+    )
+
+
+def shutdown_weight_transfer_engine() -> Endpoint[MessageResult]:
+    return Endpoint(
+        "POST", "/shutdown_weight_transfer_engine", _model_reader(MessageResult), long_running=True
+    )
 
 
 def start_weight_update() -> Endpoint[MessageResult]:
-    return Endpoint("POST", "/start_weight_update", _model_reader(MessageResult))
+    return Endpoint("POST", "/start_weight_update", _model_reader(MessageResult), long_running=True)
+
+
+def start_draft_weight_update() -> Endpoint[MessageResult]:
+    return Endpoint("POST", "/start_draft_weight_update", _model_reader(MessageResult), long_running=True)
 
 
 def update_weights(update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Endpoint[MessageResult]:
-    info: Any = dict(update_info) if isinstance(update_info, Mapping) else [dict(i) for i in update_info]
-    body = {"update_info": info}
-    _check_json(body, "update_info")
-    return Endpoint("POST", "/update_weights", _model_reader(MessageResult), body=body)
+    if isinstance(update_info, Mapping):
+        info: Any = check.json_mapping(update_info, "update_info")
+    elif isinstance(update_info, Sequence) and not isinstance(update_info, str | bytes):
+        info = [check.json_mapping(item, "update_info[]") for item in update_info]
+    else:
+        raise InvalidParameterError(
+            f"update_info must be a dict, or a list of per-worker dicts, got {type(update_info).__name__}"
+        )
+    return Endpoint(
+        "POST", "/update_weights", _model_reader(MessageResult), body={"update_info": info}, long_running=True
+    )
 
 
-def finish_weight_update(weight_version: str | None) -> Endpoint[MessageResult]:
-    body = {} if weight_version is None else {"weight_version": weight_version}
-    return Endpoint("POST", "/finish_weight_update", _model_reader(MessageResult), body=body)
+def finish_weight_update(*, weight_version: str | None) -> Endpoint[MessageResult]:
+    body = {} if weight_version is None else {"weight_version": check.text(weight_version, "weight_version")}
+    return Endpoint(
+        "POST", "/finish_weight_update", _model_reader(MessageResult), body=body, long_running=True
+    )
 
 
 def update_weight_version(new_version: str) -> Endpoint[WeightVersionResult]:
@@ -369,7 +436,7 @@ def update_weight_version(new_version: str) -> Endpoint[WeightVersionResult]:
         "POST",
         "/update_weight_version",
         _model_reader(WeightVersionResult),
-        body={"new_version": _str_item(new_version, "new_version")},
+        body={"new_version": check.text(new_version, "new_version")},
         idempotent=True,
     )
 
@@ -378,59 +445,134 @@ def weight_info() -> Endpoint[WeightInfo]:
     return Endpoint("GET", "/weight_info", _model_reader(WeightInfo), idempotent=True)
 
 
+def weight_checker(
+    action: WeightCheckAction, *, baseline: Mapping[str, str] | None
+) -> Endpoint[WeightCheckResult]:
+    if action not in ("checksum", "reset", "compare"):
+        raise InvalidParameterError(f"action must be 'checksum', 'reset' or 'compare', got {action!r}")
+    body: dict[str, Any] = {"action": action}
+    if baseline is not None:
+        body["baseline"] = {
+            check.text(k, "baseline key"): check.text(v, f"baseline[{k!r}]", allow_empty=True)
+            for k, v in check.json_mapping(baseline, "baseline").items()
+        }
+    elif action == "compare":
+        raise InvalidParameterError(
+            "action='compare' needs baseline= (the checksums from an earlier action='checksum')"
+        )
+    # "reset" changes weights; "checksum" and "compare" only read them.
+    return Endpoint(
+        "POST",
+        "/weight_checker",
+        _model_reader(WeightCheckResult),
+        body=body,
+        idempotent=action != "reset",
+        long_running=True,
+    )
+
+
+def load_lora_adapter(
+    lora_name: str, lora_path: str, *, load_inplace: bool, is_3d_lora_weight: bool
+) -> Endpoint[MessageResult]:
+    body = {
+        "lora_name": check.text(lora_name, "lora_name"),
+        "lora_path": check.text(lora_path, "lora_path"),
+        "load_inplace": check.flag(load_inplace, "load_inplace"),
+        "is_3d_lora_weight": check.flag(is_3d_lora_weight, "is_3d_lora_weight"),
+    }
+    return Endpoint("POST", "/v1/load_lora_adapter", _text_message, body=body, long_running=True)
+
+
+def unload_lora_adapter(lora_name: str, *, lora_int_id: int | None) -> Endpoint[MessageResult]:
+    body: dict[str, Any] = {"lora_name": check.text(lora_name, "lora_name")}
+    if lora_int_id is not None:
+        body["lora_int_id"] = check.non_negative_int(lora_int_id, "lora_int_id")
+    return Endpoint("POST", "/v1/unload_lora_adapter", _text_message, body=body)
+
+
+def start_profile(
+    *, profile_prefix: str | None, delay_iterations: int | None, max_iterations: int | None
+) -> Endpoint[None]:
+    overrides: dict[str, Any] = {}
+    if profile_prefix is not None:
+        overrides["profile_prefix"] = check.text(profile_prefix, "profile_prefix")
+    if delay_iterations is not None:
+        overrides["delay_iterations"] = check.non_negative_int(delay_iterations, "delay_iterations")
+    if max_iterations is not None:
+        overrides["max_iterations"] = check.positive_int(max_iterations, "max_iterations")
+    return Endpoint("POST", "/start_profile", _none, body=overrides if overrides else NO_BODY)
+
+
+def stop_profile() -> Endpoint[None]:
+    # Writing the trace can take a while.
+    return Endpoint("POST", "/stop_profile", _none, long_running=True)
+
+
 def completion(
     model: str,
     prompt: str,
-    max_tokens: int,
     *,
-    temperature: float = 0,
-    seed: int | None = None,
-    stop: Sequence[str] | None = None,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None,
+    stop: Sequence[str] | None,
 ) -> Endpoint[Completion]:
-    if isinstance(stop, str):
-        raise InvalidParameterError("stop must be a list of strings, not a single string")
     body: dict[str, Any] = {
-        "model": _str_item(model, "model"),
-        "prompt": _str_item(prompt, "prompt"),
-        "max_tokens": max_tokens,
-        "temperature": temperature,
+        "model": check.text(model, "model"),
+        "prompt": check.text(prompt, "prompt", allow_empty=True),
+        "max_tokens": check.positive_int(max_tokens, "max_tokens"),
+        "temperature": check.number(temperature, "temperature", minimum=0),
     }
     if seed is not None:
-        body["seed"] = seed
+        body["seed"] = check.non_negative_int(seed, "seed")
     if stop:
-        body["stop"] = [_str_item(s, "stop") for s in stop]
-    _check_json(body, "completion arguments")
-    return Endpoint("POST", "/v1/completions", _model_reader(Completion), body=body, dev_route=False)
+        body["stop"] = check.texts(stop, "stop")
+    return Endpoint(
+        "POST", "/v1/completions", _model_reader(Completion), body=body, dev_route=False, long_running=True
+    )
+
+
+# The dev routes by path: a 404 there means dev mode is off; anywhere else it is a plain NotFoundError.
+DEV_PATHS = frozenset(
+    {
+        "/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache", "/sleep", "/wake_up",
+        "/is_sleeping", "/release_kv_cache_memory", "/pause", "/resume", "/is_paused", "/abort_requests",
+        "/collective_rpc", "/server_info", "/get_world_size", "/init_weight_transfer_engine",
+        "/shutdown_weight_transfer_engine", "/start_weight_update", "/start_draft_weight_update",
+        "/update_weights", "/finish_weight_update", "/update_weight_version", "/weight_info",
+        "/weight_checker",
+    }
+)  # fmt: skip
 
 
 def raw(
     method: str, path: str, params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None, body: Any
-) -> Endpoint[httpx.Response]:
-    """The escape hatch: any request, answered with the httpx.Response (non-2xx still raises)."""
-    if not path.startswith("/"):
-        raise InvalidParameterError(f"path must start with '/', got {path!r}")
+) -> Endpoint[ResponseLike]:
+    """The escape hatch: any request, answered with the raw response (non-2xx still raises)."""
+    method = check.text(method, "method").upper()
+    if not check.text(path, "path").startswith("/") or any(c in path for c in "?# \r\n"):
+        raise InvalidParameterError(f"path must start with '/' and hold no query or spaces, got {path!r}")
     items = params.items() if isinstance(params, Mapping) else (params or ())
     # Booleans go out lowercase here too; any other value is sent exactly as given.
     encoded = tuple((str(k), qbool(v) if isinstance(v, bool) else str(v)) for k, v in items)
-    method = method.upper()
-    return Endpoint(method, path, _raw, params=encoded, body=body, idempotent=method in ("GET", "HEAD"))
+    if body is not NO_BODY:
+        check.json_body(body, "json")
+    return Endpoint(
+        method,
+        path,
+        _raw,
+        params=encoded,
+        body=body,
+        idempotent=method in ("GET", "HEAD", "OPTIONS"),
+        dev_route=path in DEV_PATHS,
+    )
 
 
-def _check_mode(mode: str) -> None:
+def _mode(mode: object) -> str:
     if mode not in _PAUSE_MODES:
         raise InvalidParameterError(f"mode must be one of {', '.join(_PAUSE_MODES)}; got {mode!r}")
+    return str(mode)
 
 
-def _str_item(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidParameterError(f"{what} must hold strings, got {value!r}")
-    return value
-
-
-def _check_json(body: object, what: str) -> None:
-    try:
-        json.dumps(body)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(
-            f"{what} must be JSON-serialisable ({exc}); serialise tensors or objects yourself"
-        ) from exc
+def encode_body(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

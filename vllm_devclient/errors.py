@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
+from .constants import ERROR_TEXT_LIMIT
+from .redaction import NO_SECRETS, Secrets
+
+if TYPE_CHECKING:
+    from .transports.base import ResponseLike
 
 Frontend = Literal["python", "rust", "unknown"]
 
@@ -22,6 +26,7 @@ __all__ = [
     "BadRequestError",
     "BarrierTimeoutError",
     "BarrierUnsupportedError",
+    "ClientClosedError",
     "ConflictError",
     "DevClientError",
     "DevModeDisabledError",
@@ -47,13 +52,30 @@ class InvalidParameterError(DevClientError, ValueError):
     """An argument was rejected before anything was sent."""
 
 
-class APIConnectionError(DevClientError):
-    """The server could not be reached, or the connection broke before an answer came."""
+class ClientClosedError(DevClientError, RuntimeError):
+    """A call on a client (or fleet) after `close()`: make a new one, or use it inside its `with` block."""
 
-    def __init__(self, message: str, *, method: str, url: str) -> None:
+
+def clip(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+class APIConnectionError(DevClientError):
+    """The server could not be reached, or the connection broke before an answer came.
+
+    `.sent` is False when the request provably never left (no connection could be made).
+    """
+
+    def __init__(self, message: str, *, method: str, url: str, path: str = "", sent: bool = True) -> None:
         super().__init__(message)
+        self.http_method = method
         self.method = method
         self.url = url
+        self.path = path
+        self.sent = sent
 
 
 class APITimeoutError(APIConnectionError):
@@ -64,7 +86,8 @@ class ResponseValidationError(DevClientError):
     """A 2xx answer whose body does not have the shape this route answers with."""
 
     def __init__(self, message: str, *, method: str, path: str, status_code: int, body: str) -> None:
-        super().__init__(f"{method} {path}: {message} (status {status_code}, body {body[:200]!r})")
+        super().__init__(f"{method} {path}: {message} (status {status_code}, body {clip(body, 200)!r})")
+        self.http_method = method
         self.method = method
         self.path = path
         self.status_code = status_code
@@ -98,7 +121,8 @@ class APIStatusError(DevClientError):
 
     def __str__(self) -> str:
         return (
-            f"{self.http_method} {self.path} -> {self.status_code} ({self.frontend} frontend): {self.message}"
+            f"{self.http_method} {self.path} -> {self.status_code} ({self.frontend} frontend): "
+            f"{clip(self.message)}"
         )
 
 
@@ -137,12 +161,14 @@ class InternalServerError(APIStatusError):
 class EngineCallError(InternalServerError):
     """500 because an engine utility method raised.
 
-    `.method` is the engine method (e.g. "reset_prefix_cache"), `.engine_message` the engine's own message;
-    the HTTP method is in `.http_method`.
+    `.engine_method` is the engine method (e.g. "reset_prefix_cache"), `.engine_message` the engine's own
+    message; the HTTP method is in `.http_method`. `.method` is the engine method too (kept for callers of
+    0.1; prefer `.engine_method`).
     """
 
     def __init__(self, message: str, *, engine_method: str, engine_message: str, **kw: Any) -> None:
         super().__init__(message, **kw)
+        self.engine_method = engine_method
         self.method = engine_method
         self.engine_message = engine_message
 
@@ -187,14 +213,21 @@ _RUST_QUERY_PARAM = re.compile(r"query string: (?P<param>\w+):")
 _LOCATION_PREFIX = re.compile(r"^(query|body|path|header)\.")
 
 
-def detect_frontend(response: httpx.Response) -> Frontend:
-    """Which frontend answered, from what each one always sends (uvicorn names itself, axum does not)."""
+# Texts only the Rust frontend (axum, vllm-rs) writes into its error bodies.
+_RUST_SIGNS = re.compile(r"Failed to deserialize|failed to call |utility call `|engine-core error")
+
+
+def detect_frontend(response: ResponseLike, known: Frontend = "unknown") -> Frontend:
+    """Which frontend answered, from evidence only: uvicorn names itself in `server`; a body in the Rust
+    frontend's own words; else what this client already knows (from /version), else "unknown"."""
     server = response.headers.get("server", "")
     if "uvicorn" in server.lower():
         return "python"
-    if not server:
+    if server:
+        return "unknown"
+    if _RUST_SIGNS.search(response.content[:4096].decode("utf-8", "replace")):
         return "rust"
-    return "unknown"
+    return known
 
 
 def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
@@ -229,12 +262,20 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def error_from_response(response: httpx.Response, *, path: str, dev_route: bool) -> APIStatusError:
-    """The typed error for a non-2xx answer. Never fails on odd bodies (HTML, plain text, empty)."""
+def error_from_response(
+    response: ResponseLike,
+    *,
+    method: str,
+    path: str,
+    dev_route: bool,
+    secrets: Secrets = NO_SECRETS,
+    frontend: Frontend = "unknown",
+) -> APIStatusError:
+    """The typed error for a non-2xx answer. Never fails on odd bodies (HTML, plain text, empty, huge);
+    whatever the server echoed of a secret is masked in the message and in `.body`."""
     status = response.status_code
-    method = response.request.method
-    body = response.text
-    frontend = detect_frontend(response)
+    body = secrets.redact(response.text)
+    frontend = detect_frontend(response, frontend)
     message, _type, param = _error_fields(body)
     kw: dict[str, Any] = {
         "status_code": status,

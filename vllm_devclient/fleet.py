@@ -16,17 +16,39 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import httpx
+from typing_extensions import Unpack
 
-from .client import DEFAULT_TIMEOUT, NOT_GIVEN, AsyncDevClient, TimeoutArg
+from . import arguments as check
+from ._base_client import ClientConfig, RequestOptions, TimeoutArg
+from .client import AsyncDevClient
+from .constants import (
+    DEFAULT_BARRIER_DEADLINE,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_READY_DEADLINE,
+    DEFAULT_TIMEOUT,
+    DEFAULT_WAIT_DEADLINE,
+)
 from .endpoints import PauseMode
 from .errors import DevClientError, InvalidParameterError
-from .models import StatusResult
+from .models import MessageResult, StatusResult
+from .transports import Origin, make_async_transport
 
 __all__ = [
     "CLIENT_METHODS",
@@ -40,7 +62,28 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 
-DEFAULT_MAX_CONCURRENCY = 64
+# Methods that run until a deadline: over a fleet the deadline is one moment for every target, so targets
+# that wait for a slot (more targets than max_concurrency) get what is left of it, not a new one.
+_DEADLINES = {
+    "reset_prefix_cache_until_success": DEFAULT_BARRIER_DEADLINE,
+    "wait_until_ready": DEFAULT_READY_DEADLINE,
+    "wait_until_sleeping": DEFAULT_WAIT_DEADLINE,
+    "wait_until_awake": DEFAULT_WAIT_DEADLINE,
+    "wait_until_paused": DEFAULT_WAIT_DEADLINE,
+    "wait_until_resumed": DEFAULT_WAIT_DEADLINE,
+}
+# The least a late target's deadline is given, so its one try can still be answered.
+_LEAST_DEADLINE = 0.001
+
+
+def _shared_deadline(name: str, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """For a deadline method: the keyword arguments of a target starting now, the deadline made absolute."""
+    if name not in _DEADLINES:
+        return lambda: kwargs
+    given = kwargs.pop("deadline", kwargs.pop("timeout", _DEADLINES[name]))
+    end = time.monotonic() + check.seconds(given, "deadline")
+    return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
+
 
 # Every public coroutine method of the client, found at import time: `call()` accepts exactly these, and a
 # test checks that both fleets have a typed method for each, so the fleet cannot fall behind the client.
@@ -147,14 +190,19 @@ def _client_method(name: str) -> Callable[..., Awaitable[Any]]:
     return method
 
 
-def _normalise(urls: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(urls, str):
+def _listed(urls: Iterable[str]) -> list[str]:
+    if isinstance(urls, str) or not isinstance(urls, Iterable):
         raise InvalidParameterError("urls must be a list of base URLs, not a single string")
+    out = list(urls)
+    if not out:
+        raise InvalidParameterError("a fleet needs at least one target URL")
+    return out
+
+
+def _normalise(urls: Iterable[str]) -> tuple[str, ...]:
     out: list[str] = []
-    for url in urls:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise InvalidParameterError(f"each target must be an http:// or https:// URL, got {url!r}")
-        url = url.rstrip("/")
+    for url in _listed(urls):
+        url = check.base_url(url).url
         if url in out:
             raise InvalidParameterError(f"target {url} is listed twice; each server must appear once")
         out.append(url)
@@ -184,7 +232,8 @@ class _FanOut(Generic[P, T]):
         method, name = self._method, self._method.__name__
 
         async def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            return await obj.map(lambda client: method(client, *args, **kwargs), operation=name)
+            per_target = _shared_deadline(name, dict(kwargs))
+            return await obj.map(lambda client: method(client, *args, **per_target()), operation=name)
 
         fan_out.__name__ = fan_out.__qualname__ = name
         fan_out.__doc__ = self.__doc__
@@ -210,7 +259,10 @@ class _SyncFanOut(Generic[P, T]):
         method, name = self._method, self._method.__name__
 
         def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            return obj._run(obj._fleet.map(lambda client: method(client, *args, **kwargs), operation=name))
+            per_target = _shared_deadline(name, dict(kwargs))
+            return obj._run(
+                obj._fleet.map(lambda client: method(client, *args, **per_target()), operation=name)
+            )
 
         fan_out.__name__ = fan_out.__qualname__ = name
         fan_out.__doc__ = self.__doc__
@@ -235,44 +287,51 @@ class AsyncFleet:
         urls: Iterable[str],
         *,
         api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = False,
         on_result: OnResult | None = None,
         http_client: httpx.AsyncClient | None = None,
+        default_headers: Mapping[str, str] | None = None,
     ) -> None:
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise InvalidParameterError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        self.urls = _normalise(urls)
-        self.max_concurrency = max_concurrency
-        self.raise_on_error = raise_on_error
+        self.max_concurrency = check.positive_int(max_concurrency, "max_concurrency")
+        self.raise_on_error = check.flag(raise_on_error, "raise_on_error")
         self.on_result = on_result
-        # One connection pool per target: httpx's pool does work per request that grows with the number
-        # of connections it holds, so a single pool for 32 targets costs twice the CPU of 32 pools. They
-        # share one TLS context (building one per client costs milliseconds each).
-        if http_client is None:
-            tls = httpx.create_ssl_context()
-            self._owned = [httpx.AsyncClient(timeout=timeout, verify=tls) for _ in self.urls]
-            pools = list(self._owned)
-        else:
-            self._owned = []
-            pools = [http_client] * len(self.urls)
-        self.clients: dict[str, AsyncDevClient] = {
-            url: AsyncDevClient(
-                url, api_key=api_key, timeout=timeout, max_retries=max_retries, http_client=http
+        configs = [
+            ClientConfig.of(
+                url,
+                api_key=api_key,
+                timeout=timeout,
+                max_retries=max_retries,
+                model=None,
+                default_headers=default_headers,
+                transport=None,
             )
-            for url, http in zip(self.urls, pools, strict=True)
+            for url in _listed(urls)
+        ]
+        self.urls = _normalise([c.url.url for c in configs])
+        # One connection pool for every target: aiohttp keys its connections by host, and one pool's
+        # bookkeeping costs less per request than many (an http_client passed in is shared the same way).
+        first = configs[0]
+        origin = Origin(first.url.scheme, first.url.host, first.url.port, first.url.prefix)  # type: ignore[arg-type]
+        self._transport = make_async_transport(first.transport, origin, http_client)
+        self.clients: dict[str, AsyncDevClient] = {
+            c.url.url: AsyncDevClient._from_config(c, self._transport) for c in configs
         }
-        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.urls)} targets)"
 
     async def close(self) -> None:
-        """Close the connection pools this fleet made (not an `http_client` passed in)."""
-        owned, self._owned = self._owned, []
-        await asyncio.gather(*(client.aclose() for client in owned))
+        """Close the connections this fleet opened (not an `http_client` passed in). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            for client in self.clients.values():
+                client._closed = True
+            await self._transport.aclose()
 
     async def __aenter__(self) -> AsyncFleet:
         return self
@@ -342,10 +401,10 @@ class AsyncFleet:
     async def pause(
         self,
         mode: PauseMode = "abort",
-        clear_cache: bool | None = None,
         *,
-        timeout: TimeoutArg = NOT_GIVEN,
+        clear_cache: bool | None = None,
         rollback: bool = False,
+        **options: Unpack[RequestOptions],
     ) -> FleetResult[StatusResult]:
         """Pause every target. With `rollback=True`, when some targets fail, resume the ones that paused.
 
@@ -353,24 +412,115 @@ class AsyncFleet:
         when its state is unknown) is left alone. The resume outcomes are in `result.rollback`.
         """
         result = await self._gather(
-            lambda client: client.pause(mode, clear_cache, timeout=timeout), self.urls, "pause"
+            lambda client: client.pause(mode, clear_cache=clear_cache, **options), self.urls, "pause"
         )
         if rollback and result.failed and result.ok:
-            undo = await self._gather(
-                lambda client: client.resume(timeout=timeout), list(result.ok), "resume"
-            )
+            undo = await self._gather(lambda client: client.resume(**options), list(result.ok), "resume")
             result = FleetResult(result.values(), operation="pause", rollback=undo)
         return self._finish(result)
 
+    # ---- flows: all targets or none --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def paused(
+        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
+    ) -> AsyncIterator[AsyncFleet]:
+        """Pause every target for the block and resume every one when it ends, however it ends.
+
+        All or none: when some targets fail to pause, the ones that paused are resumed and FleetError is
+        raised before the block runs.
+
+        Args:
+            mode: what happens to requests in flight: abort, wait or keep.
+            clear_cache: also clear the caches when pausing.
+            wait: wait until every target says it is paused before entering the block.
+        """
+        (await self.pause(mode, clear_cache=clear_cache, rollback=True)).raise_for_errors()
+        try:
+            if wait:
+                (
+                    await self._gather(lambda c: c.wait_until_paused(), self.urls, "wait_until_paused")
+                ).raise_for_errors()
+            yield self
+        finally:
+            resumed = await self._gather(lambda c: c.resume(), self.urls, "resume")
+        resumed.raise_for_errors()
+
+    @asynccontextmanager
+    async def sleeping(
+        self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True
+    ) -> AsyncIterator[AsyncFleet]:
+        """Put every target to sleep for the block and wake every one when it ends, however it ends.
+
+        All or none: when some targets fail to sleep, the ones that slept are woken and FleetError is raised.
+
+        Args:
+            level: 0, 1 (offload weights) or 2 (discard them).
+            mode: what happens to requests in flight: abort, wait or keep.
+            wait: wait until every target says it sleeps before entering, and is awake after waking.
+        """
+        slept = await self._gather(lambda c: c.sleep(level, mode=mode), self.urls, "sleep")
+        if slept.failed:
+            if slept.ok:
+                undo = await self._gather(lambda c: c.wake_up(), list(slept.ok), "wake_up")
+                slept = FleetResult(slept.values(), operation="sleep", rollback=undo)
+            raise FleetError(slept)
+        try:
+            if wait:
+                (
+                    await self._gather(lambda c: c.wait_until_sleeping(), self.urls, "wait_until_sleeping")
+                ).raise_for_errors()
+            yield self
+        finally:
+            woke = await self._gather(lambda c: c.wake_up(), self.urls, "wake_up")
+            if wait and woke.all_ok:
+                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
+                awake.raise_for_errors()
+        woke.raise_for_errors()
+
+    @asynccontextmanager
+    async def weight_update(
+        self,
+        *,
+        weight_version: str | None = None,
+        pause_mode: PauseMode = "keep",
+        clear_cache: bool | None = None,
+        draft: bool = False,
+    ) -> AsyncIterator[AsyncFleetWeightUpdate]:
+        """The single-server weight_update() flow on every target: pause, start, your batches, finish, resume.
+
+        Every step is all-or-nothing (FleetError naming the failed targets); resume always runs.
+
+        Args:
+            weight_version: the version the new weights carry, set by the finish.
+            pause_mode: what happens to requests in flight while paused.
+            clear_cache: also clear the caches when pausing.
+            draft: update the draft (speculative) model instead.
+        """
+        async with self.paused(pause_mode, clear_cache=clear_cache):
+            start = "start_draft_weight_update" if draft else "start_weight_update"
+            (await self._gather(lambda c: getattr(c, start)(), self.urls, start)).raise_for_errors()
+            update = AsyncFleetWeightUpdate(self)
+            yield update
+            await update.wait()
+            finish = await self._gather(
+                lambda c: c.finish_weight_update(weight_version=weight_version),
+                self.urls,
+                "finish_weight_update",
+            )
+            finish.raise_for_errors()
+
     # ---- every other client method, typed from the client's own signature -------------------------------
 
+    # -- generated: async fleet methods (make generate) --
     request = _FanOut(AsyncDevClient.request)
     health = _FanOut(AsyncDevClient.health)
     version = _FanOut(AsyncDevClient.version)
     models = _FanOut(AsyncDevClient.models)
     metrics_text = _FanOut(AsyncDevClient.metrics_text)
     metrics = _FanOut(AsyncDevClient.metrics)
-    completion = _FanOut(AsyncDevClient.completion)
+    load = _FanOut(AsyncDevClient.load)
+    tokenizer_info = _FanOut(AsyncDevClient.tokenizer_info)
     reset_prefix_cache = _FanOut(AsyncDevClient.reset_prefix_cache)
     reset_mm_cache = _FanOut(AsyncDevClient.reset_mm_cache)
     reset_encoder_cache = _FanOut(AsyncDevClient.reset_encoder_cache)
@@ -386,20 +536,58 @@ class AsyncFleet:
     kv_event_sources = _FanOut(AsyncDevClient.kv_event_sources)
     get_world_size = _FanOut(AsyncDevClient.get_world_size)
     init_weight_transfer_engine = _FanOut(AsyncDevClient.init_weight_transfer_engine)
+    shutdown_weight_transfer_engine = _FanOut(AsyncDevClient.shutdown_weight_transfer_engine)
     start_weight_update = _FanOut(AsyncDevClient.start_weight_update)
+    start_draft_weight_update = _FanOut(AsyncDevClient.start_draft_weight_update)
     update_weights = _FanOut(AsyncDevClient.update_weights)
     finish_weight_update = _FanOut(AsyncDevClient.finish_weight_update)
     update_weight_version = _FanOut(AsyncDevClient.update_weight_version)
     weight_info = _FanOut(AsyncDevClient.weight_info)
+    weight_checker = _FanOut(AsyncDevClient.weight_checker)
+    load_lora_adapter = _FanOut(AsyncDevClient.load_lora_adapter)
+    unload_lora_adapter = _FanOut(AsyncDevClient.unload_lora_adapter)
+    start_profile = _FanOut(AsyncDevClient.start_profile)
+    stop_profile = _FanOut(AsyncDevClient.stop_profile)
+    completion = _FanOut(AsyncDevClient.completion)
     step_engine = _FanOut(AsyncDevClient.step_engine)
-    # The barrier over a fleet: all_ok only when every target's reset went through before its deadline.
     reset_prefix_cache_until_success = _FanOut(AsyncDevClient.reset_prefix_cache_until_success)
-    barrier = reset_prefix_cache_until_success
     wait_until_ready = _FanOut(AsyncDevClient.wait_until_ready)
     wait_until_sleeping = _FanOut(AsyncDevClient.wait_until_sleeping)
     wait_until_awake = _FanOut(AsyncDevClient.wait_until_awake)
     wait_until_paused = _FanOut(AsyncDevClient.wait_until_paused)
     wait_until_resumed = _FanOut(AsyncDevClient.wait_until_resumed)
+    # -- end generated --
+    # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
+    barrier = reset_prefix_cache_until_success
+
+
+class AsyncFleetWeightUpdate:
+    """The handle of a fleet's `weight_update()` block: one batch to every target."""
+
+    def __init__(self, fleet: AsyncFleet) -> None:
+        self._fleet = fleet
+        self._pending: list[asyncio.Task[FleetResult[MessageResult]]] = []
+
+    async def update(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> FleetResult[MessageResult]:
+        """Send one batch to every target; FleetError when any failed."""
+        result = await self._fleet._gather(
+            lambda c: c.update_weights(update_info), self._fleet.urls, "update_weights"
+        )
+        return result.raise_for_errors()
+
+    def start(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> asyncio.Task[FleetResult[MessageResult]]:
+        """Send one batch to every target in the background; the block's end waits for it."""
+        task = asyncio.ensure_future(self.update(update_info))
+        self._pending.append(task)
+        return task
+
+    async def wait(self) -> list[FleetResult[MessageResult]]:
+        pending, self._pending = self._pending, []
+        return [await task for task in pending]
 
 
 class _LoopThread:
@@ -506,20 +694,64 @@ class Fleet:
     def pause(
         self,
         mode: PauseMode = "abort",
-        clear_cache: bool | None = None,
         *,
-        timeout: TimeoutArg = NOT_GIVEN,
+        clear_cache: bool | None = None,
         rollback: bool = False,
+        **options: Unpack[RequestOptions],
     ) -> FleetResult[StatusResult]:
-        return self._run(self._fleet.pause(mode, clear_cache, timeout=timeout, rollback=rollback))
+        """Pause every target; see AsyncFleet.pause."""
+        return self._run(self._fleet.pause(mode, clear_cache=clear_cache, rollback=rollback, **options))
 
+    @contextmanager
+    def _flow(self, flow: AbstractAsyncContextManager[T]) -> Iterator[T]:
+        value = self._run(flow.__aenter__())
+        try:
+            yield value
+        except BaseException as exc:
+            if not self._run(flow.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self._run(flow.__aexit__(None, None, None))
+
+    @contextmanager
+    def paused(
+        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
+    ) -> Iterator[Fleet]:
+        """Pause every target for the block, resume every one after; see AsyncFleet.paused."""
+        with self._flow(self._fleet.paused(mode, clear_cache=clear_cache, wait=wait)):
+            yield self
+
+    @contextmanager
+    def sleeping(self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True) -> Iterator[Fleet]:
+        """Every target asleep for the block, awake after; see AsyncFleet.sleeping."""
+        with self._flow(self._fleet.sleeping(level, mode=mode, wait=wait)):
+            yield self
+
+    @contextmanager
+    def weight_update(
+        self,
+        *,
+        weight_version: str | None = None,
+        pause_mode: PauseMode = "keep",
+        clear_cache: bool | None = None,
+        draft: bool = False,
+    ) -> Iterator[FleetWeightUpdate]:
+        """The weight_update() flow on every target; see AsyncFleet.weight_update."""
+        flow = self._fleet.weight_update(
+            weight_version=weight_version, pause_mode=pause_mode, clear_cache=clear_cache, draft=draft
+        )
+        with self._flow(flow) as update:
+            yield FleetWeightUpdate(self, update)
+
+    # -- generated: sync fleet methods (make generate) --
     request = _SyncFanOut(AsyncDevClient.request)
     health = _SyncFanOut(AsyncDevClient.health)
     version = _SyncFanOut(AsyncDevClient.version)
     models = _SyncFanOut(AsyncDevClient.models)
     metrics_text = _SyncFanOut(AsyncDevClient.metrics_text)
     metrics = _SyncFanOut(AsyncDevClient.metrics)
-    completion = _SyncFanOut(AsyncDevClient.completion)
+    load = _SyncFanOut(AsyncDevClient.load)
+    tokenizer_info = _SyncFanOut(AsyncDevClient.tokenizer_info)
     reset_prefix_cache = _SyncFanOut(AsyncDevClient.reset_prefix_cache)
     reset_mm_cache = _SyncFanOut(AsyncDevClient.reset_mm_cache)
     reset_encoder_cache = _SyncFanOut(AsyncDevClient.reset_encoder_cache)
@@ -535,16 +767,61 @@ class Fleet:
     kv_event_sources = _SyncFanOut(AsyncDevClient.kv_event_sources)
     get_world_size = _SyncFanOut(AsyncDevClient.get_world_size)
     init_weight_transfer_engine = _SyncFanOut(AsyncDevClient.init_weight_transfer_engine)
+    shutdown_weight_transfer_engine = _SyncFanOut(AsyncDevClient.shutdown_weight_transfer_engine)
     start_weight_update = _SyncFanOut(AsyncDevClient.start_weight_update)
+    start_draft_weight_update = _SyncFanOut(AsyncDevClient.start_draft_weight_update)
     update_weights = _SyncFanOut(AsyncDevClient.update_weights)
     finish_weight_update = _SyncFanOut(AsyncDevClient.finish_weight_update)
     update_weight_version = _SyncFanOut(AsyncDevClient.update_weight_version)
     weight_info = _SyncFanOut(AsyncDevClient.weight_info)
+    weight_checker = _SyncFanOut(AsyncDevClient.weight_checker)
+    load_lora_adapter = _SyncFanOut(AsyncDevClient.load_lora_adapter)
+    unload_lora_adapter = _SyncFanOut(AsyncDevClient.unload_lora_adapter)
+    start_profile = _SyncFanOut(AsyncDevClient.start_profile)
+    stop_profile = _SyncFanOut(AsyncDevClient.stop_profile)
+    completion = _SyncFanOut(AsyncDevClient.completion)
     step_engine = _SyncFanOut(AsyncDevClient.step_engine)
     reset_prefix_cache_until_success = _SyncFanOut(AsyncDevClient.reset_prefix_cache_until_success)
-    barrier = reset_prefix_cache_until_success
     wait_until_ready = _SyncFanOut(AsyncDevClient.wait_until_ready)
     wait_until_sleeping = _SyncFanOut(AsyncDevClient.wait_until_sleeping)
     wait_until_awake = _SyncFanOut(AsyncDevClient.wait_until_awake)
     wait_until_paused = _SyncFanOut(AsyncDevClient.wait_until_paused)
     wait_until_resumed = _SyncFanOut(AsyncDevClient.wait_until_resumed)
+    # -- end generated --
+    barrier = reset_prefix_cache_until_success
+
+
+class FleetWeightUpdate:
+    """The handle of a sync fleet's `weight_update()` block."""
+
+    def __init__(self, fleet: Fleet, update: AsyncFleetWeightUpdate) -> None:
+        self._fleet = fleet
+        self._update = update
+
+    def update(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> FleetResult[MessageResult]:
+        """Send one batch to every target; FleetError when any failed."""
+        return self._fleet._run(self._update.update(update_info))
+
+    def start(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> Future[FleetResult[MessageResult]]:
+        """Send one batch to every target in the background; the block's end waits for it."""
+
+        async def started() -> asyncio.Task[FleetResult[MessageResult]]:
+            return self._update.start(update_info)
+
+        task = self._fleet._run(started())
+        future: Future[FleetResult[MessageResult]] = Future()
+
+        def done(t: asyncio.Task[FleetResult[MessageResult]]) -> None:
+            if t.cancelled():
+                future.cancel()
+            elif (error := t.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(t.result())
+
+        task.add_done_callback(done)
+        return future

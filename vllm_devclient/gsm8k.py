@@ -329,7 +329,7 @@ async def _complete(
         ) from exc
     elapsed = time.perf_counter() - start
     if response.status_code != 200:
-        raise error_from_response(response, path="/v1/completions", dev_route=False)
+        raise error_from_response(response, method="POST", path="/v1/completions", dev_route=False)
     try:
         data = response.json()
         choice = data["choices"][0]
@@ -366,7 +366,7 @@ async def _served_model(client: httpx.AsyncClient, timeout: float) -> str:
     except httpx.TransportError as exc:
         raise APIConnectionError(f"GET /v1/models failed: {exc}", method="GET", url=url) from exc
     if response.status_code != 200:
-        raise error_from_response(response, path="/v1/models", dev_route=False)
+        raise error_from_response(response, method="GET", path="/v1/models", dev_route=False)
     try:
         return str(response.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_devclient.errors import APIConnectionError, APITimeoutError, DevClientError, error_from_response
+from .errors import DevClientError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .client import AsyncDevClient, DevClient
 
 __all__ = [
     "MetricsDelta",
@@ -270,46 +274,36 @@ def parse_metrics(
     )
 
 
-def _url(base_url: str) -> str:
-    return base_url.rstrip("/") + "/metrics"
-
-
-def _snapshot(response: httpx.Response) -> MetricsSnapshot:
-    if response.status_code != 200:
-        raise error_from_response(response, path="/metrics", dev_route=False)
-    return parse_metrics(response.text, response.headers.get("content-type", ""))
-
-
 def fetch_metrics(
-    source: str | httpx.Client, *, timeout: float = 30.0, headers: Mapping[str, str] | None = None
+    source: str | DevClient | httpx.Client,
+    *,
+    timeout: float = 30.0,
+    headers: Mapping[str, str] | None = None,
 ) -> MetricsSnapshot:
-    """GET /metrics and parse it. ``source`` is a base URL or an ``httpx.Client`` with a base_url."""
-    url = _url(source) if isinstance(source, str) else "/metrics"
-    try:
-        if isinstance(source, str):
-            response = httpx.get(url, timeout=timeout, headers=headers)
-        else:
-            response = source.get(url, timeout=timeout, headers=headers)
-    except httpx.TimeoutException as exc:
-        raise APITimeoutError(f"GET /metrics timed out: {exc}", method="GET", url=url) from exc
-    except httpx.TransportError as exc:
-        raise APIConnectionError(f"GET /metrics failed: {exc}", method="GET", url=url) from exc
-    return _snapshot(response)
+    """GET /metrics and parse it: `DevClient(url).metrics()` (kept for callers of 0.1). `source` is a
+    base URL, a DevClient, or an httpx.Client with a base_url."""
+    from .client import DevClient
+
+    if isinstance(source, DevClient):
+        return source.metrics(timeout=timeout, extra_headers=headers or {})
+    http = source if not isinstance(source, str) else None
+    url = source if isinstance(source, str) else str(source.base_url)
+    with DevClient(url, timeout=timeout, default_headers=headers, http_client=http) as client:
+        return client.metrics()
 
 
 async def afetch_metrics(
-    source: str | httpx.AsyncClient, *, timeout: float = 30.0, headers: Mapping[str, str] | None = None
+    source: str | AsyncDevClient | httpx.AsyncClient,
+    *,
+    timeout: float = 30.0,
+    headers: Mapping[str, str] | None = None,
 ) -> MetricsSnapshot:
     """Async :func:`fetch_metrics`."""
-    url = _url(source) if isinstance(source, str) else "/metrics"
-    try:
-        if isinstance(source, str):
-            async with httpx.AsyncClient() as client:
-                response = await client.get(url, timeout=timeout, headers=headers)
-        else:
-            response = await source.get(url, timeout=timeout, headers=headers)
-    except httpx.TimeoutException as exc:
-        raise APITimeoutError(f"GET /metrics timed out: {exc}", method="GET", url=url) from exc
-    except httpx.TransportError as exc:
-        raise APIConnectionError(f"GET /metrics failed: {exc}", method="GET", url=url) from exc
-    return _snapshot(response)
+    from .client import AsyncDevClient
+
+    if isinstance(source, AsyncDevClient):
+        return await source.metrics(timeout=timeout, extra_headers=headers or {})
+    http = source if not isinstance(source, str) else None
+    url = source if isinstance(source, str) else str(source.base_url)
+    async with AsyncDevClient(url, timeout=timeout, default_headers=headers, http_client=http) as client:
+        return await client.metrics()

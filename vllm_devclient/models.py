@@ -13,6 +13,7 @@ __all__ = [
     "CompletionChoice",
     "CompletionUsage",
     "KVEventSource",
+    "LoadInfo",
     "MessageResult",
     "ModelCard",
     "ModelList",
@@ -20,8 +21,10 @@ __all__ = [
     "ServerInfo",
     "SleepResult",
     "StatusResult",
+    "TokenizerInfo",
     "VersionInfo",
     "WakeUpResult",
+    "WeightCheckResult",
     "WeightInfo",
     "WeightVersionResult",
 ]
@@ -51,7 +54,7 @@ class ModelCard(_Model):
 
 class ModelList(_Model):
     object: str = "list"
-    data: list[ModelCard] = Field(default_factory=list)
+    data: list[ModelCard]
 
 
 class ResetPrefixCacheResult(_Model):
@@ -79,7 +82,7 @@ class WakeUpResult(_Model):
 
 
 class StatusResult(_Model):
-    status: str | None = None
+    status: str
 
 
 class AbortRequestsResult(_Model):
@@ -88,7 +91,7 @@ class AbortRequestsResult(_Model):
 
 
 class MessageResult(_Model):
-    message: str | None = None
+    message: str | None
 
 
 class WeightVersionResult(_Model):
@@ -97,7 +100,7 @@ class WeightVersionResult(_Model):
 
 
 class WeightInfo(_Model):
-    weight_version: str | None = None
+    weight_version: str | None
 
 
 class ServerInfo(_Model):
@@ -111,7 +114,7 @@ class ServerInfo(_Model):
 class KVEventSource(_Model):
     """Where one data-parallel rank publishes its KV-cache events."""
 
-    endpoint: str = "tcp://*:5557"
+    endpoint: str
     replay_endpoint: str | None = None
     topic: str = ""
     enable_kv_cache_events: bool | None = None
@@ -158,3 +161,26 @@ class Completion(_Model):
     def output_tokens(self) -> int:
         """Tokens generated (0 when the server did not report usage)."""
         return (self.usage.completion_tokens or 0) if self.usage is not None else 0
+
+
+class LoadInfo(_Model):
+    """`GET /load`: requests in flight on the GPU routes."""
+
+    server_load: int
+
+
+class TokenizerInfo(_Model):
+    """`GET /tokenizer_info` (Python frontend with --enable-tokenizer-info-endpoint): the tokenizer's
+    configuration; every key the server sends is kept."""
+
+    tokenizer_class: str
+
+
+class WeightCheckResult(_Model):
+    """`POST /weight_checker`: `checksums` for action="checksum", `match`/`mismatches` for "compare",
+    `status` "reset" for "reset"."""
+
+    checksums: dict[str, str] | None = None
+    match: bool | None = None
+    mismatches: list[str] | None = None
+    status: str | None = None

@@ -1,9 +1,18 @@
 """The client's behaviour, written once for both the sync and the async client.
 
 An operation is a generator that yields effects (`Transmit` one HTTP exchange, `Sleep`) and gets their
-outcome back; `DevClient` runs effects with httpx.Client and time.sleep, `AsyncDevClient` with
-httpx.AsyncClient and asyncio.sleep. Retries, the offload barrier, the waits and engine stepping live here,
-so the two clients cannot drift apart.
+outcome back; the clients run effects with their transport and `time.sleep` / `asyncio.sleep`. Retries, the
+offload barrier, the waits and engine stepping live here, so the two clients cannot drift apart.
+
+The rules every operation keeps:
+- One deadline. A wait or the barrier has one absolute deadline; every try, retry and pause inside it gets
+  only what is left of it (a try started just before the deadline still gets `MIN_TRY_SECONDS`, so it can be
+  answered at all, and no try starts after it). A plain call's `timeout` bounds each try as a whole.
+- Resend only what is safe. A request is sent again when it provably never left (no connection), or when
+  its route is idempotent: after a retryable answer or failure (up to `max_retries`), and once, not counted,
+  when a kept-alive connection turned out closed before any answer came. A route that is not idempotent is
+  never sent twice; its request travels on a connection of its own, so a stale pooled one cannot fail it.
+- Errors are built in one place (`_status_error`, `_transport_error`, `_parse`), with secrets masked.
 """
 
 from __future__ import annotations
@@ -15,10 +24,16 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
-
+from . import arguments as check
 from . import endpoints
-from .endpoints import Endpoint
+from .arguments import Timeouts
+from .constants import (
+    DEFAULT_MAX_RETRIES,
+    MIN_TRY_SECONDS,
+    RETRY_INITIAL_DELAY,
+    RETRY_MAX_DELAY,
+)
+from .endpoints import Endpoint, ShapeError
 from .errors import (
     APIConnectionError,
     APIStatusError,
@@ -26,24 +41,31 @@ from .errors import (
     BarrierTimeoutError,
     BarrierUnsupportedError,
     DevClientError,
-    InvalidParameterError,
+    EngineCallError,
+    EngineDeadError,
+    Frontend,
+    ResponseValidationError,
     WaitTimeoutError,
     error_from_response,
 )
 from .models import BarrierResult, Completion, ResetPrefixCacheResult
+from .redaction import NO_SECRETS, Secrets
+from .transports.base import ConnectionDropped, ResponseLike, TransportError, TransportTimeout
 
 T = TypeVar("T")
 log = logging.getLogger("vllm_devclient")
 
-Timeout = float | httpx.Timeout | None
-
 
 @dataclass(frozen=True)
 class Transmit:
-    """Send one request and hand back the httpx.Response (body read), or throw the httpx error in."""
+    """Send one request; hand back the response (body read), or throw the `TransportError` in.
+
+    `deadline` (absolute, `time.monotonic()`) bounds the whole exchange; `connect_timeout` the connecting.
+    """
 
     endpoint: Endpoint[Any]
-    timeout: Timeout
+    connect_timeout: float | None
+    deadline: float | None
 
 
 @dataclass(frozen=True)
@@ -56,99 +78,128 @@ Operation = Generator[Effect, Any, T]
 
 
 @dataclass(frozen=True)
+class CallContext:
+    """What errors are built with: the client's URL as shown, its secrets, the frontend it has seen."""
+
+    base_url: str = ""
+    secrets: Secrets = NO_SECRETS
+    frontend: Frontend = "unknown"
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 2
-    initial_delay: float = 0.25
-    max_delay: float = 4.0
+    max_retries: int = DEFAULT_MAX_RETRIES
+    initial_delay: float = RETRY_INITIAL_DELAY
+    max_delay: float = RETRY_MAX_DELAY
 
     def delay(self, retry: int) -> float:
         # Exponential backoff with full jitter, so many clients do not retry in lockstep.
         return random.uniform(0, min(self.max_delay, self.initial_delay * 2**retry))
 
 
-class StaleConnection(Exception):
-    """A pooled connection the server had already dropped; the request on it was never processed.
-
-    The Python frontend closes the keep-alive connection after answering an engine-error 500, so the next
-    request on that connection is reset. The drivers report such a failure as this, and `call` resends once.
-    """
-
-    def __init__(self, cause: httpx.TransportError) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
+NO_RETRY = RetryPolicy(max_retries=0)
 
 
-# The request never left the machine: safe to resend on any route.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+def _earliest(*moments: float | None) -> float | None:
+    known = [m for m in moments if m is not None]
+    return min(known) if known else None
 
 
-def _connection_error(exc: httpx.HTTPError, ep: Endpoint[Any]) -> APIConnectionError:
-    url = str(exc.request.url) if _has_request(exc) else ep.path
-    if isinstance(exc, httpx.TimeoutException):
-        return APITimeoutError(
-            f"{ep.method} {ep.path} timed out ({type(exc).__name__})", method=ep.method, url=url
-        )
-    return APIConnectionError(
-        f"{ep.method} {ep.path} failed: {exc or type(exc).__name__}", method=ep.method, url=url
+def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -> APIConnectionError:
+    kind = APITimeoutError if isinstance(exc, TransportTimeout) else APIConnectionError
+    verb = "timed out" if kind is APITimeoutError else "failed"
+    note = "" if exc.sent else " (nothing was sent)"
+    return kind(
+        ctx.secrets.redact(f"{ep.method} {ep.path} {verb}: {exc.reason}{note}"),
+        method=ep.method,
+        url=ctx.base_url + ep.path,
+        path=ep.path,
+        sent=exc.sent,
     )
 
 
-def _has_request(exc: httpx.HTTPError) -> bool:
+def _status_error(response: ResponseLike, ep: Endpoint[Any], ctx: CallContext) -> APIStatusError:
+    return error_from_response(
+        response,
+        method=ep.method,
+        path=ep.path,
+        dev_route=ep.dev_route,
+        secrets=ctx.secrets,
+        frontend=ctx.frontend,
+    )
+
+
+def _parse(ep: Endpoint[T], response: ResponseLike, ctx: CallContext) -> T:
     try:
-        exc.request  # noqa: B018 - raises RuntimeError when unset
-    except RuntimeError:
-        return False
-    return True
+        return ep.parse(response, ep)
+    except ShapeError as exc:
+        raise ResponseValidationError(
+            ctx.secrets.redact(str(exc)),
+            method=ep.method,
+            path=ep.path,
+            status_code=response.status_code,
+            body=ctx.secrets.redact(response.text),
+        ) from None
 
 
-def call(ep: Endpoint[T], *, timeout: Timeout, retry: RetryPolicy) -> Operation[T]:
-    """One route call with retries where repeating is safe."""
+def call(
+    ep: Endpoint[T],
+    *,
+    timeouts: Timeouts,
+    retry: RetryPolicy,
+    ctx: CallContext,
+    deadline: float | None = None,
+) -> Operation[T]:
+    """One route call: each try bounded by `timeouts`, all of them by `deadline`; resent only where safe."""
     attempt = 0
-    resent_stale = False
+    replaced_stale = False
     while True:
-        cause: BaseException | None = None
+        start = time.monotonic()
+        own = None if timeouts.total is None else start + timeouts.total
         try:
-            response: httpx.Response = yield Transmit(ep, timeout)
-        except StaleConnection as stale:
-            if not resent_stale:
-                resent_stale = True
-                log.debug("resending %s %s on a fresh connection: %s", ep.method, ep.path, stale)
-                continue
-            error: DevClientError = _connection_error(stale.cause, ep)
-            cause = stale.cause
-            may_retry = ep.idempotent
-        except httpx.HTTPError as exc:
-            error = _connection_error(exc, ep)
-            cause = exc
-            may_retry = ep.idempotent or isinstance(exc, _NOT_SENT)
-        else:
+            response: ResponseLike = yield Transmit(ep, timeouts.connect, _earliest(own, deadline))
+        except TransportError as exc:
             if (
-                response.status_code not in ep.retry_statuses
-                or not ep.idempotent
-                or attempt >= retry.max_retries
+                isinstance(exc, ConnectionDropped)
+                and not exc.answered
+                and ep.idempotent
+                and not replaced_stale
             ):
-                return ep.parse(response, ep)
-            error = error_from_response(response, path=ep.path, dev_route=ep.dev_route)
-            may_retry = True
+                # A kept-alive connection the server had closed: safe to resend once, on a new one.
+                replaced_stale = True
+                log.debug("%s %s: %s; resending on a new connection", ep.method, ep.path, exc.reason)
+                continue
+            error: DevClientError = _transport_error(exc, ep, ctx)
+            may_retry = ep.idempotent or not exc.sent
+        else:
+            status = response.status_code
+            if 200 <= status < 300 or status in ep.ok_statuses:
+                return _parse(ep, response, ctx)
+            error = _status_error(response, ep, ctx)
+            may_retry = ep.idempotent and status in ep.retry_statuses
         if not may_retry or attempt >= retry.max_retries:
-            raise error from cause
+            raise error
         pause = retry.delay(attempt)
+        if deadline is not None and time.monotonic() + pause >= deadline:
+            raise error
         log.debug("retrying %s %s in %.2fs after: %s", ep.method, ep.path, pause, error)
         yield Sleep(pause)
         attempt += 1
 
 
 class ModelCache:
-    """The served model's name, looked up once from /v1/models for engine stepping."""
+    """The served model's name, looked up once from /v1/models for engine stepping and completions."""
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model
 
 
-def served_model(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> Operation[str]:
+def served_model(
+    cache: ModelCache, *, timeouts: Timeouts, retry: RetryPolicy, ctx: CallContext
+) -> Operation[str]:
     """The served model: given at construction, else the first one /v1/models lists (looked up once)."""
     if cache.model is None:
-        listing = yield from call(endpoints.models(), timeout=timeout, retry=retry)
+        listing = yield from call(endpoints.models(), timeouts=timeouts, retry=retry, ctx=ctx)
         if not listing.data:
             raise DevClientError("the server lists no model on /v1/models: pass model= to the client")
         cache.model = listing.data[0].id
@@ -164,19 +215,30 @@ def completion(
     temperature: float,
     seed: int | None,
     stop: Sequence[str] | None,
-    timeout: Timeout,
+    timeouts: Timeouts,
     retry: RetryPolicy,
+    ctx: CallContext,
 ) -> Operation[Completion]:
-    name = model if model is not None else (yield from served_model(cache, timeout=timeout, retry=retry))
-    ep = endpoints.completion(name, prompt, max_tokens, temperature=temperature, seed=seed, stop=stop)
-    done: Completion = yield from call(ep, timeout=timeout, retry=retry)
+    name = (
+        model
+        if model is not None
+        else (yield from served_model(cache, timeouts=timeouts, retry=retry, ctx=ctx))
+    )
+    ep = endpoints.completion(
+        name, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop
+    )
+    done: Completion = yield from call(ep, timeouts=timeouts, retry=retry, ctx=ctx)
     return done
 
 
-def step_engine(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> Operation[str]:
+def step_engine(
+    cache: ModelCache, *, timeouts: Timeouts, retry: RetryPolicy, ctx: CallContext
+) -> Operation[str]:
     """A 1-token greedy completion: makes the engine run one step (and so release finished blocks)."""
-    model = yield from served_model(cache, timeout=timeout, retry=retry)
-    done = yield from call(endpoints.completion(model, "0", 1), timeout=timeout, retry=retry)
+    done = yield from completion(
+        cache, "0", model=None, max_tokens=1, temperature=0, seed=None, stop=None,
+        timeouts=timeouts, retry=retry, ctx=ctx,
+    )  # fmt: skip
     return done.text
 
 
@@ -184,16 +246,15 @@ def step_engine(cache: ModelCache, *, timeout: Timeout, retry: RetryPolicy) -> O
 class Backoff:
     """Poll interval: fast at first (the answer often flips within milliseconds), then backing off."""
 
-    initial: float = 0.02
-    maximum: float = 1.0
+    initial: float
+    maximum: float
     factor: float = 2.0
 
-    def __post_init__(self) -> None:
-        if self.initial <= 0 or self.maximum < self.initial or self.factor < 1:
-            raise InvalidParameterError(
-                f"poll interval needs 0 < initial <= maximum and factor >= 1, got {self.initial}, "
-                f"{self.maximum}, {self.factor}"
-            )
+    @classmethod
+    def of(cls, interval: object, max_interval: object) -> Backoff:
+        initial = check.seconds(interval, "interval")
+        maximum = check.seconds(max_interval, "max_interval")
+        return cls(initial=initial, maximum=max(initial, maximum))
 
     def intervals(self) -> Generator[float, None, None]:
         value = self.initial
@@ -202,45 +263,60 @@ class Backoff:
             value = min(self.maximum, value * self.factor)
 
 
-def _check_deadline(timeout: float) -> None:
-    if not timeout > 0:
-        raise InvalidParameterError(f"timeout must be a positive number of seconds, got {timeout!r}")
+def _try_timeouts(request_timeout: float, end: float) -> Timeouts:
+    per_try = min(request_timeout, max(MIN_TRY_SECONDS, end - time.monotonic()))
+    return Timeouts(connect=per_try, total=per_try)
 
 
-# A try started just before the deadline still gets this long, so that it can be answered at all.
-_MIN_TRY = 0.25
-
-
-def _try_timeout(per_try: float, deadline: float) -> float:
-    return min(per_try, max(_MIN_TRY, deadline - time.monotonic()))
+def _not_yet(exc: DevClientError) -> bool:
+    """A barrier try that failed in a way the next try may not: counted as 'not yet'."""
+    if isinstance(exc, APIConnectionError):
+        return True
+    return (
+        isinstance(exc, APIStatusError)
+        and not isinstance(exc, EngineCallError)
+        and exc.status_code in endpoints.GATEWAY_STATUSES
+    )
 
 
 def reset_prefix_cache_until_success(
     cache: ModelCache,
     *,
-    timeout: float,
+    deadline: float,
     reset_external: bool,
     reset_running_requests: bool,
     step: bool,
     poll: Backoff,
     request_timeout: float,
-    retry: RetryPolicy,
+    ctx: CallContext,
+    on_attempt: Callable[[int, object], None] | None = None,
 ) -> Operation[BarrierResult]:
-    """The offload barrier: reset until success, stepping the engine between tries, until the deadline."""
-    _check_deadline(timeout)
+    """The offload barrier: reset until success, stepping the engine between tries, until the deadline.
+
+    Each try is one request (the barrier is its own retry loop: `attempts` counts what the server got). A try
+    that times out, cannot connect or meets a gateway error counts as "not yet"; other errors end the barrier.
+    """
+    check.seconds(deadline, "deadline")
+    check.seconds(request_timeout, "request_timeout")
+    check.flag(step, "step_engine")
+    ep = endpoints.reset_prefix_cache(
+        reset_running_requests=reset_running_requests, reset_external=reset_external
+    )
     start = time.monotonic()
-    deadline = start + timeout
+    end = start + deadline
     attempts = steps = 0
-    last: ResetPrefixCacheResult | APITimeoutError | None = None
+    last: object = None
     intervals = poll.intervals()
-    ep = endpoints.reset_prefix_cache(reset_running_requests, reset_external)
     while True:
-        # A try that times out (busy or hung engine) counts as "not yet": only the deadline ends the barrier.
         try:
-            last = yield from call(ep, timeout=_try_timeout(request_timeout, deadline), retry=retry)
-        except APITimeoutError as exc:
+            last = yield from call(ep, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx)
+        except DevClientError as exc:
+            if not _not_yet(exc):
+                raise
             last = exc
         attempts += 1
+        if on_attempt is not None:
+            on_attempt(attempts, last)
         if isinstance(last, ResetPrefixCacheResult):
             if last.success is None:
                 raise BarrierUnsupportedError(
@@ -251,24 +327,29 @@ def reset_prefix_cache_until_success(
                 return BarrierResult(
                     attempts=attempts, engine_steps=steps, elapsed_s=time.monotonic() - start
                 )
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= end:
             break
-        if step:
+        if step and end - time.monotonic() >= MIN_TRY_SECONDS:
             try:
-                yield from step_engine(cache, timeout=_try_timeout(request_timeout, deadline), retry=retry)
+                yield from step_engine(
+                    cache, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
+                )
                 steps += 1
-            except APITimeoutError as exc:
-                last = exc
-        wait = min(next(intervals), deadline - time.monotonic())
+            except DevClientError as exc:
+                if not _not_yet(exc):
+                    raise
+        # The last try falls on the deadline: a reset that succeeds then still counts.
+        wait = min(next(intervals), end - time.monotonic())
         if wait > 0:
             yield Sleep(wait)
     elapsed = time.monotonic() - start
     said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else f"{last}"
     raise BarrierTimeoutError(
-        f"reset_prefix_cache did not succeed within {timeout:.1f}s: {attempts} attempts, "
-        f"{steps} engine steps, "
-        f"last answer {said}. Blocks are still held (running requests or in-flight offload stores); "
-        "raise the timeout or pass reset_running_requests=True",
+        ctx.secrets.redact(
+            f"reset_prefix_cache did not succeed within {deadline:.1f}s: {attempts} attempts, {steps} engine "
+            f"steps, last answer {said}. Blocks are still held (running requests or in-flight offload "
+            "stores); raise the deadline or pass reset_running_requests=True"
+        ),
         waited_s=elapsed,
         attempts=attempts,
         engine_steps=steps,
@@ -281,74 +362,100 @@ def wait_until(
     done: Callable[[T], bool],
     *,
     what: str,
-    timeout: float,
+    deadline: float,
     poll: Backoff,
     request_timeout: float,
-    tolerate: tuple[type[DevClientError], ...] = (),
+    ctx: CallContext,
+    tolerate: Callable[[DevClientError], bool],
 ) -> Operation[T]:
-    """Poll `probe` until `done(answer)` or the deadline; errors in `tolerate` count as 'not yet'."""
-    _check_deadline(timeout)
+    """Poll `probe` until `done(answer)` or the deadline; errors for which `tolerate` is true: 'not yet'."""
+    check.seconds(deadline, "deadline")
+    check.seconds(request_timeout, "request_timeout")
     start = time.monotonic()
-    deadline = start + timeout
-    no_retry = RetryPolicy(max_retries=0)
+    end = start + deadline
     last: object = None
     for interval in poll.intervals():
         try:
-            answer = yield from call(probe, timeout=_try_timeout(request_timeout, deadline), retry=no_retry)
-        except tolerate as exc:
+            answer = yield from call(
+                probe, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
+            )
+        except DevClientError as exc:
+            if not tolerate(exc):
+                raise
             last = exc
         else:
             if done(answer):
                 return answer
             last = answer
-        remaining = deadline - time.monotonic()
+        remaining = end - time.monotonic()
         if remaining <= 0:
             break
         yield Sleep(min(interval, remaining))
     raise WaitTimeoutError(
-        f"{what} not reached within {timeout:.1f}s (last: {last!r})",
+        ctx.secrets.redact(f"{what} not reached within {deadline:.1f}s (last: {last!r})"),
         waited_s=time.monotonic() - start,
         last=last,
     )
 
 
-def wait_until_ready(*, timeout: float, poll: Backoff, request_timeout: float) -> Operation[bool]:
-    # A Rust frontend accepts TCP before its engine registers and then answers nothing: short tries.
+def _ready_tolerates(exc: DevClientError) -> bool:
+    # Not up yet: refused connections, a Rust frontend that accepts TCP and answers nothing, a proxy's 502.
+    # A dead engine (503 from /health) will not come back: that ends the wait.
+    return isinstance(exc, APIConnectionError) or (
+        isinstance(exc, APIStatusError) and not isinstance(exc, EngineDeadError)
+    )
+
+
+def wait_until_ready(
+    *, deadline: float, poll: Backoff, request_timeout: float, ctx: CallContext
+) -> Operation[bool]:
     result = yield from wait_until(
         endpoints.health(),
         bool,
         what="/health answering 200",
-        timeout=timeout,
+        deadline=deadline,
         poll=poll,
         request_timeout=request_timeout,
-        tolerate=(APIConnectionError, APIStatusError),
+        ctx=ctx,
+        tolerate=_ready_tolerates,
     )
     return result
 
 
 def wait_for_flag(
-    probe: Endpoint[bool], wanted: bool, *, what: str, timeout: float, poll: Backoff, request_timeout: float
+    probe: Endpoint[bool],
+    wanted: bool,
+    *,
+    what: str,
+    deadline: float,
+    poll: Backoff,
+    request_timeout: float,
+    ctx: CallContext,
 ) -> Operation[None]:
     yield from wait_until(
         probe,
         lambda v: v is wanted,
         what=what,
-        timeout=timeout,
+        deadline=deadline,
         poll=poll,
         request_timeout=request_timeout,
-        tolerate=(APIConnectionError,),
+        ctx=ctx,
+        tolerate=lambda exc: isinstance(exc, APIConnectionError),
     )
 
 
 __all__ = [
+    "NO_RETRY",
     "Backoff",
+    "CallContext",
     "ModelCache",
     "RetryPolicy",
     "Sleep",
-    "StaleConnection",
     "Transmit",
     "call",
+    "completion",
     "reset_prefix_cache_until_success",
+    "served_model",
     "step_engine",
     "wait_for_flag",
     "wait_until",

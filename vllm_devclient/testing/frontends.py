@@ -11,29 +11,26 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
 import importlib.metadata
 import importlib.util
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import httpx
-
+from ..client import DevClient
+from ..errors import DevClientError
 from .engine import EngineCall, EngineStartupError, ScriptedEngine
 from .model_dir import make_model_dir
+from .processes import free_port, listener, spawn, stop_group
 
 __all__ = [
     "INSTALL_HINT",
@@ -115,106 +112,6 @@ def _install_safety_nets() -> None:
             # Only where nobody else handles the signal: never replace a user's handler.
             if signal.getsignal(sig) is signal.SIG_DFL:
                 signal.signal(sig, _on_signal)
-
-
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux only).
-
-    The kernel sends it when the *thread* that forked exits: start frontends from a thread that
-    outlives them (the main thread, or a keeper thread), never from a short-lived worker.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return None
-    prctl = ctypes.CDLL(libc_name, use_errno=True).prctl
-    pr_set_pdeathsig = 1
-    term = int(signal.SIGTERM)
-
-    def preexec() -> None:
-        prctl(pr_set_pdeathsig, term, 0, 0, 0)
-
-    return preexec
-
-
-def _children_of(pid: int) -> list[int]:
-    """All descendants of ``pid`` (from /proc), so none escapes by changing its group."""
-    parents: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        # The ppid is the 2nd field after the parenthesised command name.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (from /proc)."""
-    members: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return members
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().decode(errors="replace").rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # fields: state, ppid, pgrp, ...; zombies are already dead.
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry))
-    return members
-
-
-# Ports handed to child processes are picked below the kernel's ephemeral range: a port from bind(0) may
-# be taken by some outgoing connection before the child binds it ("Address already in use").
-_PORT_RANGE = (20000, 32000)
-_handed_out: set[int] = set()
-_port_lock = threading.Lock()
-
-
-def _free_port() -> int:
-    """A loopback TCP port that is free now, outside the ephemeral range, never handed out twice."""
-    with _port_lock:
-        for _ in range(200):
-            port = random.randrange(*_PORT_RANGE)
-            if port in _handed_out:
-                continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
-            return port
-    raise OSError(f"no free loopback port in {_PORT_RANGE}")
-
-
-def _listener() -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    s.listen(1024)
-    return s
 
 
 # ---------------------------------------------------------------------- launchers
@@ -353,18 +250,8 @@ class Frontend:
             if self.engine.running and not self.engine.dead and self.engine.hung_calls:
                 self.engine.release_hung("frontend shutting down")
                 time.sleep(0.1)
-            descendants = _children_of(proc.pid)
-            self._signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal_group(proc, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(5)
-            # Anything still in the group, or that left it, goes too.
-            for pid in {*_group_members(proc.pid), *descendants}:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            # SIGTERM, then SIGKILL; anything still in the group, or that left it, goes too.
+            stop_group(proc, grace=timeout)
         self.engine.close()
         if self._log_file is not None:
             self._log_file.close()
@@ -406,24 +293,8 @@ class Frontend:
         return env
 
     def _spawn(self, cmd: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = ()) -> None:
-        self.process = subprocess.Popen(
-            list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
-            preexec_fn=_parent_death_signal(),  # only a prctl call: safe after fork
-        )
-
-    @staticmethod
-    def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(OSError):
-                proc.send_signal(sig)
+        # Tied to the starting thread (the pool starts frontends from keeper threads that outlive them).
+        self.process = spawn(cmd, env=env, stdout=self._log_file, pass_fds=pass_fds, thread_bound=True)
 
     def _check_alive(self) -> None:
         assert self.process is not None
@@ -450,18 +321,27 @@ class Frontend:
             time.sleep(0.02)
 
     def _wait_health(self, deadline: float) -> None:
-        # Short per-try timeouts: the Rust frontend accepts TCP before it can answer.
-        with httpx.Client(timeout=httpx.Timeout(0.5)) as client:
+        # In slices, to notice a frontend that exits meanwhile; short tries: the Rust frontend accepts TCP
+        # before it can answer.
+        with DevClient(self.base_url, api_key=self.api_key or "", timeout=_HEALTH_TRY_S) as client:
             while True:
                 self._check_alive()
-                try:
-                    if client.get(f"{self.base_url}/health").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise self._timeout("GET /health did not answer 200")
-                time.sleep(0.02)
+                try:
+                    client.wait_until_ready(
+                        deadline=min(_HEALTH_SLICE_S, remaining), interval=0.02, request_timeout=_HEALTH_TRY_S
+                    )
+                except DevClientError:
+                    time.sleep(0.02)  # not yet (or an answer other than 200): poll on until the deadline
+                else:
+                    return
+
+
+# Readiness: one try's timeout, and how long to poll /health between checks that the process still runs.
+_HEALTH_TRY_S = 0.5
+_HEALTH_SLICE_S = 1.0
 
 
 class RustFrontend(Frontend):
@@ -487,7 +367,7 @@ class RustFrontend(Frontend):
 
     def _launch(self) -> None:
         binary = self.binary or find_vllm_rs()
-        http, inputs, outputs = _listener(), _listener(), _listener()
+        http, inputs, outputs = listener(), listener(), listener()
         try:
             self.port = http.getsockname()[1]
             self.base_url = f"http://127.0.0.1:{self.port}"
@@ -540,7 +420,7 @@ class PythonFrontend(Frontend):
     def _launch(self) -> None:
         if self.python == sys.executable and importlib.util.find_spec("vllm") is None:
             raise VllmNotInstalledError(f"the 'vllm' package is not importable here. {INSTALL_HINT}")
-        self.port, rpc_port = _free_port(), _free_port()
+        self.port, rpc_port = free_port(), free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         cmd = [
             self.python, "-m", "vllm.entrypoints.cli.main", "serve", self.model,

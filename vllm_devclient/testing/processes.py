@@ -30,6 +30,8 @@ __all__ = [
     "free_port",
     "group_alive",
     "group_members",
+    "is_running",
+    "listener",
     "parent_death_signal",
     "spawn",
     "stop_group",
@@ -43,30 +45,59 @@ _handed_out: set[int] = set()
 _port_lock = threading.Lock()
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on `host` that is free now, outside the ephemeral range, never handed out twice here."""
+def free_port(host: str = "127.0.0.1", *, count: int = 1) -> int:
+    """A TCP port on `host` that is free now, outside the ephemeral range, never handed out twice here.
+
+    With `count` > 1, the first of `count` consecutive free ports (all of them handed out): what a
+    publisher per data-parallel rank on `port + rank` needs.
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
     with _port_lock:
         for _ in range(500):
-            port = random.randrange(*PORT_RANGE)
-            if port in _handed_out:
+            port = random.randrange(PORT_RANGE[0], PORT_RANGE[1] - count + 1)
+            ports = range(port, port + count)
+            if _handed_out.intersection(ports) or not all(_bindable(host, p) for p in ports):
                 continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
+            _handed_out.update(ports)
             return port
-    raise OSError(f"no free port on {host} in {PORT_RANGE}")
+    raise OSError(f"no {count} free port(s) on {host} in {PORT_RANGE}")
 
 
-def parent_death_signal() -> Callable[[], None] | None:
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def listener(host: str = "127.0.0.1", *, backlog: int = 1024) -> socket.socket:
+    """A listening TCP socket on a port the kernel picks, for a child that inherits it (`pass_fds`).
+
+    No race: the socket is bound before the child starts. Close it here once the child runs.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, 0))
+        s.listen(backlog)
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def parent_death_signal(*, thread_bound: bool = False) -> Callable[[], None] | None:
     """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux only).
 
     The kernel sends it when the *thread* that forked exits, so it is set up only from the main thread:
-    a child started from a short-lived worker thread would otherwise die with that thread.
+    a child started from a short-lived worker thread would otherwise die with that thread. With
+    `thread_bound`, from any thread: the caller keeps that thread alive as long as the child should live.
     """
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+    if not sys.platform.startswith("linux"):
+        return None
+    if not thread_bound and threading.current_thread() is not threading.main_thread():
         return None
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
@@ -87,18 +118,26 @@ def spawn(
     stdout: IO[Any] | int | None = None,
     pass_fds: Sequence[int] = (),
     cwd: str | os.PathLike[str] | None = None,
+    stdin: IO[Any] | int | None = subprocess.DEVNULL,
+    merge_stderr: bool = True,
+    thread_bound: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start `cmd` as the leader of a new process group (stderr joins stdout), stdin closed."""
+    """Start `cmd` as the leader of a new process group, stdin closed (or `stdin`, e.g. a pipe).
+
+    stderr joins `stdout` when that is given (unless `merge_stderr` is False: then it is inherited).
+    `thread_bound`: the child gets SIGTERM when the spawning thread exits, also when that is not the main
+    thread (see `parent_death_signal`).
+    """
     return subprocess.Popen(
         list(cmd),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
-        stderr=subprocess.STDOUT if stdout is not None else None,
+        stderr=subprocess.STDOUT if stdout is not None and merge_stderr else None,
         env=None if env is None else dict(env),
         pass_fds=tuple(pass_fds),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=parent_death_signal(),  # only a prctl call: safe after fork
+        preexec_fn=parent_death_signal(thread_bound=thread_bound),  # only a prctl call: safe after fork
     )
 
 
@@ -122,6 +161,14 @@ def group_members(pgid: int) -> list[psutil.Process]:
 
 def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
+
+
+def is_running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.Error:
+        return False
 
 
 def _alive(proc: psutil.Process) -> bool:

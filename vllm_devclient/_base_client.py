@@ -1,0 +1,285 @@
+"""What the sync and the async client share: configuration, its checks, and turning effects into requests.
+
+Nothing here does I/O. `_async/client.py` holds the async client; `_sync/client.py` is generated from it
+(`scripts/unasync.py`), so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import logging
+import os
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+import httpx
+from typing_extensions import TypedDict
+
+from . import arguments as check
+from ._version import __version__
+from .arguments import BaseURL, Timeouts
+from .constants import LONG_ROUTE_TIMEOUT
+from .endpoints import encode_body
+from .errors import ClientClosedError, Frontend, InvalidParameterError
+from .operations import CallContext, ModelCache, RetryPolicy, Transmit
+from .redaction import Secrets
+from .transports import TRANSPORT_KINDS, Origin, ResponseLike, TransportKind, WireRequest
+
+__all__ = ["NOT_GIVEN", "BaseClient", "NotGiven", "RawResponse", "RequestOptions"]
+
+T = TypeVar("T")
+_C = TypeVar("_C", bound="BaseClient")
+log = logging.getLogger("vllm_devclient")
+
+
+class NotGiven:
+    """The default of an option that was not passed (None is a value: "no timeout")."""
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN = NotGiven()
+TimeoutArg = float | httpx.Timeout | None
+
+
+class RequestOptions(TypedDict, total=False):
+    """Per-call options every route method takes (keyword-only).
+
+    timeout: the HTTP timeout of one try of this call, as a whole (connect, send, headers and body): seconds,
+        an `httpx.Timeout`, or None for no bound. Default: the client's, or for long routes no bound.
+    extra_headers: headers added to (or replacing) the client's for this call.
+    extra_query: query parameters added to this call's.
+    extra_body: JSON fields merged into this call's body (or the body, when the route sends none).
+    """
+
+    timeout: TimeoutArg
+    extra_headers: Mapping[str, str]
+    extra_query: Mapping[str, str]
+    extra_body: Mapping[str, Any]
+
+
+_OPTION_NAMES = frozenset(RequestOptions.__annotations__)
+_LONG = check.timeout(LONG_ROUTE_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class RawResponse(Generic[T]):
+    """`client.with_raw_response.<method>(...)`: the typed answer and the HTTP response it was read from."""
+
+    parsed: T
+    http_response: httpx.Response
+
+    @property
+    def status_code(self) -> int:
+        return self.http_response.status_code
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return self.http_response.headers
+
+
+# Set while a with_raw_response call runs: the client then returns RawResponse instead of the answer.
+RAW_MODE: contextvars.ContextVar[bool] = contextvars.ContextVar("vllm_devclient_raw", default=False)
+
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO}
+_log_lock = threading.Lock()
+_log_configured = False
+
+
+def configure_logging_from_env() -> None:
+    """`VLLM_DEVCLIENT_LOG=debug|info` sends the SDK's log to stderr (read once, at the first client)."""
+    global _log_configured
+    with _log_lock:
+        if _log_configured:
+            return
+        _log_configured = True
+        value = os.environ.get("VLLM_DEVCLIENT_LOG", "").strip().lower()
+        if not value:
+            return
+        if value not in _LOG_LEVELS:
+            raise InvalidParameterError(f"VLLM_DEVCLIENT_LOG must be 'debug' or 'info', got {value!r}")
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(_LOG_LEVELS[value])
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything a client is made of, checked; what a pickled client carries."""
+
+    url: BaseURL
+    api_key: str | None
+    timeout: Timeouts
+    timeout_arg: TimeoutArg
+    max_retries: int
+    model: str | None
+    default_headers: Mapping[str, str]
+    transport: TransportKind
+
+    @classmethod
+    def of(
+        cls,
+        base_url: object,
+        *,
+        api_key: object,
+        timeout: object,
+        max_retries: object,
+        model: object,
+        default_headers: object,
+        transport: object,
+    ) -> ClientConfig:
+        key = check.api_key(api_key if api_key is not None else os.environ.get("VLLM_API_KEY"))
+        url = check.base_url(base_url)
+        if key is not None and url.password is not None:
+            raise InvalidParameterError(
+                "base_url carries a password and api_key is set: pass the credential one way only"
+            )
+        chosen = transport if transport is not None else os.environ.get("VLLM_DEVCLIENT_TRANSPORT") or "auto"
+        if chosen not in TRANSPORT_KINDS:
+            raise InvalidParameterError(
+                f"transport must be one of {', '.join(TRANSPORT_KINDS)}, got {chosen!r}"
+            )
+        return cls(
+            url=url,
+            api_key=key,
+            timeout=check.timeout(timeout),
+            timeout_arg=timeout,  # type: ignore[arg-type]  # checked just above
+            max_retries=check.non_negative_int(max_retries, "max_retries"),
+            model=None if model is None else check.text(model, "model"),
+            default_headers=check.header_map(default_headers, "default_headers"),
+            transport=chosen,  # type: ignore[arg-type]
+        )
+
+
+class BaseClient:
+    """Configuration and request building, shared by both clients."""
+
+    _closed_message: ClassVar[str] = "this client is closed; make a new one (or use it inside its with-block)"
+
+    def __init__(self, config: ClientConfig) -> None:
+        configure_logging_from_env()
+        self._config = config
+        self.base_url = config.url.url
+        self.max_retries = config.max_retries
+        self._retry = RetryPolicy(max_retries=config.max_retries)
+        self._models = ModelCache(config.model)
+        self._origin = Origin(config.url.scheme, config.url.host, config.url.port, config.url.prefix)  # type: ignore[arg-type]
+        self._secrets = Secrets.of(config.api_key, config.url.password)
+        self._headers = self._build_headers()
+        self._frontend: Frontend = "unknown"
+        self._closed = False
+
+    # ---- configuration -----------------------------------------------------------------------------------
+
+    @property
+    def timeout(self) -> TimeoutArg:
+        return self._config.timeout_arg
+
+    @property
+    def has_api_key(self) -> bool:
+        return self._config.api_key is not None
+
+    def __repr__(self) -> str:
+        key = ", api_key=<set>" if self.has_api_key else ""
+        return f"{type(self).__name__}(base_url={self.base_url!r}{key})"
+
+    def _build_headers(self) -> tuple[tuple[str, str], ...]:
+        headers = {"User-Agent": f"vllm-devclient/{__version__}", "Accept": "application/json"}
+        url = self._config.url
+        if self._config.api_key:
+            headers["Authorization"] = f"Bearer {self._config.api_key}"
+        elif url.username is not None:
+            pair = f"{url.username}:{url.password or ''}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        headers.update(self._config.default_headers)
+        return tuple(headers.items())
+
+    def _replaced(self: _C, **changes: Any) -> ClientConfig:
+        from dataclasses import replace
+
+        return replace(self._config, **changes)
+
+    def _context(self) -> CallContext:
+        return CallContext(base_url=self.base_url, secrets=self._secrets, frontend=self._frontend)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(self._closed_message)
+
+    # ---- per call ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _options(options: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - _OPTION_NAMES
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        out = dict(options)
+        if "timeout" in out:
+            out["timeouts"] = check.timeout(out.pop("timeout"))
+        if "extra_headers" in out:
+            out["extra_headers"] = check.header_map(out["extra_headers"], "extra_headers")
+        if "extra_query" in out:
+            query = out["extra_query"]
+            if not isinstance(query, Mapping):
+                raise InvalidParameterError(f"extra_query must be a dict, got {type(query).__name__}")
+            out["extra_query"] = tuple((str(k), str(v)) for k, v in query.items())
+        if "extra_body" in out:
+            out["extra_body"] = check.json_mapping(out["extra_body"], "extra_body")
+        return out
+
+    def _timeouts(self, options: Mapping[str, Any], *, long_running: bool) -> Timeouts:
+        """This call's `timeout=`, else no bound on the answer for long routes, else the client's."""
+        if "timeouts" in options:
+            return options["timeouts"]  # type: ignore[no-any-return]
+        return _LONG if long_running else self._config.timeout
+
+    def _wire_request(self, effect: Transmit, options: Mapping[str, Any]) -> WireRequest:
+        ep = effect.endpoint
+        params = ep.params + options.get("extra_query", ())
+        target = ep.path + ("?" + urllib.parse.urlencode(params) if params else "")
+        headers = self._headers
+        body: Any = ep.body if ep.has_body else None
+        extra_body = options.get("extra_body")
+        if extra_body:
+            body = {**body, **extra_body} if isinstance(body, dict) else dict(extra_body)
+        content = None if body is None and not ep.has_body else encode_body(body)
+        if content is not None:
+            headers = (*headers, ("Content-Type", "application/json"))
+        extra_headers = options.get("extra_headers")
+        if extra_headers:
+            lowered = {k.lower() for k in extra_headers}
+            headers = (*(h for h in headers if h[0].lower() not in lowered), *extra_headers.items())
+        return WireRequest(
+            ep.method,
+            self._origin,
+            self._origin.prefix + target,
+            headers,
+            content,
+            fresh_connection=not ep.idempotent,
+        )
+
+    def _learn(self, value: object) -> None:
+        """What the answers tell about the server (its frontend, from /version)."""
+        frontend = getattr(value, "frontend", None)
+        if frontend in ("python", "rust") and type(value).__name__ == "VersionInfo":
+            self._frontend = frontend
+
+
+def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:
+    if isinstance(response, httpx.Response):
+        return response
+    from .transports.httpx_adapter import to_httpx_response
+
+    return to_httpx_response(response, request)  # type: ignore[arg-type]

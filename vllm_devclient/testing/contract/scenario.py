@@ -1,0 +1,105 @@
+"""A :class:`Scenario`: one SDK call against a frontend in a known state, and what it must give.
+
+It names an engine script to apply, the call, the frontend setup it needs and the expected outcome and
+engine calls on each frontend. The scenario data itself lives in `vllm_devclient.testing.scenarios`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ...client import AsyncDevClient, DevClient
+from ..engine import Action
+from .expect import EngineCallSpec, Expect
+from .outcome import jsonable
+
+if TYPE_CHECKING:
+    from .runner import ScenarioRun
+
+__all__ = ["API_KEY", "SETUPS", "Client", "EngineCalls", "FrontendName", "Mode", "Scenario", "Setup"]
+
+Client: TypeAlias = DevClient | AsyncDevClient
+FrontendName = Literal["python", "rust"]
+Mode = Literal["sync", "async"]
+# default: dev mode on, no API key. api_key: dev mode on and --api-key API_KEY. dev_mode_off: dev mode off.
+# dead_engine: a frontend whose engine declared itself dead (a frontend of its own: it stays dead).
+Setup = Literal["default", "api_key", "dev_mode_off", "dead_engine"]
+SETUPS: tuple[Setup, ...] = ("default", "api_key", "dev_mode_off", "dead_engine")
+API_KEY = "sk-devclient-contract"
+
+EngineCalls: TypeAlias = "Sequence[EngineCallSpec] | Mapping[str, Sequence[EngineCallSpec]] | None"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One SDK call against a frontend in a known state, and what it must give on each frontend.
+
+    `expect` and `engine_calls` may map a frontend name to its own expectation where the frontends answer
+    differently and the SDK cannot hide it; `sdk_difference` then says why (such scenarios are listed apart
+    in the parity report, not as mismatches). `engine_calls=None` skips the engine-call check (timing
+    dependent scenarios check counts in `run_checks`). `safe` marks read-only calls that may be made
+    against any live server.
+    """
+
+    name: str
+    description: str
+    call: Callable[[Client], object]
+    expect: Expect | Mapping[str, Expect]
+    engine_calls: EngineCalls = ()
+    script: Mapping[str, Sequence[Action]] = field(default_factory=dict)
+    setup: Setup = "default"
+    # "" sends no key at all; None uses API_KEY on the api_key setup and no key elsewhere.
+    api_key: str | None = None
+    timeout: float = 10.0
+    max_retries: int = 0
+    sdk_difference: str | None = None
+    timing_dependent: bool = False
+    max_elapsed_s: float | None = None
+    min_elapsed_s: float | None = None
+    run_checks: tuple[Callable[[ScenarioRun], str | None], ...] = ()
+    safe: bool = False
+    tags: tuple[str, ...] = ()
+
+    def expect_for(self, frontend: str) -> Expect:
+        if isinstance(self.expect, Expect):
+            return self.expect
+        if frontend not in self.expect:
+            raise KeyError(f"scenario {self.name!r} has no expectation for the {frontend!r} frontend")
+        return self.expect[frontend]
+
+    def engine_calls_for(self, frontend: str) -> list[EngineCallSpec] | None:
+        if self.engine_calls is None:
+            return None
+        if isinstance(self.engine_calls, Mapping):
+            return list(self.engine_calls[frontend])
+        return list(self.engine_calls)
+
+    def client_api_key(self) -> str:
+        if self.api_key is not None:
+            return self.api_key
+        return API_KEY if self.setup == "api_key" else ""
+
+    @property
+    def per_frontend(self) -> bool:
+        return not isinstance(self.expect, Expect)
+
+    def compared_paths(self) -> list[str]:
+        """The attribute paths compared across frontends (the union over per-frontend expectations)."""
+        expects = [self.expect] if isinstance(self.expect, Expect) else list(self.expect.values())
+        paths: list[str] = []
+        for e in expects:
+            paths.extend(p for p in e.fields if p not in paths)
+        return paths
+
+    def script_json(self) -> dict[str, list[Any]]:
+        """The engine script as JSON data (for fixtures and reports)."""
+        return {m: [_action_json(a) for a in acts] for m, acts in sorted(self.script.items())}
+
+
+def _action_json(action: Action) -> Any:
+    name = type(action).__name__
+    data = dataclasses.asdict(action)
+    return {name: jsonable(data)} if data else name

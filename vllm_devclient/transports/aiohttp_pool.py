@@ -1,0 +1,148 @@
+"""The asynchronous default transport: aiohttp's connection pool (its C HTTP parser, its connector).
+
+Two sessions per event loop: a keep-alive one, and one that opens a new connection for every request, for
+requests that are not safe to repeat (see `WireRequest.fresh_connection`). A session belongs to the event
+loop it was made in; used from another loop (a second `asyncio.run`), the transport makes new sessions
+there and drops the old ones, whose loop is gone.
+
+Every request runs under aiohttp's `total` timeout set to what is left of the deadline, so the whole
+exchange, body included, is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from typing import Any
+
+import aiohttp
+
+from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
+from .base import (
+    ConnectFailed,
+    ConnectionDropped,
+    ProtocolViolation,
+    TransportTimeout,
+    WireRequest,
+    WireResponse,
+)
+
+__all__ = ["AiohttpPool"]
+
+
+class AiohttpPool:
+    def __init__(
+        self, *, max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive_expiry: float = KEEPALIVE_EXPIRY
+    ) -> None:
+        self._max_connections = max_connections
+        self._expiry = keepalive_expiry
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
+        self._ssl: ssl.SSLContext | None = None
+
+    def _session(self, fresh: bool) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._sessions is None or loop is not self._loop:
+            self._abandon()
+            self._loop = loop
+            if self._ssl is None:
+                from .h11_pool import _default_ssl_context
+
+                self._ssl = _default_ssl_context()
+            pooled = aiohttp.TCPConnector(
+                limit=self._max_connections, keepalive_timeout=self._expiry, ssl=self._ssl
+            )
+            single = aiohttp.TCPConnector(limit=self._max_connections, force_close=True, ssl=self._ssl)
+            self._sessions = (self._new_session(pooled), self._new_session(single))
+        return self._sessions[1 if fresh else 0]
+
+    @staticmethod
+    def _new_session(connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+        # No cookies, no default headers beyond ours, no redirects: every request is stated in full.
+        return aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
+            auto_decompress=True,
+        )
+
+    def _abandon(self) -> None:
+        """Forget sessions of a loop that is gone: their connections cannot be closed from here."""
+        sessions, self._sessions = self._sessions, None
+        if sessions is None:
+            return
+        for session in sessions:
+            connector = session.connector
+            if connector is not None:
+                with contextlib.suppress(Exception):
+                    connector._close()
+            session._connector = None  # nothing left to close: no "unclosed session" warning
+
+    async def aclose(self) -> None:
+        sessions, self._sessions = self._sessions, None
+        if sessions is None:
+            return
+        if self._loop is not asyncio.get_running_loop():
+            self._sessions = sessions
+            self._abandon()
+            return
+        for session in sessions:
+            await session.close()
+
+    async def send(
+        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> WireResponse:
+        session = self._session(request.fresh_connection)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TransportTimeout("no time left to send the request", sent=False)
+        connect = connect_timeout if left is None else min(left, connect_timeout or left)
+        timeout = aiohttp.ClientTimeout(total=left, sock_connect=connect)
+        answered = False
+        try:
+            async with session.request(
+                request.method,
+                request.url,
+                headers=request.headers,
+                data=request.body,
+                allow_redirects=False,
+                timeout=timeout,
+            ) as response:
+                answered = True
+                body = await response.read()
+                return WireResponse(response.status, _lower(response.headers), body)
+        except aiohttp.ConnectionTimeoutError:
+            raise TransportTimeout(
+                f"connecting to {request.origin.host_header} timed out", sent=False
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectFailed(
+                f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
+            ) from None
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise TransportTimeout("no complete answer before the deadline", answered=answered) from None
+        except aiohttp.ServerDisconnectedError:
+            raise ConnectionDropped(
+                "the server closed the connection" + (" mid-answer" if answered else " without answering"),
+                answered=answered,
+            ) from None
+        except aiohttp.ClientPayloadError as exc:
+            raise ConnectionDropped(f"the answer broke off: {exc}", answered=True) from None
+        except aiohttp.ClientResponseError as exc:
+            raise ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
+        except aiohttp.ClientOSError as exc:
+            raise ConnectionDropped(
+                f"the connection broke: {exc.strerror or exc}", answered=answered
+            ) from None
+        except aiohttp.ClientConnectionError as exc:
+            raise ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out

@@ -1,0 +1,145 @@
+"""What a transport is given and gives back: one request, one answer, and the failures it may report.
+
+A transport sends one `WireRequest` and returns a `WireResponse` (status, headers, body fully read) or
+raises a `TransportError` that states the facts the retry rule needs: whether the request may have
+reached the server (`sent`) and whether any byte of an answer came back (`answered`). Deciding what to do
+about it is not the transport's business (see `operations.call`).
+
+Deadlines are absolute `time.monotonic()` values and bound the whole exchange: connecting, sending and
+reading the status line, the headers and the body. No transport lets a server that trickles its answer
+one byte at a time hold a call past its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "ConnectFailed",
+    "ConnectionDropped",
+    "Origin",
+    "ProtocolViolation",
+    "TransportError",
+    "TransportTimeout",
+    "WireRequest",
+    "WireResponse",
+]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a client's requests go: scheme, host, port, and a path prefix (a server behind a proxy)."""
+
+    scheme: Literal["http", "https"]
+    host: str
+    port: int
+    prefix: str = ""
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    @property
+    def root(self) -> str:
+        return f"{self.scheme}://{self.host_header}"
+
+
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    """One HTTP request, ready to send. `target` is the path with its query, the origin's prefix included.
+
+    `fresh_connection`: send it on a new connection, never on a pooled one. Requests that are not safe to
+    repeat travel that way, so a connection the server closed while it sat in the pool can never take one
+    down half-sent.
+    """
+
+    method: str
+    origin: Origin
+    target: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes | None
+    fresh_connection: bool = False
+
+    @property
+    def url(self) -> str:
+        return self.origin.root + self.target
+
+
+class WireResponse:
+    """A whole answer: status, headers (names lower-case), body."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    def __repr__(self) -> str:
+        return f"<WireResponse [{self.status_code}]>"
+
+
+class ResponseLike(Protocol):
+    """What the answer readers need: a `WireResponse`, or an `httpx.Response`."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    def json(self) -> Any: ...
+
+
+class TransportError(Exception):
+    """The exchange failed. `sent`: the request may have reached the server; `answered`: some of the
+    answer had arrived."""
+
+    sent: bool = True
+    answered: bool = False
+
+    def __init__(self, reason: str, *, sent: bool | None = None, answered: bool | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if sent is not None:
+            self.sent = sent
+        if answered is not None:
+            self.answered = answered
+
+
+class ConnectFailed(TransportError):
+    """No connection could be made: nothing was sent."""
+
+    sent = False
+
+
+class TransportTimeout(TransportError):
+    """The deadline passed (or, while connecting, the connect timeout)."""
+
+
+class ConnectionDropped(TransportError):
+    """The connection broke: reset, or closed by the server, before the answer was complete."""
+
+
+class ProtocolViolation(TransportError):
+    """The server's answer is not valid HTTP/1.1."""
+
+    answered = True

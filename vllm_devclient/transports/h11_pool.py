@@ -1,0 +1,250 @@
+"""The synchronous default transport: a keep-alive connection pool over plain sockets, HTTP/1.1 by h11.
+
+Why not httpx's own transport: building an `httpx.Request` and `httpx.Response` costs more than the whole
+exchange with a local server, and httpx bounds each socket read, not a call. Here every socket operation
+gets what is left of the call's deadline, so a server that trickles its headers or body cannot hold a call
+past it; h11 (the sans-IO parser httpx itself uses) reads the answer.
+
+Pooling rules: a connection goes back to the pool only after a complete answer below 500 that did not ask
+to close (the Python frontend closes the connection right after some 500s, without saying so). Before a
+pooled connection is reused it must be younger than `keepalive_expiry` (servers close idle connections
+after 5 s) and have nothing to read (a readable idle socket is one the server closed). Thread-safe.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Callable
+
+import h11
+
+from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
+from .base import (
+    ConnectFailed,
+    ConnectionDropped,
+    Origin,
+    ProtocolViolation,
+    TransportTimeout,
+    WireRequest,
+    WireResponse,
+)
+
+__all__ = ["H11Pool"]
+
+_READ_SIZE = 65536
+
+
+class _Connection:
+    __slots__ = ("h11", "idle_since", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.idle_since = 0.0
+
+    def usable(self, now: float, expiry: float) -> bool:
+        if now - self.idle_since > expiry:
+            return False
+        try:
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _remaining(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
+
+
+class H11Pool:
+    """Send `WireRequest`s over pooled HTTP/1.1 connections; `close()` closes the idle ones."""
+
+    def __init__(
+        self,
+        *,
+        max_idle: int = DEFAULT_MAX_CONNECTIONS,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+        self._expiry = keepalive_expiry
+        self._ssl_factory = ssl_context or _default_ssl_context
+        self._ssl: ssl.SSLContext | None = None
+
+    # ---- the pool ----------------------------------------------------------------------------------------
+
+    def _checkout(self, origin: Origin) -> _Connection | None:
+        now = time.monotonic()
+        with self._lock:
+            idle = self._idle.get(origin)
+            while idle:
+                conn = idle.pop()
+                if conn.usable(now, self._expiry):
+                    return conn
+                conn.close()
+        return None
+
+    def _checkin(self, origin: Origin, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
+        with self._lock:
+            idle = self._idle.setdefault(origin, [])
+            if len(idle) < self._max_idle:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._idle = self._idle, {}
+        for idle in pools.values():
+            for conn in idle:
+                conn.close()
+
+    def _connect(self, origin: Origin, connect_timeout: float | None, deadline: float | None) -> _Connection:
+        try:
+            left = _remaining(deadline)
+        except TimeoutError:
+            raise TransportTimeout("no time left to connect", sent=False) from None
+        limits = [t for t in (connect_timeout, left) if t is not None]
+        limit = min(limits) if limits else None
+        try:
+            sock = socket.create_connection((origin.host, origin.port), timeout=limit)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if origin.scheme == "https":
+                if self._ssl is None:
+                    self._ssl = self._ssl_factory()
+                sock = self._ssl.wrap_socket(sock, server_hostname=origin.host)
+        except TimeoutError:
+            raise TransportTimeout(f"connecting to {origin.host_header} timed out", sent=False) from None
+        except ssl.SSLError as exc:
+            raise ConnectFailed(f"TLS handshake with {origin.host_header} failed: {exc}") from None
+        except OSError as exc:
+            raise ConnectFailed(f"cannot connect to {origin.host_header}: {exc.strerror or exc}") from None
+        return _Connection(sock)
+
+    # ---- one exchange ------------------------------------------------------------------------------------
+
+    def send(
+        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> WireResponse:
+        conn = None if request.fresh_connection else self._checkout(request.origin)
+        if conn is None:
+            conn = self._connect(request.origin, connect_timeout, deadline)
+        try:
+            response, reusable = self._exchange(conn, request, deadline)
+        except BaseException:
+            conn.close()
+            raise
+        if reusable and response.status_code < 500:
+            conn.h11.start_next_cycle()
+            self._checkin(request.origin, conn)
+        else:
+            conn.close()
+        return response
+
+    def _exchange(
+        self, conn: _Connection, request: WireRequest, deadline: float | None
+    ) -> tuple[WireResponse, bool]:
+        headers = [("Host", request.origin.host_header), *request.headers]
+        if request.body is not None:
+            headers.append(("Content-Length", str(len(request.body))))
+        try:
+            data = conn.h11.send(h11.Request(method=request.method, target=request.target, headers=headers))
+            if request.body:
+                data += conn.h11.send(h11.Data(data=request.body))
+            data += conn.h11.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            # h11's message would quote the offending header value, which may be a credential.
+            raise ProtocolViolation("the request is not valid HTTP/1.1", sent=False, answered=False) from None
+        sock = conn.sock
+        try:
+            sock.settimeout(_remaining(deadline))
+        except TimeoutError:
+            raise TransportTimeout("no time left to send the request", sent=False) from None
+        try:
+            sock.sendall(data)
+        except TimeoutError:
+            raise TransportTimeout("sending the request timed out") from None
+        except OSError as exc:
+            raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
+        return self._receive(conn, deadline)
+
+    def _receive(self, conn: _Connection, deadline: float | None) -> tuple[WireResponse, bool]:
+        answered = False
+        status = 0
+        headers: dict[str, str] = {}
+        chunks: list[bytes] = []
+        while True:
+            try:
+                event = conn.h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise ProtocolViolation(f"invalid HTTP answer: {exc}", answered=answered) from None
+            if event is h11.NEED_DATA:
+                try:
+                    conn.sock.settimeout(_remaining(deadline))
+                    data = conn.sock.recv(_READ_SIZE)
+                except TimeoutError:
+                    raise TransportTimeout(
+                        "no complete answer before the deadline", answered=answered
+                    ) from None
+                except OSError as exc:
+                    raise ConnectionDropped(
+                        f"the connection broke: {exc.strerror or exc}", answered=answered
+                    ) from None
+                if not data and not answered:
+                    raise ConnectionDropped("the server closed the connection without answering")
+                answered = True
+                try:
+                    conn.h11.receive_data(data)
+                except h11.RemoteProtocolError as exc:
+                    raise ProtocolViolation(f"invalid HTTP answer: {exc}") from None
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+                for name, value in event.headers:
+                    key = name.decode("latin-1")
+                    text = value.decode("latin-1")
+                    headers[key] = f"{headers[key]}, {text}" if key in headers else text
+            elif isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionDropped("the server closed the connection mid-answer", answered=True)
+            # InformationalResponse (1xx): nothing to keep.
+        body = b"".join(chunks)
+        encoding = headers.get("content-encoding", "").lower()
+        if encoding in ("gzip", "deflate"):
+            try:
+                body = zlib.decompress(body, 31 if encoding == "gzip" else 15)
+            except zlib.error as exc:
+                raise ProtocolViolation(f"cannot decode the {encoding} body: {exc}") from None
+        reusable = conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
+        return WireResponse(status, headers, body), reusable
+
+
+def _default_ssl_context() -> ssl.SSLContext:
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # pragma: no cover - certifi comes with httpx
+        return ssl.create_default_context()

@@ -1,0 +1,146 @@
+"""A user's own `httpx.Client` or `httpx.AsyncClient` as the transport (`http_client=`, `transport="httpx"`).
+
+What httpx allows: the async exchange runs under `asyncio.wait_for`, so the deadline bounds it as a whole;
+the sync one streams the body and stops at the deadline between chunks, while the status line and headers
+are bounded per socket read by httpx itself (an httpx limit: use the default transport for a whole-call
+bound there). httpx cannot be told to open a fresh connection for one request, so a request that is not
+safe to repeat may meet a pooled connection the server had closed: it then fails and is never resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from .base import (
+    ConnectFailed,
+    ConnectionDropped,
+    ProtocolViolation,
+    TransportTimeout,
+    WireRequest,
+    WireResponse,
+)
+
+__all__ = ["AsyncHttpxTransport", "HttpxTransport", "to_httpx_request", "to_httpx_response"]
+
+
+def to_httpx_request(request: WireRequest) -> httpx.Request:
+    return httpx.Request(request.method, request.url, headers=list(request.headers), content=request.body)
+
+
+def to_httpx_response(response: WireResponse, request: WireRequest) -> httpx.Response:
+    return httpx.Response(
+        response.status_code,
+        headers=list(response.headers.items()),
+        content=response.content,
+        request=to_httpx_request(request),
+    )
+
+
+def _timeout(connect_timeout: float | None, deadline: float | None) -> httpx.Timeout:
+    if deadline is None:
+        return httpx.Timeout(None, connect=connect_timeout)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TransportTimeout("no time left to send the request", sent=False)
+    return httpx.Timeout(left, connect=min(left, connect_timeout or left))
+
+
+@contextmanager
+def _translated(answered: list[bool]) -> Iterator[None]:
+    """httpx's exceptions as transport failures."""
+    try:
+        yield
+    except (httpx.ConnectTimeout, httpx.PoolTimeout):
+        raise TransportTimeout("connecting timed out", sent=False) from None
+    except httpx.ConnectError as exc:
+        raise ConnectFailed(f"cannot connect: {exc}") from None
+    except httpx.TimeoutException:
+        raise TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
+    except httpx.RemoteProtocolError as exc:
+        if "without sending" in str(exc) or not answered[0]:
+            raise ConnectionDropped("the server closed the connection without answering") from None
+        raise ProtocolViolation(f"invalid HTTP answer: {exc}") from None
+    except httpx.LocalProtocolError:
+        # httpx's message would quote the offending header value, which may be a credential.
+        raise ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
+    except httpx.TransportError as exc:
+        raise ConnectionDropped(f"the connection broke: {type(exc).__name__}", answered=answered[0]) from None
+
+
+class HttpxTransport:
+    def __init__(self, client: httpx.Client, *, owned: bool) -> None:
+        self.client = client
+        self._owned = owned
+
+    def send(
+        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> WireResponse:
+        answered = [False]
+        req = to_httpx_request(request)
+        req.extensions["timeout"] = _timeout(connect_timeout, deadline).as_dict()
+        with _translated(answered):
+            response = self.client.send(req, stream=True)
+            answered[0] = True
+            try:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise TransportTimeout("no complete answer before the deadline", answered=True)
+            finally:
+                response.close()
+        return WireResponse(response.status_code, _headers(response), b"".join(chunks))
+
+    def close(self) -> None:
+        if self._owned:
+            self.client.close()
+
+
+class AsyncHttpxTransport:
+    def __init__(self, client: httpx.AsyncClient, *, owned: bool) -> None:
+        self.client = client
+        self._owned = owned
+
+    async def send(
+        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> WireResponse:
+        answered = [False]
+        req = to_httpx_request(request)
+        timeout = _timeout(connect_timeout, deadline)
+        req.extensions["timeout"] = timeout.as_dict()
+
+        async def exchange() -> WireResponse:
+            response = await self.client.send(req, stream=True)
+            answered[0] = True
+            try:
+                body = await response.aread()
+            finally:
+                await response.aclose()
+            return WireResponse(response.status_code, _headers(response), body)
+
+        with _translated(answered):
+            if deadline is None:
+                return await exchange()
+            try:
+                return await asyncio.wait_for(exchange(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise TransportTimeout(
+                    "no complete answer before the deadline", answered=answered[0]
+                ) from None
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self.client.aclose()
+
+
+def _headers(response: httpx.Response) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in response.headers.multi_items():
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
