@@ -41,8 +41,8 @@ class ExitCode(IntEnum):
 
 
 EXIT_CODES_SHORT = (
-    "Exit codes: 0 ok, 1 failed, 2 usage, 3 unreachable or --timeout, 4 --deadline passed, 5 dev mode "
-    "off, 6 auth, 7 extra not installed, 130 Ctrl-C; targets failing differently: 1 (docs/cli.md)."
+    "Exit codes: 0 ok, 1 failed, 2 usage, 3 unreachable/--timeout, 4 --deadline passed, 5 dev mode off, "
+    "6 auth, 7 extra missing, 130 Ctrl-C (docs/cli.md)."
 )
 
 

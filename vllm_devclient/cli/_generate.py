@@ -71,7 +71,8 @@ class JSONParam(ParamTypeBase):
 
 
 def _help(method: str, p: Param, opt: Opt) -> str:
-    return opt.help or p.help or PARAM_HELP.get(p.name) or f"The {p.name!r} argument of {method}()."
+    text = opt.help or p.help or PARAM_HELP.get(p.name) or f"The {p.name!r} argument of {method}()."
+    return text[:1].upper() + text[1:]
 
 
 def _click_param(method: str, p: Param, opt: Opt) -> click.Parameter:

@@ -260,7 +260,7 @@ VERDICT: dict[str, ArgsVerdict] = {
 TOPICS: dict[str, tuple[str, ...]] = {
     "server": (
         "health", "version", "models", "metrics", "metrics_text", "server_info", "get_world_size",
-        "kv_event_sources",
+        "kv_event_sources", "load", "tokenizer_info",
     ),
     "cache": (
         "reset_prefix_cache", "reset_prefix_cache_until_success", "reset_mm_cache", "reset_encoder_cache",
@@ -270,10 +270,12 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "pause": ("pause", "resume", "is_paused", "abort_requests"),
     "wait": tuple(f"wait_until_{state}" for state in _WAITS),
     "weights": (
-        "init_weight_transfer_engine", "start_weight_update", "update_weights", "finish_weight_update",
-        "update_weight_version", "weight_info",
+        "init_weight_transfer_engine", "start_weight_update", "start_draft_weight_update", "update_weights",
+        "finish_weight_update", "update_weight_version", "weight_info", "weight_checker",
+        "shutdown_weight_transfer_engine",
     ),
-    "engine": ("completion", "step_engine", "collective_rpc", "request"),
+    "lora": ("load_lora_adapter", "unload_lora_adapter"),
+    "engine": ("completion", "step_engine", "collective_rpc", "start_profile", "stop_profile", "request"),
 }  # fmt: skip
 CATEGORIES = (*TOPICS, "tools", "more")
 

@@ -12,8 +12,8 @@ import click
 import httpx
 from click.core import ParameterSource
 
-from ..client import DEFAULT_TIMEOUT
-from ..fleet import DEFAULT_MAX_CONCURRENCY, AsyncFleet, TargetOutcome
+from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT
+from ..fleet import AsyncFleet, TargetOutcome
 
 if TYPE_CHECKING:
     ParamTypeBase = click.ParamType[Any]
@@ -143,25 +143,18 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
                 type=kind,
                 metavar=metavar,
                 default=default if top else None,
-                show_default=top,
                 hidden=hidden,
-                help=text,
+                help=f"{text} (default {default}).",
             )
             for flag, kind, metavar, default, text in (
-                (
-                    "--timeout",
-                    SECONDS,
-                    "SECONDS",
-                    30.0,
-                    "Bound of one HTTP try (given: of each try of a wait too).",
-                ),
-                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors and 502/503/504."),
+                ("--timeout", SECONDS, "SECONDS", 30, "Seconds per HTTP try, waits' tries too"),
+                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502/503/504"),
                 (
                     "--concurrency",
                     Number(int, 1),
                     "N",
                     DEFAULT_MAX_CONCURRENCY,
-                    "Most targets in flight at once.",
+                    "Most targets in flight at once",
                 ),
             )
         ),
@@ -171,7 +164,7 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             metavar="FORMAT",
             default=None,
             hidden=hidden,
-            help="table, json (schema 1: docs/cli.md) or tsv.  [default: table]",
+            help="table, json (docs/cli.md) or tsv (default table).",
         ),
         click.Option(
             ["--json", "as_json"], is_flag=True, default=None, hidden=hidden, help="Same as -o json."

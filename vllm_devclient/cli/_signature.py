@@ -160,7 +160,8 @@ def _shape(tp: Any) -> tuple[Shape, bool, tuple[Any, ...], tuple[type, ...], typ
     if origin is typing.Annotated:
         return _shape(args[0])
     if origin in (typing.Union, types.UnionType):
-        members = [a for a in args if a is not type(None)]
+        # NotGiven stands for "not given" like None does: the command line passes only what is given.
+        members = [a for a in args if a is not type(None) and not _not_given(a)]
         optional = len(members) < len(args)
         if len(members) == 1:
             shape, _, choices, kinds, model = _shape(members[0])
@@ -198,12 +199,31 @@ def _shape(tp: Any) -> tuple[Shape, bool, tuple[Any, ...], tuple[type, ...], typ
     return "json", False, (), (), None
 
 
+def _not_given(value: Any) -> bool:
+    """The client's NOT_GIVEN sentinel, or its class."""
+    kind = value if isinstance(value, type) else type(value)
+    return kind.__name__ in ("NotGiven", "_NotGiven")
+
+
+_DEFAULT_IN_HELP = re.compile(r"\(default:? (\d+(?:\.\d+)?)")
+
+
+def _default(param: inspect.Parameter, help: str | None) -> Any:
+    """The default the command line shows and counts with: the signature's, or for NOT_GIVEN the number
+    the docstring names ("(default 60)"), else None (unset)."""
+    if not _not_given(param.default):
+        return param.default
+    found = _DEFAULT_IN_HELP.search(help or "")
+    return float(found.group(1)) if found else None
+
+
 def _role(param: inspect.Parameter, shape: Shape, names: set[str]) -> Role:
     name = param.name
     if name == "deadline":
         return "deadline"
     if name == "timeout":
         legacy = isinstance(param.default, int | float) and not isinstance(param.default, bool)
+        # (A NOT_GIVEN `timeout` next to `deadline` is its deprecated alias; without one, a per-call option.)
         return "deadline" if legacy and "deadline" not in names else "per_call"
     if name in PER_CALL:
         return "per_call"
@@ -234,9 +254,9 @@ def read_method(name: str, fn: Callable[..., Any]) -> MethodInfo:
                 name=p.name,
                 role=_role(p, shape, names),
                 shape=shape,
-                default=p.default,
+                default=_default(p, helps.get(p.name)),
                 positional_only=p.kind == p.POSITIONAL_ONLY,
-                optional=optional or p.default is None,
+                optional=optional or p.default is None or _not_given(p.default),
                 choices=choices,
                 json_kinds=kinds,
                 model=model,
