@@ -3,8 +3,8 @@ are checked by scripts/check_dist.py, `make dist-check`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +74,11 @@ def test_the_sdist_carries_what_its_tests_read() -> None:
 
 
 def test_an_sdist_skips_only_what_needs_the_checkouts_setup() -> None:
-    sys.path.insert(0, str(ROOT))
-    try:
-        import conftest as root
-    finally:
-        sys.path.remove(str(ROOT))
+    # By its path: "conftest" in sys.modules may be another suite's.
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    root = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root)
     from vllm_devclient.gsm8k import GSM8KDataError
     from vllm_devclient.testing.frontends import VllmNotInstalledError
 
