@@ -958,3 +958,7 @@ def test_docs_have_one_valid_example_per_command() -> None:
         assert check_schema(json.loads(last))["command"] == command
         for line in lines:
             jsonschema.validate(json.loads(line), {**SCHEMA["$defs"]["kv_batch"], "$defs": SCHEMA["$defs"]})
+    # The other envelopes the page shows (outside the examples) hold too.
+    blocks = re.findall(r"```json\n(\{.*?)\n```", text, flags=re.S)
+    others = [b for b in blocks if '"schema": 1, "command"' in b]
+    assert len(others) > len(found) and all(check_schema(json.loads(b)) for b in others)
