@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench record drift
+.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench record drift generate
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,11 @@ parity: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) scripts/unasync.py --check
+
+# Regenerate the sync surfaces and the method tables from the async sources (see scripts/unasync.py).
+generate: setup
+	$(PY) scripts/unasync.py
 
 typecheck: setup
 	$(VENV)/bin/mypy

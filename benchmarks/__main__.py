@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("overhead", "barrier", "import", "kv_events", "fleet")
+BENCHMARKS = ("overhead", "transport", "barrier", "import", "kv_events", "fleet")
 
 
 def load(name: str) -> Any:

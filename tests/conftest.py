@@ -12,9 +12,6 @@ import respx
 
 from vllm_devclient import AsyncDevClient, DevClient
 
-# respx mocks httpx: the unit tests send through httpx (the default transports are tested on real sockets).
-os.environ["VLLM_DEVCLIENT_TRANSPORT"] = "httpx"
-
 BASE = "http://vllm.test"
 
 # GSM8K for the tests: $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded).
@@ -38,6 +35,13 @@ class Either:
             return await result if inspect.isawaitable(result) else result
 
         return invoke
+
+
+@pytest.fixture(autouse=True)
+def _httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    # respx mocks httpx: the unit tests here send through httpx (the default transports meet real sockets in
+    # tests/test_transports.py and contract_tests/).
+    monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", "httpx")
 
 
 @pytest.fixture

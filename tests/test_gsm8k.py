@@ -1,4 +1,4 @@
-"""vllm_devclient.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
+"""offload_check.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
 
 Nothing here reaches the internet: the data comes from the shared copy through VLLM_DEVCLIENT_GSM8K_DIR,
 and the download path is served by respx (which also refuses any request it was not told about).
@@ -17,8 +17,9 @@ import httpx
 import pytest
 import respx
 
-from vllm_devclient.errors import InvalidParameterError, NotFoundError, ResponseValidationError
-from vllm_devclient.gsm8k import (
+from vllm_devclient import DevClient
+from vllm_devclient.errors import DevClientError, InvalidParameterError
+from vllm_devclient.offload_check.gsm8k import (
     DATA_DIR_ENV,
     GSM8K_SHA256,
     GSM8K_URLS,
@@ -249,33 +250,114 @@ async def test_concurrency_caps_requests_in_flight() -> None:
         assert result.num_questions == 12 and result.output_tokens == 0
 
 
-async def test_request_errors_are_typed() -> None:
+async def test_failed_requests_count_as_invalid_answers_with_the_error_kept() -> None:
     train, test = load_gsm8k()
-    prompts = build_prompts(train, test, 2)
+    prompts = build_prompts(train, test, 3)
 
-    def not_found(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/models":
             return httpx.Response(200, json=MODELS)
-        return httpx.Response(404, json={"error": {"message": "model not found"}})
+        if b"Janet" in request.content:  # question 0
+            return httpx.Response(404, json={"error": {"message": "model not found"}})
+        if b"robe" in request.content:  # question 1
+            return httpx.Response(200, json={"nothing": True})
+        return httpx.Response(200, json={"choices": [{"text": " 70,000"}], "usage": {"completion_tokens": 2}})
 
-    def garbage(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json=MODELS)
-        return httpx.Response(200, json={"nothing": True})
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler)) as c:
+        result = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False)
+    assert result.failed_requests == 2 and result.failed_rate == pytest.approx(2 / 3)
+    q0, q1, q2 = result.questions
+    assert q0.text == "" and q0.prediction is None and q0.error is not None and "NotFoundError" in q0.error
+    assert q1.error is not None and "ResponseValidationError" in q1.error
+    assert q2.error is None and q2.correct  # 70000 is the answer to the third question
+    assert result.invalid_rate == pytest.approx(2 / 3) and result.errors[0].startswith("NotFoundError")
+
+
+async def test_no_served_model_is_a_setup_error() -> None:
+    train, test = load_gsm8k()
 
     def no_models(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"object": "list", "data": []})
 
-    for handler, error in (
-        (not_found, NotFoundError),
-        (garbage, ResponseValidationError),
-        (no_models, ResponseValidationError),
-    ):
-        async with httpx.AsyncClient(
-            base_url="http://vllm.test", transport=httpx.MockTransport(handler)
-        ) as c:
-            with pytest.raises(error):
-                await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False)
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(no_models)) as c:
+        with pytest.raises(DevClientError, match="no model"):
+            await evaluate_gsm8k_async(prompts=build_prompts(train, test, 1), http_client=c, progress=False)
+
+
+async def test_a_503_is_retried_a_500_is_not() -> None:
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 2)
+    calls: dict[int, int] = {0: 0, 1: 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        index = 0 if b"Janet" in request.content else 1
+        calls[index] += 1
+        if index == 0 and calls[0] <= 2:  # refused twice before any work, then answered
+            return httpx.Response(503, json={"error": {"message": "overloaded"}})
+        if index == 1:
+            return httpx.Response(500, json={"error": {"message": "engine step failed"}})
+        return httpx.Response(200, json={"choices": [{"text": " 18"}], "usage": {"completion_tokens": 1}})
+
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler)) as c:
+        result = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False, retry_delay=0.001)
+    q0, q1 = result.questions
+    assert calls == {0: 3, 1: 1}  # a completion is not idempotent: only the 503 (no work done) is resent
+    assert q0.correct and q0.attempts == 3 and q0.error is None
+    assert q1.error is not None and "500" in q1.error and q1.attempts == 1
+    assert result.retried_requests == 1 and result.failed_requests == 1
+
+
+async def test_503s_without_end_fail_the_question_after_the_retries() -> None:
+    train, test = load_gsm8k()
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        return httpx.Response(503, json={"error": {"message": "overloaded"}})
+
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(refuse)) as c:
+        result = await evaluate_gsm8k_async(
+            prompts=build_prompts(train, test, 1),
+            http_client=c,
+            progress=False,
+            retries_503=2,
+            retry_delay=0.001,
+        )
+    (q,) = result.questions
+    assert q.attempts == 3 and q.error is not None and "503" in q.error
+
+
+def test_progress_bar_only_on_a_terminal(
+    answering_18: RustFrontend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluate_gsm8k(answering_18.base_url, num_questions=2, max_tokens=1)  # stderr is captured: no terminal
+    assert "2/2" not in capsys.readouterr().err
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    evaluate_gsm8k(answering_18.base_url, num_questions=2, max_tokens=1)
+    assert "2/2" in capsys.readouterr().err
+
+
+def test_a_base_url_ending_in_v1_is_passed_to_the_client(answering_18: RustFrontend) -> None:
+    assert not DevClient("http://x/v1").base_url.endswith("/v1")
+    result = evaluate_gsm8k(answering_18.base_url + "/v1", num_questions=2, max_tokens=2, progress=False)
+    assert result.failed_requests == 0 and result.texts == ["18", "18"]
+
+
+async def test_requests_go_through_the_client() -> None:
+    train, test = load_gsm8k()
+    agents: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        agents.append(request.headers.get("user-agent", ""))
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        return httpx.Response(200, json={"choices": [{"text": " 1"}]})
+
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler)) as c:
+        await evaluate_gsm8k_async(prompts=build_prompts(train, test, 2), http_client=c, progress=False)
+    assert agents and all(a.startswith("vllm-devclient/") for a in agents)
 
 
 async def test_model_comes_from_v1_models_unless_given() -> None:
@@ -303,7 +385,7 @@ async def test_model_comes_from_v1_models_unless_given() -> None:
 async def test_bad_arguments() -> None:
     with pytest.raises(InvalidParameterError, match="concurrency"):
         await evaluate_gsm8k_async("http://x", concurrency=0)
-    with pytest.raises(InvalidParameterError, match="base_url"):
+    with pytest.raises(InvalidParameterError, match="base_url, client or http_client"):
         await evaluate_gsm8k_async(num_questions=1)
 
 

@@ -18,14 +18,16 @@ import msgspec
 import pytest
 import zmq
 
+from vllm_devclient import DevClient
 from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.gsm8k import GSM8KResult, QuestionResult, build_prompts, load_gsm8k
+from vllm_devclient.kv_events import AllBlocksCleared, BlockStored
 from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
 from vllm_devclient.models import BarrierResult, VersionInfo
 from vllm_devclient.offload_check import (
     PROFILES,
     CheckCase,
     CheckSettings,
+    GroupEventAccount,
     OffloadCheckReport,
     ServerIO,
     SettleResult,
@@ -34,18 +36,21 @@ from vllm_devclient.offload_check import (
     main,
     matrix,
     model_available,
-    open_store_watcher,
+    open_event_watcher,
     run_case,
     run_check,
     settle,
 )
-from vllm_devclient.server import KVEventsSettings
+from vllm_devclient.offload_check.gsm8k import GSM8KResult, QuestionResult, build_prompts, load_gsm8k
+from vllm_devclient.offload_check.server import KVEventsSettings
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
 
 from .conftest import GSM8K_DIR
 
 N = 8
+# The client accepts a base URL ending in /v1 (it drops the /v1) from the lead's client rewrite on.
+CLIENT_DROPS_V1 = not DevClient("http://x/v1").base_url.endswith("/v1")
 
 
 @dataclass
@@ -55,7 +60,7 @@ class FakeServer:
     frontend: str = "python"
     offload_metrics: bool = True  # the Rust frontend exports no kv_offload_* metrics
     external_metrics: bool = True
-    events: bool = True
+    stream: bool = True  # a KV-events stream (the OffloadingConnector announces its CPU stores)
     reload_works: bool = True  # False: the connector never loads (offloading silently skipped)
     load_in_cold: bool = False  # a cold run that loads from CPU (stale CPU tier)
     warm_loads_last_block: bool = False  # OffloadingConnector: a block-aligned prompt's last block
@@ -66,6 +71,11 @@ class FakeServer:
         default_factory=set
     )  # greedy text changes when only the tail is computed
     accuracy: dict[str, int] = field(default_factory=dict)  # run label -> number of correct answers
+    fail: dict[str, set[int]] = field(default_factory=dict)  # run label -> questions whose request failed
+    groups: dict[int, str] = field(default_factory=lambda: {0: "full_attention"})  # GPU groups and kinds
+    cpu_groups: set[int] | None = None  # groups the connector stores (None: all of them)
+    clears_on_reset: bool = True
+    raise_in: str | None = None  # a run label whose call raises (server died)
 
     def __post_init__(self) -> None:
         self.gpu: set[int] = set()
@@ -75,6 +85,7 @@ class FakeServer:
         self.cpu_blocks_seen = 0
         self.calls: list[str] = []
         self.now = 100.0
+        self.account = GroupEventAccount()
 
     # -- CheckIO
     def version(self) -> VersionInfo:
@@ -88,8 +99,10 @@ class FakeServer:
         self.now += 1
         return parse_metrics(self.body(), self.content_type(), taken_at=self.now)
 
-    def run_gsm8k(self, label: str) -> GSM8KResult:
+    def run_gsm8k(self, label: str, concurrency: int | None = None) -> GSM8KResult:
         self.calls.append(f"run:{label}")
+        if label == self.raise_in:
+            raise ConnectionError("server went away")
         if label == "cold2" and self.restart_before_cold2:
             self.c = dict.fromkeys(self.c, 0)
         questions = []
@@ -113,6 +126,7 @@ class FakeServer:
                     self.cpu.add(i)
                     self.c["store"] += 4096
                     self.pending_events += 2
+                    self._gpu_stores(i)
             self.gpu.add(i)
             text = f" The answer is {i}."
             if tail_only and i in self.split_sensitive:
@@ -122,6 +136,21 @@ class FakeServer:
             if i in self.noise.get(label, set()):
                 text = f" The answer is {i} (decoded differently)."
             correct = i < self.accuracy.get(label, 0)
+            failed = i in self.fail.get(label, set())
+            if failed:
+                questions.append(
+                    QuestionResult(
+                        index=i,
+                        label=-1,
+                        text="",
+                        prediction=None,
+                        correct=False,
+                        output_tokens=0,
+                        latency_s=0.1,
+                        error="InternalServerError: 500",
+                    )
+                )
+                continue
             questions.append(
                 QuestionResult(
                     index=i,
@@ -134,13 +163,15 @@ class FakeServer:
                 )
             )
         n_ok = sum(q.correct for q in questions)
+        n_failed = sum(q.error is not None for q in questions)
         return GSM8KResult(
+            failed_requests=n_failed,
             num_questions=N,
             num_shots=5,
             max_tokens=256,
             concurrency=1,
             accuracy=n_ok / N,
-            invalid_rate=0.0,
+            invalid_rate=n_failed / N,
             latency_s=0.8,
             questions_per_s=N / 0.8,
             output_tokens=5 * N,
@@ -148,6 +179,21 @@ class FakeServer:
             mean_request_latency_s=0.1,
             questions=questions,
         )
+
+    def _gpu_stores(self, i: int) -> None:
+        for group, kind in self.groups.items():
+            self.account.add(
+                [
+                    BlockStored(
+                        block_hashes=[i * 100 + group],
+                        medium="GPU",
+                        group_idx=group,
+                        kv_cache_spec_kind=kind,
+                        block_size=16,
+                        token_ids=[1] * 16,
+                    )
+                ]
+            )
 
     def step_engine(self) -> None:
         self.calls.append("step")
@@ -157,19 +203,37 @@ class FakeServer:
 
     def settle_stores(self) -> SettleResult:
         self.calls.append("settle")
+        if self.stream:
+            for k in range(self.pending_events):
+                group = sorted(self.groups)[k % len(self.groups)]
+                if self.cpu_groups is None or group in self.cpu_groups:
+                    self.account.add(
+                        [
+                            BlockStored(
+                                block_hashes=[10_000 + self.cpu_blocks_seen + k],
+                                medium="CPU",
+                                group_idx=group,
+                            )
+                        ]
+                    )
         self.cpu_blocks_seen += self.pending_events
         self.pending_events = 0
-        return SettleResult(method="kv_events" if self.events else "metrics", seconds=0.5, engine_steps=3)
+        return SettleResult(method="kv_events" if self.stream else "metrics", seconds=0.5, engine_steps=3)
 
     def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
         self.calls.append(f"reset:{'all' if reset_external else 'gpu'}")
         self.gpu.clear()
+        if self.clears_on_reset:
+            self.account.add([AllBlocksCleared()])
         if reset_external:
             self.cpu.clear()
         return BarrierResult(attempts=2, engine_steps=1, elapsed_s=0.05)
 
+    def events(self) -> GroupEventAccount | None:
+        return self.account if self.stream else None
+
     def cpu_blocks_stored(self) -> int | None:
-        return self.cpu_blocks_seen if self.events else None
+        return self.cpu_blocks_seen if self.stream else None
 
     # -- /metrics, as each frontend writes it
     def content_type(self) -> str:
@@ -193,7 +257,7 @@ class FakeServer:
 
 def check(server: FakeServer, **settings: object) -> OffloadCheckReport:
     defaults: dict[str, object] = {
-        "expect_cpu_store_events": server.events,
+        "expect_cpu_store_events": server.stream,
         "expected_frontend": server.frontend,
     }
     defaults.update(settings)
@@ -217,6 +281,7 @@ def test_sequence_is_cold_settle_reset_reload_reset_cold() -> None:
         "run:reload",
         "step",  # flushes the connector stats into /metrics before the reload window closes
         "reset:all",
+        "step",  # the reset's events go out with the next engine step
         "mark",
         "run:cold2",
         "settle",
@@ -255,7 +320,7 @@ def test_rust_frontend_without_offload_metrics_still_proves_the_reload() -> None
 
 
 def test_simple_connector_without_events() -> None:
-    report = check(FakeServer(events=False))
+    report = check(FakeServer(stream=False))
     assert report.passed, report.summary()
     assert report.cpu_blocks_stored == {"cold": None, "cold2": None}
     assert report.kv_events is False
@@ -457,19 +522,16 @@ def test_settle_with_nothing_to_watch_just_steps() -> None:
 # ---- the matrix ------------------------------------------------------------------------------------------
 
 
-def test_matrix_covers_every_family_connector_and_frontend() -> None:
+def test_matrix_covers_every_profile_connector_and_frontend() -> None:
     cases = matrix()
-    assert len(cases) == len(PROFILES) * 2 * 2
+    real = [p for p in PROFILES.values() if not p.tiny]
+    assert len(cases) == sum(len(p.connectors) for p in real) * 2
     assert len({c.id for c in cases}) == len(cases)
-    thresholds = {p.name: p.accuracy_threshold for p in PROFILES.values()}
-    assert thresholds == {
-        "small": None,
-        "nemotron-h-8b": 0.45,
-        "gemma-4-e4b": 0.55,
-        "qwen3.5-35b-a3b": 0.75,
-        "deepseek-v4-flash": 0.90,
-    }
-    assert PROFILES["qwen3.5-35b-a3b"].gpus == 2 and PROFILES["deepseek-v4-flash"].gpus == 4
+    # DeepSeek-V2-Lite (TieringOffloadingSpec) has no SimpleCPUOffloadConnector case upstream.
+    assert not any(
+        c.profile.name.startswith("deepseek-v2") and c.connector != "OffloadingConnector" for c in cases
+    )
+    assert PROFILES["qwen3.5-35b"].gpus == 2 and PROFILES["deepseek-v4-flash"].gpus == 4
     assert "--tensor-parallel-size" in PROFILES["deepseek-v4-flash"].server_args
     assert [c.id for c in matrix(["small"])] == [
         "small-offloading-python",
@@ -477,6 +539,8 @@ def test_matrix_covers_every_family_connector_and_frontend() -> None:
         "small-simple-python",
         "small-simple-rust",
     ]
+    tiny = matrix([n for n, p in PROFILES.items() if p.tiny])
+    assert {c.profile.family for c in tiny} >= {"llama", "gemma3", "gemma4", "nemotron-h", "qwen3-next"}
     with pytest.raises(InvalidParameterError):
         matrix(["gpt-5"])
 
@@ -515,10 +579,12 @@ def test_cli_runs_the_requested_cases(
 
     def fake_run_case(case: CheckCase, **kw: object) -> OffloadCheckReport:
         seen.append((case.id, kw))
+        if "--fast" in str(kw) or kw.get("warm_run") is False:
+            assert case.env == {"VLLM_BATCH_INVARIANT": "1"}
         server = FakeServer(frontend=case.frontend, corrupt={0} if case.frontend == "rust" else set())
         return run_check(server, CheckSettings(expected_frontend=case.frontend), case=case)
 
-    monkeypatch.setattr("vllm_devclient.offload_check.run_case", fake_run_case)
+    monkeypatch.setattr("vllm_devclient.offload_check.check.run_case", fake_run_case)
     code = main(
         [
             "--model", "/models/smol", "--connector", "offloading,simple", "--frontend", "python,rust",
@@ -534,9 +600,16 @@ def test_cli_runs_the_requested_cases(
     ]
     kw = seen[0][1]
     assert kw["num_questions"] == 24 and kw["extra_args"] == ["--dtype", "bfloat16"] and kw["cpu_gib"] == 2
-    assert kw["concurrency"] == 1 and kw["warm_run"] is True
+    assert kw["concurrency"] == 1 and kw["warm_run"] is True and kw["second_cold_run"] is True
     out = capsys.readouterr().out
     assert "small-offloading-python: PASSED" in out and "small-offloading-rust: FAILED" in out
+    seen.clear()
+    assert (
+        main(["--fast", "--concurrency", "0", "--agreement", "1,8", "--env", "VLLM_BATCH_INVARIANT=1"]) == 0
+    )
+    kw = seen[0][1]
+    assert kw["warm_run"] is False and kw["second_cold_run"] is False
+    assert kw["concurrency"] is None and kw["agreement_concurrencies"] == [1, 8]
 
 
 # ---- the real I/O: ServerIO against the real Rust frontend, a KV-events watcher over real ZMQ ------------
@@ -559,6 +632,7 @@ def test_server_io_drives_a_real_frontend_and_refuses_an_unproven_reload(fronten
         io.close()
     assert report.frontend_observed == "rust" and report.vllm_version
     assert report.runs["cold"].num_questions == 3
+    assert report.reload_vs_cold is not None and report.noise_floor is not None
     assert report.reload_vs_cold.matches == 3 == report.noise_floor.matches  # scripted engine: same text
     assert report.settle["cold"].method == "steps"  # nothing to watch: vllm-rs exports no offload bytes
     # args = (reset_running_requests, reset_external): the GPU-only barrier first, then the full one.
@@ -586,7 +660,7 @@ def _cpu_store_batch(hashes: list[int]) -> bytes:
 
 
 @pytest.mark.parametrize("bind", ["subscriber", "publisher"])
-def test_store_watcher_counts_cpu_blocks_over_real_zmq(bind: str) -> None:
+def test_event_watcher_counts_cpu_blocks_over_real_zmq(bind: str) -> None:
     settings = KVEventsSettings.on_free_port(bind=bind, topic="kv-events")  # type: ignore[arg-type]
     endpoint = settings.server_config()["endpoint"]
     ctx = zmq.Context()
@@ -594,11 +668,11 @@ def test_store_watcher_counts_cpu_blocks_over_real_zmq(bind: str) -> None:
     watcher = None
     try:
         if settings.subscriber_binds:
-            watcher = open_store_watcher(settings)
+            watcher = open_event_watcher(settings)
             pub.connect(endpoint)
         else:
             pub.bind(endpoint)
-            watcher = open_store_watcher(settings)
+            watcher = open_event_watcher(settings)
         deadline = time.monotonic() + 10
         seq = 0
         while watcher.cpu_blocks() == 0 and time.monotonic() < deadline:
@@ -609,6 +683,7 @@ def test_store_watcher_counts_cpu_blocks_over_real_zmq(bind: str) -> None:
             time.sleep(0.05)
         assert watcher.cpu_blocks() >= 2
         assert watcher.cpu_blocks() % 2 == 0
+        assert watcher.drain().summary().cpu_stored_groups == []  # these old-style events name no group
     finally:
         if watcher is not None:
             watcher.close()
@@ -626,13 +701,15 @@ def test_run_case_wires_server_check_and_report(tmp_path: Path, monkeypatch: pyt
 
         def __enter__(self) -> StandIn:
             self.fe = RustFrontend(engine=ScriptedEngine(token_ids=(19, 26), max_model_len=4096)).start()
-            self.base_url = self.fe.base_url
+            # A base URL ending in /v1 is passed through to the client (which drops the /v1).
+            self.base_url = self.fe.base_url + ("/v1" if CLIENT_DROPS_V1 else "")
+            self.command = ["python", "-m", "vllm.entrypoints.cli.main", "serve", "m", "--port", "1"]
             return self
 
         def __exit__(self, *exc: object) -> None:
             self.fe.stop()
 
-    monkeypatch.setattr("vllm_devclient.offload_check.VllmServer", StandIn)
+    monkeypatch.setattr("vllm_devclient.offload_check.check.VllmServer", StandIn)
     monkeypatch.setenv("VLLM_DEVCLIENT_GSM8K_DIR", str(GSM8K_DIR))
     case = CheckCase(PROFILES["small"], "SimpleCPUOffloadConnector", "rust")
     report = run_case(
@@ -645,12 +722,20 @@ def test_run_case_wires_server_check_and_report(tmp_path: Path, monkeypatch: pyt
     )
     (config,) = configs
     assert config.connector == "SimpleCPUOffloadConnector" and config.frontend == "rust"
-    assert config.offload_block_size is None  # an OffloadingConnector setting only
-    assert config.kv_events is None  # the Simple connector sends no CPU-tier events
+    assert config.offload_block_size is None and config.spec_name is None  # OffloadingConnector settings
+    assert config.kv_events is not None  # events on for the Simple connector too (GPU events, resets)
     assert list(config.extra_args)[-2:] == ["--dtype", "half"]
+    assert "--no-disable-hybrid-kv-cache-manager" in config.extra_args  # upstream's flags
+    assert not config.enforce_eager and config.max_model_len is None  # ...given once, by the profile
     assert config.log_path == tmp_path / "small-simple-rust.server.log"
     saved = OffloadCheckReport.model_validate_json((tmp_path / "small-simple-rust.json").read_text())
     assert saved == report
     assert report.case_id == "small-simple-rust" and report.num_questions == 2
     assert report.connector == "SimpleCPUOffloadConnector" and report.frontend_observed == "rust"
-    assert not report.passed  # nothing was offloaded by the scripted engine, and the check says so
+    assert report.status == "failed"  # nothing was offloaded by the scripted engine, and the check says so
+    assert report.family == "llama" and report.architectures == ["LlamaForCausalLM"]
+    assert report.gpus == 0 and report.server_args[:2] == ["serve", "m"]
+    assert report.timings["server_startup_s"] >= 0 and report.timings["case_s"] >= report.timings["check_s"]
+    assert (
+        report.events is not None and report.reset_visible is False
+    )  # the scripted engine publishes nothing

@@ -1,4 +1,4 @@
-"""vllm_devclient.server: the `vllm serve` command line, KV-events pairing, and the managed process.
+"""offload_check.server: the `vllm serve` command line, KV-events pairing, and the managed process.
 
 The process tests run the launcher for real (subprocess, process group, readiness polling, shutdown) with
 a small stand-in for `python -m vllm.entrypoints.cli.main` that serves /health and /v1/models and starts a
@@ -19,7 +19,7 @@ import pytest
 import zmq
 
 from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.server import (
+from vllm_devclient.offload_check.server import (
     KVEventsSettings,
     ServerConfig,
     ServerStartError,

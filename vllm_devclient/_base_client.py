@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -71,6 +72,14 @@ class RequestOptions(TypedDict, total=False):
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)
 _LONG = check.timeout(LONG_ROUTE_TIMEOUT)
+_NO_OPTIONS: Mapping[str, Any] = {}
+_JSON = ("Content-Type", "application/json")
+
+
+@functools.lru_cache(maxsize=4096)
+def _query(params: tuple[tuple[str, str], ...]) -> str:
+    """The encoded query string (memoised: a route's parameters repeat from call to call)."""
+    return "?" + urllib.parse.urlencode(params) if params else ""
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,9 @@ class BaseClient:
         self._origin = Origin(config.url.scheme, config.url.host, config.url.port, config.url.prefix)  # type: ignore[arg-type]
         self._secrets = Secrets.of(config.api_key, config.url.password)
         self._headers = self._build_headers()
+        self._json_headers = (*self._headers, _JSON)
         self._frontend: Frontend = "unknown"
+        self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=self._frontend)
         self._closed = False
 
     # ---- configuration -----------------------------------------------------------------------------------
@@ -212,7 +223,7 @@ class BaseClient:
         return replace(self._config, **changes)
 
     def _context(self) -> CallContext:
-        return CallContext(base_url=self.base_url, secrets=self._secrets, frontend=self._frontend)
+        return self._ctx
 
     def _check_open(self) -> None:
         if self._closed:
@@ -221,7 +232,9 @@ class BaseClient:
     # ---- per call ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _options(options: Mapping[str, Any]) -> dict[str, Any]:
+    def _options(options: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not options:
+            return _NO_OPTIONS
         unknown = set(options) - _OPTION_NAMES
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
@@ -247,8 +260,8 @@ class BaseClient:
 
     def _wire_request(self, effect: Transmit, options: Mapping[str, Any]) -> WireRequest:
         ep = effect.endpoint
-        params = ep.params + options.get("extra_query", ())
-        target = ep.path + ("?" + urllib.parse.urlencode(params) if params else "")
+        extra_query = options.get("extra_query")
+        target = ep.path + _query(ep.params + extra_query if extra_query else ep.params)
         headers = self._headers
         body: Any = ep.body if ep.has_body else None
         extra_body = options.get("extra_body")
@@ -256,7 +269,7 @@ class BaseClient:
             body = {**body, **extra_body} if isinstance(body, dict) else dict(extra_body)
         content = None if body is None and not ep.has_body else encode_body(body)
         if content is not None:
-            headers = (*headers, ("Content-Type", "application/json"))
+            headers = self._json_headers
         extra_headers = options.get("extra_headers")
         if extra_headers:
             lowered = {k.lower() for k in extra_headers}
@@ -273,8 +286,13 @@ class BaseClient:
     def _learn(self, value: object) -> None:
         """What the answers tell about the server (its frontend, from /version)."""
         frontend = getattr(value, "frontend", None)
-        if frontend in ("python", "rust") and type(value).__name__ == "VersionInfo":
+        if (
+            frontend in ("python", "rust")
+            and type(value).__name__ == "VersionInfo"
+            and frontend != self._frontend
+        ):
             self._frontend = frontend
+            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=frontend)
 
 
 def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:

@@ -480,14 +480,16 @@ def load_lora_adapter(
         "load_inplace": check.flag(load_inplace, "load_inplace"),
         "is_3d_lora_weight": check.flag(is_3d_lora_weight, "is_3d_lora_weight"),
     }
-    return Endpoint("POST", "/v1/load_lora_adapter", _text_message, body=body, long_running=True)
+    return Endpoint(
+        "POST", "/v1/load_lora_adapter", _text_message, body=body, dev_route=False, long_running=True
+    )
 
 
 def unload_lora_adapter(lora_name: str, *, lora_int_id: int | None) -> Endpoint[MessageResult]:
     body: dict[str, Any] = {"lora_name": check.text(lora_name, "lora_name")}
     if lora_int_id is not None:
         body["lora_int_id"] = check.non_negative_int(lora_int_id, "lora_int_id")
-    return Endpoint("POST", "/v1/unload_lora_adapter", _text_message, body=body)
+    return Endpoint("POST", "/v1/unload_lora_adapter", _text_message, body=body, dev_route=False)
 
 
 def start_profile(
@@ -500,12 +502,14 @@ def start_profile(
         overrides["delay_iterations"] = check.non_negative_int(delay_iterations, "delay_iterations")
     if max_iterations is not None:
         overrides["max_iterations"] = check.positive_int(max_iterations, "max_iterations")
-    return Endpoint("POST", "/start_profile", _none, body=overrides if overrides else NO_BODY)
+    return Endpoint(
+        "POST", "/start_profile", _none, body=overrides if overrides else NO_BODY, dev_route=False
+    )
 
 
 def stop_profile() -> Endpoint[None]:
     # Writing the trace can take a while.
-    return Endpoint("POST", "/stop_profile", _none, long_running=True)
+    return Endpoint("POST", "/stop_profile", _none, dev_route=False, long_running=True)
 
 
 def completion(

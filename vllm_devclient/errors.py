@@ -108,7 +108,7 @@ class APIStatusError(DevClientError):
         frontend: Frontend,
         param: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(clip(message))
         self.message = message
         self.status_code = status_code
         self.http_method = method
@@ -234,7 +234,7 @@ def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
     """(message, error type, param) from any of the error bodies the two frontends send."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return (body.strip() or None), None, None
     if not isinstance(data, dict):
         return body.strip() or None, None, None

@@ -321,6 +321,27 @@ class AsyncFleet:
         }
         self._semaphore = asyncio.Semaphore(self.max_concurrency)
         self._closed = False
+        # What a pickled fleet is rebuilt from (a Ray actor hand-off): the configuration, not the pool.
+        self._settings: dict[str, Any] | None = (
+            None
+            if http_client is not None
+            else {
+                "api_key": api_key,
+                "timeout": timeout,
+                "max_retries": max_retries,
+                "max_concurrency": max_concurrency,
+                "raise_on_error": raise_on_error,
+                "on_result": on_result,
+                "default_headers": default_headers,
+            }
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._settings is None:
+            raise TypeError(
+                "a fleet made with http_client= cannot be pickled; pickle one made from configuration"
+            )
+        return (_rebuild, (type(self), self.urls, self._settings))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.urls)} targets)"
@@ -561,6 +582,10 @@ class AsyncFleet:
     barrier = reset_prefix_cache_until_success
 
 
+def _rebuild(cls: type[Any], urls: tuple[str, ...], settings: dict[str, Any]) -> Any:
+    return cls(urls, **settings)
+
+
 class AsyncFleetWeightUpdate:
     """The handle of a fleet's `weight_update()` block: one batch to every target."""
 
@@ -637,6 +662,7 @@ class Fleet:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = False,
         on_result: OnResult | None = None,
+        default_headers: Mapping[str, str] | None = None,
     ) -> None:
         self._fleet = AsyncFleet(
             urls,
@@ -646,6 +672,7 @@ class Fleet:
             max_concurrency=max_concurrency,
             raise_on_error=raise_on_error,
             on_result=on_result,
+            default_headers=default_headers,
         )
         self._loop = _LoopThread()
         self._finalizer = weakref.finalize(self, self._loop.close)
@@ -660,6 +687,11 @@ class Fleet:
 
     def __repr__(self) -> str:
         return f"Fleet({len(self.urls)} targets)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        settings = self._fleet._settings
+        assert settings is not None  # a Fleet always builds its pool from configuration
+        return (_rebuild, (type(self), self.urls, settings))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.loop.is_closed():

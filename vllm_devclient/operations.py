@@ -46,6 +46,7 @@ from .errors import (
     Frontend,
     ResponseValidationError,
     WaitTimeoutError,
+    clip,
     error_from_response,
 )
 from .models import BarrierResult, Completion, ResetPrefixCacheResult
@@ -343,7 +344,7 @@ def reset_prefix_cache_until_success(
         if wait > 0:
             yield Sleep(wait)
     elapsed = time.monotonic() - start
-    said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else f"{last}"
+    said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else clip(f"{last}", 300)
     raise BarrierTimeoutError(
         ctx.secrets.redact(
             f"reset_prefix_cache did not succeed within {deadline:.1f}s: {attempts} attempts, {steps} engine "
@@ -392,7 +393,7 @@ def wait_until(
             break
         yield Sleep(min(interval, remaining))
     raise WaitTimeoutError(
-        ctx.secrets.redact(f"{what} not reached within {deadline:.1f}s (last: {last!r})"),
+        ctx.secrets.redact(f"{what} not reached within {deadline:.1f}s (last: {clip(repr(last), 300)})"),
         waited_s=time.monotonic() - start,
         last=last,
     )

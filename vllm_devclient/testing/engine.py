@@ -313,7 +313,9 @@ class ScriptedEngine:
     def script(self, method: str, actions: Action | Iterable[Action]) -> None:
         """Replace ``method``'s script: actions are used in order, the last one sticks.
 
-        Safe while the engine runs; the next call of ``method`` uses the new script.
+        Safe while the engine runs; the next call of ``method`` uses the new script. ``"add_request"``
+        scripts generation requests: ``Raise`` finishes a request with an error (both frontends answer
+        500), ``Hang`` holds it, ``Delay`` answers it late, ``Return`` answers it normally.
         """
         items = [actions] if isinstance(actions, Return | Raise | Delay | Hang) else list(actions)
         if not items:
@@ -634,7 +636,18 @@ class ScriptedEngine:
         # SamplingParams omits defaults on the wire: a missing max_tokens is vLLM's 16.
         max_tokens = sampling.get("max_tokens")
         num = 16 if max_tokens is None else max(1, min(int(max_tokens), 4096))
-        if self.hold_requests:
+        # A script for "add_request" decides per request: Raise finishes it with an error (the frontend
+        # answers 500), Hang holds it, Delay answers late, Return (or no script) answers at once.
+        action = self._next_action("add_request")
+        if isinstance(action, Raise):
+            self._send(client_index, self._token_msg(request_id, 0, FinishReason.ERROR))
+            return
+        if isinstance(action, Delay):
+            payload = self._token_msg(request_id, num, FinishReason.LENGTH)
+            due = time.monotonic() + action.seconds
+            heapq.heappush(self._pending, _Pending(due, next(self._seq), client_index, payload))
+            return
+        if self.hold_requests or isinstance(action, Hang):
             with self._lock:
                 self._held[request_id] = _Held(request_id, client_index, num)
             return

@@ -7,6 +7,8 @@ dead engine) of each frontend (Python, Rust) runs on a scripted engine of its ow
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -20,6 +22,21 @@ from .contract import API_KEY, Setup
 __all__ = ["FRONTENDS", "KV_EVENTS_CONFIG", "FrontendPool"]
 
 FRONTENDS: tuple[str, ...] = ("python", "rust")
+PROFILER_CONFIG = {
+    "profiler": "torch",
+    "torch_profiler_dir": str(Path(tempfile.gettempdir()) / "vllm-profile"),
+}
+
+
+def lora_adapter_dir() -> Path:
+    """A LoRA adapter directory the extras setup may load (the frontends check that the path exists)."""
+    root = Path(tempfile.gettempdir()) / "vllm-devclient-lora" / "adapter"
+    root.mkdir(parents=True, exist_ok=True)
+    config = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "peft_type": "LORA"}
+    (root / "adapter_config.json").write_text(json.dumps(config))
+    return root
+
+
 # The api_key setup's engine also announces a KV-events publisher, so /kv_event_sources has something to
 # report (one more frontend pair would cost another Python startup).
 KV_EVENTS_CONFIG: dict[str, Any] = {
@@ -93,9 +110,30 @@ class FrontendPool(AbstractContextManager["FrontendPool"]):
             engine_kw["kv_events_config"] = KV_EVENTS_CONFIG
         elif setup == "dev_mode_off":
             kw["dev_mode"] = False
+        elif setup == "extras":
+            adapter = lora_adapter_dir()
+            kw["env"] = {
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
+                "VLLM_RUNTIME_LORA_ALLOWED_PATH_PREFIXES": str(adapter.parent),
+            }
+            engine_kw["ready_overrides"] = {"supports_lora": True, "max_loras": 2}
         kw["engine"] = (self.engine_factory or ScriptedEngine)(**engine_kw)
         if frontend == "rust":
+            if setup == "extras":
+                kw["args"] = {
+                    "enable_lora": True,
+                    "max_lora_rank": 16,
+                    "profiler_config": PROFILER_CONFIG,
+                    "enable_tokenizer_info_endpoint": True,
+                }
             return (self.rust_class or RustFrontend)(binary=self.vllm_rs, **kw)
+        if setup == "extras":
+            kw["extra_args"] = [
+                "--enable-lora",
+                "--enable-tokenizer-info-endpoint",
+                "--profiler-config",
+                json.dumps(PROFILER_CONFIG),
+            ]
         return PythonFrontend(python=self.python, **kw)
 
     def get(self, frontend: str, setup: Setup = "default") -> Any:

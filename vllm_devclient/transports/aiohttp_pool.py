@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import ssl
 import time
-from typing import Any
 
 import aiohttp
 
@@ -112,7 +111,8 @@ class AiohttpPool:
             ) as response:
                 answered = True
                 body = await response.read()
-                return WireResponse(response.status, _lower(response.headers), body)
+                # aiohttp's headers mapping is case-insensitive already.
+                return WireResponse(response.status, response.headers, body)
         except aiohttp.ConnectionTimeoutError:
             raise TransportTimeout(
                 f"connecting to {request.origin.host_header} timed out", sent=False
@@ -138,11 +138,3 @@ class AiohttpPool:
             ) from None
         except aiohttp.ClientConnectionError as exc:
             raise ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None
-
-
-def _lower(headers: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        key = name.lower()
-        out[key] = f"{out[key]}, {value}" if key in out else value
-    return out

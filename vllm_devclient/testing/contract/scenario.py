@@ -26,8 +26,10 @@ FrontendName = Literal["python", "rust"]
 Mode = Literal["sync", "async"]
 # default: dev mode on, no API key. api_key: dev mode on and --api-key API_KEY. dev_mode_off: dev mode off.
 # dead_engine: a frontend whose engine declared itself dead (a frontend of its own: it stays dead).
-Setup = Literal["default", "api_key", "dev_mode_off", "dead_engine"]
-SETUPS: tuple[Setup, ...] = ("default", "api_key", "dev_mode_off", "dead_engine")
+# extras: the optional routes on: runtime LoRA updates (an adapter in LORA_DIR), the profiler, and (Python)
+# /tokenizer_info.
+Setup = Literal["default", "api_key", "dev_mode_off", "dead_engine", "extras"]
+SETUPS: tuple[Setup, ...] = ("default", "api_key", "dev_mode_off", "dead_engine", "extras")
 API_KEY = "sk-devclient-contract"
 
 EngineCalls: TypeAlias = "Sequence[EngineCallSpec] | Mapping[str, Sequence[EngineCallSpec]] | None"

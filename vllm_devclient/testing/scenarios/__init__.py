@@ -18,11 +18,25 @@ from typing import Any
 
 from .. import contract
 from .._moved import moved
-from . import barrier, caches, failures, info, pause, raw, rpc, setups, sleep, weights
+from . import barrier, caches, failures, flows, info, lora, pause, profile, raw, rpc, setups, sleep, weights
 
 __all__ = ["FAMILIES", "SCENARIOS", "get_scenario"]
 
-FAMILIES: tuple[ModuleType, ...] = (info, caches, sleep, pause, rpc, weights, barrier, failures, raw, setups)
+FAMILIES: tuple[ModuleType, ...] = (
+    info,
+    caches,
+    sleep,
+    pause,
+    rpc,
+    weights,
+    lora,
+    profile,
+    flows,
+    barrier,
+    failures,
+    raw,
+    setups,
+)
 
 SCENARIOS: tuple[contract.Scenario, ...] = tuple(sc for family in FAMILIES for sc in family.SCENARIOS)
 

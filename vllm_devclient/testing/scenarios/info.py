@@ -1,8 +1,10 @@
-"""Read-only routes: health, version, models, metrics, server info, KV-event sources, world size."""
+"""Read-only routes: health, version, models, metrics, load, tokenizer info, server info, KV-event sources,
+world size."""
 
 from __future__ import annotations
 
-from ..contract import KEEP_METRIC_SAMPLES, Check, Expect, Scenario, returns, returns_model
+from ... import errors
+from ..contract import KEEP_METRIC_SAMPLES, Check, Expect, Scenario, raises, returns, returns_model
 from ._shared import is_a
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -78,5 +80,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         lambda c: c.get_world_size(include_dp=False),
         returns(1),
         safe=True,
+    ),
+    Scenario(
+        "load",
+        "GET /load: requests in flight on the GPU routes (none here)",
+        lambda c: c.load(),
+        returns_model("LoadInfo", {"server_load": 0}),
+        safe=True,
+    ),
+    Scenario(
+        "tokenizer_info",
+        "GET /tokenizer_info: Python serves the tokenizer's configuration, Rust answers 501",
+        lambda c: c.tokenizer_info(),
+        {
+            "python": returns_model("TokenizerInfo", {}, is_a(str, "tokenizer_class")),
+            "rust": raises(errors.InternalServerError, {"status_code": 501}),
+        },
+        setup="extras",
+        sdk_difference="the Rust frontend does not serve /tokenizer_info yet (501 Not Implemented)",
     ),
 )

@@ -1,8 +1,10 @@
-"""Weight transfer: init, start, update, finish, the weight version and /weight_info."""
+"""Weight transfer: init, start (also of the draft model), update, finish, shut down, the weight version,
+/weight_info and /weight_checker."""
 
 from __future__ import annotations
 
-from ..contract import Scenario, call, returns_model
+from ... import errors
+from ..contract import Scenario, call, raises, returns_model
 from ..engine import Return
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -76,5 +78,70 @@ SCENARIOS: tuple[Scenario, ...] = (
         returns_model("WeightInfo", {"weight_version": "w-7"}),
         (call("get_weight_version"),),
         script={"get_weight_version": [Return("w-7")]},
+    ),
+    Scenario(
+        "start_draft_weight_update",
+        "POST /start_draft_weight_update becomes a collective_rpc",
+        lambda c: c.start_draft_weight_update(),
+        returns_model("MessageResult", {"message": "Draft weight update started"}),
+        {
+            "python": (call("collective_rpc", "start_draft_weight_update", None, [], None),),
+            "rust": (call("collective_rpc", "start_draft_weight_update", None, [], {}),),
+        },
+    ),
+    Scenario(
+        "shutdown_weight_transfer_engine",
+        "POST /shutdown_weight_transfer_engine becomes a collective_rpc",
+        lambda c: c.shutdown_weight_transfer_engine(),
+        returns_model("MessageResult", {"message": "Weight transfer shut down"}),
+        {
+            "python": (call("collective_rpc", "shutdown_weight_transfer_engine", None, [], None),),
+            "rust": (call("collective_rpc", "shutdown_weight_transfer_engine", None, [], {}),),
+        },
+    ),
+    Scenario(
+        "weight_checker_checksum",
+        "POST /weight_checker action=checksum: the workers' checksums merged (Python asks the engine "
+        "directly, Rust through collective_rpc)",
+        lambda c: c.weight_checker("checksum"),
+        returns_model("WeightCheckResult", {"checksums": {"w1": "abc"}, "match": None}),
+        {
+            "python": (call("compute_weight_checksums"),),
+            "rust": (call("collective_rpc", "compute_weight_checksums", None, [], {}),),
+        },
+        script={
+            "compute_weight_checksums": [Return([{"w1": "abc"}])],
+            "collective_rpc": [Return([{"w1": "abc"}])],
+        },
+    ),
+    Scenario(
+        "weight_checker_compare",
+        "POST /weight_checker action=compare with a baseline that differs: match false, the key named",
+        lambda c: c.weight_checker("compare", baseline={"w1": "old"}),
+        returns_model("WeightCheckResult", {"match": False, "mismatches": ["w1"]}),
+        {
+            "python": (call("compute_weight_checksums"),),
+            "rust": (call("collective_rpc", "compute_weight_checksums", None, [], {}),),
+        },
+        script={
+            "compute_weight_checksums": [Return([{"w1": "abc"}])],
+            "collective_rpc": [Return([{"w1": "abc"}])],
+        },
+    ),
+    Scenario(
+        "weight_checker_reset",
+        "POST /weight_checker action=reset: the workers' reset_weights",
+        lambda c: c.weight_checker("reset"),
+        returns_model("WeightCheckResult", {"status": "reset"}),
+        {
+            "python": (call("collective_rpc", "reset_weights", None, [], None),),
+            "rust": (call("collective_rpc", "reset_weights", None, [], {}),),
+        },
+    ),
+    Scenario(
+        "weight_checker_compare_without_baseline",
+        "action=compare without a baseline is refused before anything is sent (the servers answer 400)",
+        lambda c: c.weight_checker("compare"),
+        raises(errors.InvalidParameterError),
     ),
 )

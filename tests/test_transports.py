@@ -1,0 +1,184 @@
+"""The default transports (h11 sync pool, aiohttp async pool) on real sockets, against the misbehaving server.
+
+What the retry rule relies on: connections are kept alive and reused; a connection that answered a 5xx or
+sat idle too long is never reused; a request that is not safe to repeat opens a connection of its own; a
+deadline bounds the whole exchange; the pool is safe to share between threads and follows event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from vllm_devclient import AsyncDevClient, DevClient
+from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer, Trickle
+from vllm_devclient.transports import ConnectFailed, Origin, TransportTimeout, WireRequest
+from vllm_devclient.transports.aiohttp_pool import AiohttpPool
+from vllm_devclient.transports.h11_pool import H11Pool
+
+PAUSED = Answer(200, json={"is_paused": False})
+
+
+@pytest.fixture
+def server() -> Iterator[MisbehavingServer]:
+    with MisbehavingServer() as srv:
+        yield srv
+
+
+def _request(server: MisbehavingServer, path: str = "/is_paused", *, fresh: bool = False) -> WireRequest:
+    origin = Origin("http", "127.0.0.1", server.port)
+    return WireRequest("GET", origin, path, (("Accept", "application/json"),), None, fresh_connection=fresh)
+
+
+def _send(pool: Any, request: WireRequest, deadline: float | None = None) -> Any:
+    if isinstance(pool, AiohttpPool):
+
+        async def go() -> Any:
+            try:
+                return await pool.send(request, connect_timeout=5.0, deadline=deadline)
+            finally:
+                await pool.aclose()
+
+        return asyncio.run(go())
+    return pool.send(request, connect_timeout=5.0, deadline=deadline)
+
+
+def test_h11_keeps_connections_alive_and_reuses_them(server: MisbehavingServer) -> None:
+    server.script("/is_paused", PAUSED)
+    pool = H11Pool()
+    for _ in range(5):
+        assert pool.send(_request(server), connect_timeout=5, deadline=None).json() == {"is_paused": False}
+    assert server.connections == 1
+    pool.close()
+
+
+def test_h11_never_reuses_a_connection_that_answered_a_5xx(server: MisbehavingServer) -> None:
+    server.script("/boom", Answer(500, json={"error": "x"}))
+    server.script("/is_paused", PAUSED)
+    pool = H11Pool()
+    assert pool.send(_request(server, "/boom"), connect_timeout=5, deadline=None).status_code == 500
+    pool.send(_request(server), connect_timeout=5, deadline=None)
+    assert server.connections == 2
+    pool.close()
+
+
+def test_h11_drops_idle_connections_before_the_server_would(server: MisbehavingServer) -> None:
+    server.script("/is_paused", PAUSED)
+    pool = H11Pool(keepalive_expiry=0.05)
+    pool.send(_request(server), connect_timeout=5, deadline=None)
+    time.sleep(0.1)
+    pool.send(_request(server), connect_timeout=5, deadline=None)
+    assert server.connections == 2
+    pool.close()
+
+
+def test_h11_notices_a_pooled_connection_the_server_closed() -> None:
+    with MisbehavingServer(keep_alive=0.05) as server:
+        server.script("/is_paused", PAUSED)
+        pool = H11Pool()
+        pool.send(_request(server), connect_timeout=5, deadline=None)
+        time.sleep(0.2)  # the server closed it meanwhile: the readable idle socket is not reused
+        assert pool.send(_request(server), connect_timeout=5, deadline=None).status_code == 200
+        assert server.connections == 2
+        pool.close()
+
+
+@pytest.mark.parametrize("pool_kind", ["h11", "aiohttp"])
+def test_a_request_marked_fresh_gets_a_connection_of_its_own(
+    server: MisbehavingServer, pool_kind: str
+) -> None:
+    server.script("/is_paused", PAUSED)
+    if pool_kind == "h11":
+        pool = H11Pool()
+        pool.send(_request(server), connect_timeout=5, deadline=None)
+        pool.send(_request(server, fresh=True), connect_timeout=5, deadline=None)
+        pool.close()
+    else:
+
+        async def go() -> None:
+            apool = AiohttpPool()
+            await apool.send(_request(server), connect_timeout=5, deadline=None)
+            await apool.send(_request(server, fresh=True), connect_timeout=5, deadline=None)
+            await apool.aclose()
+
+        asyncio.run(go())
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+@pytest.mark.parametrize("pool_kind", ["h11", "aiohttp"])
+def test_a_deadline_bounds_the_whole_exchange_of_a_trickling_server(
+    server: MisbehavingServer, part: str, pool_kind: str
+) -> None:
+    server.script(
+        "/is_paused",
+        Trickle(Answer(200, json={"is_paused": False, "pad": "x" * 200}), part=part, interval=0.02),
+    )
+    pool = H11Pool() if pool_kind == "h11" else AiohttpPool()
+    start = time.monotonic()
+    with pytest.raises(TransportTimeout) as info:
+        _send(pool, _request(server), deadline=time.monotonic() + 0.5)
+    elapsed = time.monotonic() - start
+    assert 0.45 <= elapsed < 0.8
+    assert info.value.sent and (info.value.answered or part == "head")
+
+
+def test_connect_failure_says_nothing_was_sent() -> None:
+    with MisbehavingServer() as srv:
+        port = srv.port
+    origin = Origin("http", "127.0.0.1", port)
+    with pytest.raises(ConnectFailed) as info:
+        H11Pool().send(WireRequest("GET", origin, "/health", (), None), connect_timeout=1, deadline=None)
+    assert info.value.sent is False
+
+
+@pytest.mark.parametrize("pool_kind", ["h11", "aiohttp"])
+def test_gzip_and_chunked_answers_are_read(server: MisbehavingServer, pool_kind: str) -> None:
+    body = gzip.compress(b'{"is_paused": true}')
+    server.script(
+        "/is_paused",
+        Answer(200, body=body, headers={"content-encoding": "gzip", "content-type": "application/json"}),
+    )
+    pool = H11Pool() if pool_kind == "h11" else AiohttpPool()
+    assert _send(pool, _request(server)).json() == {"is_paused": True}
+
+
+def test_one_sync_client_is_safe_for_many_threads(server: MisbehavingServer) -> None:
+    server.script("/is_paused", PAUSED)
+    errors: list[BaseException] = []
+    with DevClient(server.base_url, transport="auto") as client:
+
+        def work() -> None:
+            try:
+                for _ in range(50):
+                    assert client.is_paused() is False
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert server.count("/is_paused") == 16 * 50
+    assert server.connections <= 16 * 2  # reused, not one per call
+
+
+def test_one_async_client_across_two_event_loops(server: MisbehavingServer) -> None:
+    server.script("/is_paused", PAUSED)
+    client = AsyncDevClient(server.base_url, transport="auto")
+    assert asyncio.run(client.is_paused()) is False
+    # A second asyncio.run: the first loop is closed; the client opens new connections on this one.
+    assert asyncio.run(client.is_paused()) is False
+
+    async def close() -> None:
+        await client.close()
+
+    asyncio.run(close())

@@ -1,0 +1,323 @@
+"""Model profiles of the offload matrix: upstream's real models, per connector, and the tiny families.
+
+``python -c "from vllm_devclient.offload_check.profiles import PROFILES; print(PROFILES)"`` shows each
+profile's accuracy threshold and CPU tier size per connector. The real profiles are upstream's matrix
+exactly (:mod:`.upstream` holds the recorded copy, with its source commit; a CI test compares the two); the
+``tiny-*`` profiles are this project's, one per family of :data:`.tiny.TINY_FAMILIES`, with no threshold
+(random weights answer nothing right) and a small CPU tier.
+
+A tiny profile's ``model`` is ``tiny:<family>``: :func:`resolve_model` maps it to
+``$VLLM_DEVCLIENT_TINY_DIR/<family>`` when a case runs (never at import).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_devclient.errors import InvalidParameterError
+
+from . import upstream
+from .server import CONNECTORS, FRONTENDS, Connector, Frontend
+from .tiny import TINY_FAMILIES
+
+__all__ = [
+    "CONNECTOR_SHORT",
+    "PROFILES",
+    "SMALL_MODEL_ENV",
+    "TINY_DIR_ENV",
+    "CheckCase",
+    "ConnectorSettings",
+    "ModelProfile",
+    "case_server_args",
+    "case_skip_reason",
+    "connector_by_name",
+    "gpu_count",
+    "matrix",
+    "model_available",
+    "resolve_model",
+]
+
+TINY_DIR_ENV = "VLLM_DEVCLIENT_TINY_DIR"
+SMALL_MODEL_ENV = "VLLM_DEVCLIENT_SMALL_MODEL"
+CONNECTOR_SHORT: dict[Connector, str] = {
+    "OffloadingConnector": "offloading",
+    "SimpleCPUOffloadConnector": "simple",
+}
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    """What a profile uses with one connector."""
+
+    threshold: float | None
+    cpu_gib: float
+    spec_name: str | None = None  # OffloadingConnector: None is CPUOffloadingSpec
+    upstream_id: str | None = None  # the id of the case in upstream's MODELS
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """One model of the matrix and what it needs: per connector thresholds and CPU tier, server flags."""
+
+    name: str
+    model: str
+    family: str
+    architectures: tuple[str, ...]
+    connectors: Mapping[Connector, ConnectorSettings]
+    tolerance: float = 0.05
+    gpus: int = 1
+    server_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    startup_timeout: float = 600.0
+    num_questions: int = upstream.NUM_QUESTIONS
+    num_shots: int = upstream.NUM_FEWSHOT
+    max_tokens: int = 256
+    served_model_name: str | None = None
+    offload_block_size: int | None = None
+    ci_step: str | None = None
+    tiny: bool = False
+    self_describing_events: bool = False
+
+    def settings(self, connector: Connector) -> ConnectorSettings:
+        try:
+            return self.connectors[connector]
+        except KeyError:
+            raise InvalidParameterError(
+                f"profile {self.name} has no {connector} case (it has {sorted(self.connectors)})"
+            ) from None
+
+    def threshold(self, connector: Connector) -> float | None:
+        return self.settings(connector).threshold
+
+    def cpu_gib(self, connector: Connector) -> float:
+        return self.settings(connector).cpu_gib
+
+
+def _tp(args: Iterable[str]) -> int:
+    items = list(args)
+    return int(items[items.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in items else 1
+
+
+def _upstream_profile(name: str, family: str, architectures: tuple[str, ...], ci_step: str) -> ModelProfile:
+    """A real-model profile, every value taken from the recorded upstream cases of one model."""
+    cases = [c for c in upstream.UPSTREAM_CASES if c.id.endswith(name)]
+    if not cases:
+        raise AssertionError(f"no upstream case ends with {name}")
+    first = cases[0]
+    if any(c.model != first.model or c.extra_server_args != first.extra_server_args for c in cases):
+        raise AssertionError(f"upstream cases of {name} differ in model or server flags")
+    return ModelProfile(
+        name=name,
+        model=first.model,
+        family=family,
+        architectures=architectures,
+        connectors={
+            c.connector: ConnectorSettings(  # type: ignore[misc]
+                threshold=c.accuracy_threshold,
+                cpu_gib=float(c.cpu_offload_gib),
+                spec_name=None if c.spec_name == "CPUOffloadingSpec" else c.spec_name,
+                upstream_id=c.id,
+            )
+            for c in cases
+        },
+        tolerance=first.tolerance,
+        gpus=_tp(first.extra_server_args),
+        server_args=(*upstream.COMMON_SERVER_ARGS, *first.extra_server_args),
+        startup_timeout=float(first.startup_timeout),
+        ci_step=ci_step,
+    )
+
+
+def _tiny_profile(family: str, *, tiny_cpu_gib: float = 0.5) -> ModelProfile:
+    fam = TINY_FAMILIES[family]
+    return ModelProfile(
+        name=f"tiny-{family}",
+        model=f"tiny:{family}",
+        family=family,
+        architectures=fam.architectures,
+        connectors={c: ConnectorSettings(threshold=None, cpu_gib=tiny_cpu_gib) for c in CONNECTORS},
+        server_args=(*upstream.COMMON_SERVER_ARGS, "--dtype", "bfloat16", *fam.server_args),
+        startup_timeout=600.0,
+        num_questions=16,
+        num_shots=upstream.NUM_FEWSHOT,
+        max_tokens=64,
+        served_model_name=f"tiny-{family}",
+        tiny=True,
+        self_describing_events=True,
+    )
+
+
+def _build_profiles() -> dict[str, ModelProfile]:
+    profiles: dict[str, ModelProfile] = {
+        # One-GPU smoke profile: SmolLM2-135M (dense Llama). GSM8K accuracy is near 0, so no threshold.
+        "small": ModelProfile(
+            name="small",
+            model="HuggingFaceTB/SmolLM2-135M-Instruct",
+            family="llama",
+            architectures=("LlamaForCausalLM",),
+            connectors={c: ConnectorSettings(threshold=None, cpu_gib=1.0) for c in CONNECTORS},
+            server_args=(
+                *upstream.COMMON_SERVER_ARGS,
+                "--dtype",
+                "bfloat16",
+                "--attention-backend",
+                "FLASH_ATTN",
+            ),
+            startup_timeout=300.0,
+            num_questions=24,
+        ),
+        "nemotron-h-8b": _upstream_profile(
+            "nemotron-h-8b", "nemotron-h", ("NemotronHForCausalLM",), "kv-offload-small"
+        ),
+        "gemma-4-e4b-it": _upstream_profile(
+            "gemma-4-e4b-it", "gemma4", ("Gemma4ForConditionalGeneration",), "kv-offload-small"
+        ),
+        "qwen3.5-35b": _upstream_profile(
+            "qwen3.5-35b", "qwen3-next", ("Qwen3_5MoeForConditionalGeneration",), "kv-offload-medium"
+        ),
+        "deepseek-v2-lite-tiering-tp2": _upstream_profile(
+            "deepseek-v2-lite-tiering-tp2", "deepseek-v2", ("DeepseekV2ForCausalLM",), "kv-offload-medium"
+        ),
+        "deepseek-v4-flash": _upstream_profile(
+            "deepseek-v4-flash", "deepseek-v4", ("DeepseekV4ForCausalLM",), "kv-offload-large"
+        ),
+    }
+    for family in TINY_FAMILIES:
+        profile = _tiny_profile(family)
+        profiles[profile.name] = profile
+    return profiles
+
+
+PROFILES: dict[str, ModelProfile] = _build_profiles()
+
+
+def connector_by_name(name: str) -> Connector:
+    """``OffloadingConnector``/``SimpleCPUOffloadConnector``, or the short ``offloading``/``simple``."""
+    key = name.strip()
+    for connector, short in CONNECTOR_SHORT.items():
+        if key in (connector, short) or key.lower() == short:
+            return connector
+    raise InvalidParameterError(f"unknown connector {name!r}: use one of {CONNECTORS} (or offloading/simple)")
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    """One cell of the matrix: profile x connector x frontend, plus a label for variants (mutation...)."""
+
+    profile: ModelProfile
+    connector: Connector
+    frontend: Frontend
+    connector_extra: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.frontend not in FRONTENDS:
+            raise InvalidParameterError(f"unknown frontend {self.frontend!r}: use one of {FRONTENDS}")
+        self.profile.settings(self.connector)
+
+    @property
+    def id(self) -> str:
+        base = f"{self.profile.name}-{CONNECTOR_SHORT[self.connector]}-{self.frontend}"
+        return f"{base}-{self.label}" if self.label else base
+
+    @property
+    def settings(self) -> ConnectorSettings:
+        return self.profile.settings(self.connector)
+
+    @property
+    def self_describing_events(self) -> bool:
+        """Self-describing CPU events: asked for by the connector extra, or the profile's python case."""
+        if "self_describing_kv_events" in self.connector_extra:
+            return bool(self.connector_extra["self_describing_kv_events"])
+        return (
+            self.profile.self_describing_events
+            and self.connector == "OffloadingConnector"
+            and self.frontend == "python"
+            and not self.label
+        )
+
+
+def matrix(
+    profiles: Iterable[str] | None = None,
+    connectors: Iterable[Connector] = CONNECTORS,
+    frontends: Iterable[Frontend] = FRONTENDS,
+) -> list[CheckCase]:
+    """Every (profile, connector, frontend) case the profiles define; ``profiles=None``: the real ones."""
+    names = [n for n, p in PROFILES.items() if not p.tiny] if profiles is None else list(profiles)
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        raise InvalidParameterError(f"unknown profiles {unknown}: known are {sorted(PROFILES)}")
+    wanted = list(connectors)
+    return [
+        CheckCase(PROFILES[n], c, f)
+        for n in names
+        for c in wanted
+        if c in PROFILES[n].connectors
+        for f in frontends
+    ]
+
+
+def case_server_args(case: CheckCase) -> list[str]:
+    """The ``vllm serve`` flags a case adds to the launcher's (profile flags; the connector's come apart)."""
+    return list(case.profile.server_args)
+
+
+def resolve_model(profile: ModelProfile, env: Mapping[str, str] | None = None) -> str:
+    """The model to serve: ``tiny:<family>`` -> ``$VLLM_DEVCLIENT_TINY_DIR/<family>`` (default
+    ``out/tiny_models``); the ``small`` profile honours ``$VLLM_DEVCLIENT_SMALL_MODEL``."""
+    environ = os.environ if env is None else env
+    if profile.model.startswith("tiny:"):
+        root = environ.get(TINY_DIR_ENV) or str(Path("out") / "tiny_models")
+        return str(Path(root) / profile.model.split(":", 1)[1])
+    if profile.name == "small" and environ.get(SMALL_MODEL_ENV):
+        return environ[SMALL_MODEL_ENV]
+    return profile.model
+
+
+def case_skip_reason(case: CheckCase, *, gpu_count: int, model_available: bool) -> str | None:
+    """Why a case cannot run here (None: it can)."""
+    p = case.profile
+    if gpu_count < p.gpus:
+        return f"{p.model} ({p.family}) needs {p.gpus} GPUs, this machine has {gpu_count}"
+    if not model_available:
+        return f"{p.model} is not available offline (not a local folder nor in the HF cache)"
+    return None
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs visible here (nvidia-smi; 0 when there is none or no driver)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([v for v in visible.split(",") if v.strip()]))
+    return count
+
+
+def model_available(model: str) -> bool:
+    """A local folder, or (offline) in the Hugging Face cache; online, anything may be downloaded."""
+    if Path(model).is_dir():
+        return True
+    if model.startswith("tiny:") or Path(model).is_absolute():
+        return False
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    if not offline:
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    return isinstance(try_to_load_from_cache(model, "config.json"), str)
