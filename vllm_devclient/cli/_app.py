@@ -5,7 +5,6 @@ envelope under `-o json`."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import sys
 import textwrap
@@ -142,8 +141,9 @@ class DevGroup(click.Group):
         return " ".join(path) or None
 
 
-class _Redacting(io.TextIOBase):
-    """A text stream that writes through to `stream` with every secret replaced by ***."""
+class _Redacting:
+    """A text stream that writes through to `stream` with every secret replaced by ***; everything else
+    (flush, isatty, fileno, encoding, ...) is the stream's own."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -152,18 +152,8 @@ class _Redacting(io.TextIOBase):
         self._stream.write(redact(text))
         return len(text)
 
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._stream, "encoding", "utf-8")
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 @contextlib.contextmanager
