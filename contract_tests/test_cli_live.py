@@ -25,6 +25,7 @@ import pytest
 
 from vllm_devclient.testing.engine import Hang, Raise, Return, ScriptedEngine
 from vllm_devclient.testing.frontends import Frontend, RustFrontend
+from vllm_devclient.testing.pool import FrontendPool, lora_adapter_dir
 from vllm_devclient.testing.processes import free_port
 
 pytestmark = pytest.mark.frontend
@@ -336,7 +337,7 @@ class Case:
     command: str  # the command path, e.g. "kv-events tail"
     args: tuple[str, ...] = ()
     code: int = 0
-    urls: str = "one"  # one: a healthy frontend; two: two of them; none: no --url
+    urls: str = "one"  # one: a healthy frontend; two: two of them; extras: the one with LoRA etc.; none
 
 
 def _cases(tmp: Path) -> list[Case]:
@@ -353,12 +354,12 @@ def _cases(tmp: Path) -> list[Case]:
         Case("get-world-size"),
         Case("kv-event-sources"),
         Case("load"),
-        # Routes this vllm-rs does not serve: what a user meets there, and the exit code that says so.
-        Case("tokenizer-info", code=1),
-        Case("load-lora-adapter", ("adapter", "/tmp/adapter"), code=5),
-        Case("unload-lora-adapter", ("adapter",), code=5),
-        Case("start-profile", code=5),
-        Case("stop-profile", code=5),
+        # The routes a server serves only when started for them (LoRA, the profiler, the tokenizer info).
+        Case("load-lora-adapter", ("adapter-a", str(lora_adapter_dir())), urls="extras"),
+        Case("unload-lora-adapter", ("adapter-a",), urls="extras"),
+        Case("start-profile", urls="extras"),
+        Case("stop-profile", urls="extras"),
+        Case("tokenizer-info", code=1, urls="extras"),  # vllm-rs answers 501: not implemented yet
         Case("reset-prefix-cache", ("--reset-external",)),
         Case("barrier", ("--deadline", "10")),
         Case("reset-mm-cache"),
@@ -418,8 +419,15 @@ def _command_paths() -> set[str]:
 EXAMPLES: dict[str, str] = {}
 
 
+@pytest.fixture(scope="module")
+def extras() -> Iterator[str]:
+    """A Rust frontend started with LoRA, the profiler and the tokenizer-info route on (the pool's setup)."""
+    with FrontendPool(frontends=("rust",)) as pool:
+        yield pool.get("rust", "extras").base_url
+
+
 def test_every_subcommand_prints_schema_json_against_a_real_frontend(
-    fleet: LiveFleet, tmp_path: Path
+    fleet: LiveFleet, extras: str, tmp_path: Path
 ) -> None:
     if not (GSM8K_DIR / "test.jsonl").is_file():
         pytest.skip(f"no GSM8K copy at {GSM8K_DIR}")
@@ -427,7 +435,7 @@ def test_every_subcommand_prints_schema_json_against_a_real_frontend(
     assert {c.command for c in cases} == _command_paths(), "a subcommand has no case here"
     target, second = fleet.healthy_urls[:2]
     for case in cases:
-        urls = {"one": [target], "two": [target, second], "none": []}[case.urls]
+        urls = {"one": [target], "two": [target, second], "extras": [extras], "none": []}[case.urls]
         result = run("-o", "json", *case.command.split(), *case.args, urls=urls, timeout=120)
         doc = json.loads(
             result.stdout.splitlines()[-1] if case.command == "kv-events tail" else result.stdout
@@ -440,7 +448,7 @@ def test_every_subcommand_prints_schema_json_against_a_real_frontend(
             raised = entry["error"] is not None and entry["error"]["type"] != "UnsuccessfulResultError"
             assert (entry["result"] is None) == raised, (case.command, entry)
         if case.command != "kv-events tail" or case.command not in EXAMPLES:  # the publisher test's is better
-            EXAMPLES[case.command] = _example(result.stdout, fleet.healthy_urls, tmp_path)
+            EXAMPLES[case.command] = _example(result.stdout, [*fleet.healthy_urls, extras], tmp_path)
     assert EXAMPLES["wait-ready"] and json.loads(EXAMPLES["barrier"])["targets"]
     if os.environ.get("UPDATE_CLI_DOCS"):
         _write_examples(EXAMPLES)
