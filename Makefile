@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: setup parity test lint typecheck pytest bench record drift generate
+.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench record drift generate
 
 setup:
 	bash scripts/setup.sh
@@ -26,7 +26,16 @@ typecheck: setup
 pytest: setup
 	$(PY) -m pytest -ra
 
-test: lint typecheck pytest
+# The sdist and the wheel: build, twine check --strict, metadata, [all] without test packages, and the
+# command in a core-only install (scripts/check_dist.py says what each check needs).
+dist-check: setup
+	$(PY) scripts/check_dist.py
+
+# The same, then the sdist's own tests in a fresh venv without vLLM (a few minutes; not part of `make test`).
+sdist-test: setup
+	$(PY) scripts/check_dist.py --sdist-tests
+
+test: lint typecheck pytest dist-check
 
 bench: setup
 	$(PY) -m benchmarks --json $(OUT)/benchmarks.json

@@ -194,7 +194,18 @@ def leftover_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     try:
         for i, (case, test) in enumerate(cases.items()):
             pids_file = tmp_path / f"pids-{i}.json"
-            cmd = [sys.executable, "-m", "pytest", f"test_child.py::{test}", "-q", "-p", "no:cacheprovider"]
+            # The plugin is opt-in: loaded the way a user's project loads it.
+            plugin = ["-p", "vllm_devclient.testing.pytest_plugin"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pytest",
+                f"test_child.py::{test}",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *plugin,
+            ]
             proc = spawn(
                 cmd,
                 cwd=tmp_path,

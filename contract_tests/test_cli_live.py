@@ -2,12 +2,17 @@
 
 One module-wide fleet of 8 targets: 6 healthy Rust frontends (the tests script some of their engines to fail),
 one frontend with dev mode off, and one URL whose port is closed. Each test resets the engines first.
+
+Every subcommand runs once with `-o json` and its document is checked against the documented schema
+(`vllm_devclient/cli/schema.json`). `UPDATE_CLI_DOCS=1` also rewrites the examples in docs/cli.md from
+those runs (URLs, ports and paths masked, long values shortened).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -15,15 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from vllm_devclient.testing.engine import Hang, Raise, Return, ScriptedEngine
 from vllm_devclient.testing.frontends import Frontend, RustFrontend
+from vllm_devclient.testing.pool import FrontendPool, lora_adapter_dir
 from vllm_devclient.testing.processes import free_port
 
 pytestmark = pytest.mark.frontend
 
 CLI = str(Path(sys.executable).with_name("vllm-devclient"))
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
+# $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded), as in tests/.
+GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or ROOT.parent / "shared" / "data" / "gsm8k")
 
 
 @dataclass
@@ -71,7 +82,9 @@ def live() -> Iterator[LiveFleet]:
     try:
         # Stateful engines: is_paused / is_sleeping follow the pause, sleep and resume calls they saw.
         for _ in range(6):
-            frontends.append(RustFrontend(engine=ScriptedEngine(stateful=True)).start())
+            # A long context: GSM8K's questions do not fit the default 128 tokens.
+            engine = ScriptedEngine(stateful=True, max_model_len=4096)
+            frontends.append(RustFrontend(engine=engine).start())
         frontends.append(RustFrontend(dev_mode=False).start())
         yield LiveFleet(healthy=frontends[:6], dev_off=frontends[6], closed=closed_port_url())
     finally:
@@ -175,7 +188,7 @@ def test_pause_rollback_resumes_only_what_it_paused(fleet: LiveFleet) -> None:
 
     # Without --rollback the targets that paused stay paused.
     kept = run("--json", "--retries", "0", "pause", urls=fleet.urls)
-    assert kept.code == 1 and "rollback" not in kept.doc
+    assert kept.code == 1 and kept.doc["rollback"] is None
     assert run("is-paused", urls=fleet.healthy_urls[:1]).stdout.strip() == "true"
     assert run("resume", urls=fleet.healthy_urls).code == 0
 
@@ -220,9 +233,9 @@ def test_api_key_is_used_and_never_printed() -> None:
 
 def test_parity_between_two_live_servers(fleet: LiveFleet) -> None:
     a, b = fleet.healthy_urls[:2]
-    result = run("--json", "parity", "--url", a, "--url", b, timeout=120)
+    result = run("--json", "parity", "--url", a, "--url", b, "--report", os.devnull, timeout=120)
     assert result.code == 0, result.stdout + result.stderr
-    report = json.loads(result.stdout)
+    report = result.doc["result"]
     assert report["mode"] == "live" and report["sdk_mismatches"] == [] and report["rows"]
     assert sorted(report["versions"].values()) == sorted([a, b])
     # Read-only scenarios only: neither engine saw a state-changing call.
@@ -236,7 +249,8 @@ def test_parity_embedded_starts_both_real_frontends(tmp_path: Path) -> None:
     path = tmp_path / "parity.md"
     result = run("--json", "parity", "--report", str(path), timeout=290)
     assert result.code == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(result.stdout)
+    jsonschema.validate(result.doc, SCHEMA)
+    report = result.doc["result"]
     assert report["mode"] == "harness" and report["sdk_mismatches"] == []
     assert set(report["versions"]) == {"python", "rust"}
     markdown = path.read_text()
@@ -283,17 +297,22 @@ def test_kv_events_tail_discovers_the_publisher_through_the_server(vllm_kv_event
         with RustFrontend(engine=ScriptedEngine(kv_events_config=config)) as server:
             # Published before anyone subscribed: the tail gets them back by replay (--backlog).
             result = run(
-                "--json", "kv-events", "tail", "--count", "4", "--duration", "30", urls=[server.base_url]
+                "--json", "kv-events", "tail", "--count", "4", "--deadline", "30", urls=[server.base_url]
             )
             assert result.code == 0, result.stderr
-            batches = [json.loads(line) for line in result.stdout.splitlines()]
+            *batches, envelope = [json.loads(line) for line in result.stdout.splitlines()]
             assert [b["seq"] for b in batches] == [0, 1, 2, 3]
             assert [b["events"][0]["block_hashes"] for b in batches[:3]] == [[100], [101], [102]]
             assert [b["events"][0]["medium"] for b in batches[:3]] == ["GPU", "CPU", "CPU"]
             assert batches[3]["events"][0]["type"] == "AllBlocksCleared"
             assert "4 batches; blocks stored: GPU 1, CPU 2" in result.stderr
-            human = run("kv-events", "tail", "--count", "6", "--duration", "1", urls=[server.base_url])
-            assert human.code == 4  # only 4 batches exist: the duration ends the wait
+            jsonschema.validate(envelope, SCHEMA)
+            assert envelope["result"]["batches"] == 4 and envelope["command"] == "kv-events tail"
+            for batch in batches:
+                jsonschema.validate(batch, {**SCHEMA["$defs"]["kv_batch"], "$defs": SCHEMA["$defs"]})
+            EXAMPLES["kv-events tail"] = _example(result.stdout, [server.base_url], lines=True)
+            human = run("kv-events", "tail", "--count", "6", "--deadline", "1", urls=[server.base_url])
+            assert human.code == 4  # only 4 batches exist: the deadline ends the wait
             assert "rank 0 seq 1 (replayed): stored CPU 1 block [65]" in human.stdout
     finally:
         pub.shutdown()
@@ -306,3 +325,200 @@ def test_kv_events_tail_without_publisher_or_with_a_bad_endpoint(fleet: LiveFlee
     assert bad.code == 2
     two = run("kv-events", "tail", urls=fleet.healthy_urls[:2])
     assert two.code == 2 and "one --url" in two.stderr
+
+
+# ---- every subcommand, -o json, against a real frontend, checked against the documented schema ------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One subcommand's run: its arguments, where it goes and the exit code the real servers give."""
+
+    command: str  # the command path, e.g. "kv-events tail"
+    args: tuple[str, ...] = ()
+    code: int = 0
+    urls: str = "one"  # one: a healthy frontend; two: two of them; extras: the one with LoRA etc.; none
+
+
+def _cases(tmp: Path) -> list[Case]:
+    """In an order that keeps the stateful engine consistent (sleep before wait-sleeping, ...)."""
+    gsm8k = ("--num-questions", "2", "--num-shots", "0", "--max-tokens", "8", "--data-dir", str(GSM8K_DIR))
+    fixtures = str(ROOT / "rust_fixtures")
+    return [
+        Case("health"),
+        Case("version"),
+        Case("models"),
+        Case("metrics"),
+        Case("metrics-text"),
+        Case("server-info"),
+        Case("get-world-size"),
+        Case("kv-event-sources"),
+        Case("load"),
+        # The routes a server serves only when started for them (LoRA, the profiler, the tokenizer info).
+        Case("load-lora-adapter", ("adapter-a", str(lora_adapter_dir())), urls="extras"),
+        Case("unload-lora-adapter", ("adapter-a",), urls="extras"),
+        Case("start-profile", urls="extras"),
+        Case("stop-profile", urls="extras"),
+        Case("tokenizer-info", code=1, urls="extras"),  # vllm-rs answers 501: not implemented yet
+        Case("reset-prefix-cache", ("--reset-external",)),
+        Case("barrier", ("--deadline", "10")),
+        Case("reset-mm-cache"),
+        Case("reset-encoder-cache"),
+        Case("release-kv-cache-memory"),
+        Case("sleep", ("--level", "1")),
+        Case("wait-sleeping", ("--deadline", "10")),
+        Case("is-sleeping"),
+        Case("wake-up"),
+        Case("wait-awake", ("--deadline", "10")),
+        Case("pause", ("--mode", "keep")),
+        Case("wait-paused", ("--deadline", "10")),
+        Case("is-paused"),
+        Case("resume"),
+        Case("wait-resumed", ("--deadline", "10")),
+        Case("abort-requests", ("--all",)),
+        Case("wait-ready", ("--deadline", "10")),
+        Case("init-weight-transfer-engine", ("--init-info", "{}")),
+        Case("start-weight-update"),
+        Case("update-weights", ("--update-info", "{}")),
+        Case("finish-weight-update", ("--weight-version", "v2")),
+        Case("update-weight-version", ("v3",)),
+        Case("weight-info"),
+        Case("weight-checker", ("checksum",)),
+        Case("start-draft-weight-update"),
+        Case("shutdown-weight-transfer-engine"),
+        Case("completion", ("Hello", "--max-tokens", "4")),
+        Case("step-engine"),
+        Case("collective-rpc", ("ping",)),
+        Case("request", ("GET", "/health")),
+        Case("gsm8k", gsm8k),
+        Case("parity", ("--report", str(tmp / "parity.md")), urls="two"),
+        Case(
+            "record",
+            ("--out", str(tmp / "fixtures"), "--frontends", "rust", "--scenarios", "health"),
+            urls="none",
+        ),
+        Case("drift", ("--fixtures", fixtures, "--against", fixtures), urls="none"),
+        Case("fixtures-summary", ("--fixtures", fixtures), urls="none"),
+        # No GPU here: the check stops on its argument (exit 2), which is the JSON this test can see.
+        Case("offload-check", ("--frontend", "nosuch"), code=2, urls="none"),
+        # The scripted engine publishes no KV events: the server says so (exit 1).
+        Case("kv-events tail", ("--count", "1", "--deadline", "2"), code=1),
+    ]
+
+
+def _command_paths() -> set[str]:
+    from vllm_devclient.cli import cli
+
+    paths = set()
+    for name, command in cli.commands.items():
+        sub = getattr(command, "commands", None)
+        paths |= {f"{name} {s}" for s in sub} if sub else {name}
+    return paths
+
+
+EXAMPLES: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def extras() -> Iterator[str]:
+    """A Rust frontend started with LoRA, the profiler and the tokenizer-info route on (the pool's setup)."""
+    with FrontendPool(frontends=("rust",)) as pool:
+        yield pool.get("rust", "extras").base_url
+
+
+def test_every_subcommand_prints_schema_json_against_a_real_frontend(
+    fleet: LiveFleet, extras: str, tmp_path: Path
+) -> None:
+    if not (GSM8K_DIR / "test.jsonl").is_file():
+        pytest.skip(f"no GSM8K copy at {GSM8K_DIR}")
+    cases = _cases(tmp_path)
+    assert {c.command for c in cases} == _command_paths(), "a subcommand has no case here"
+    target, second = fleet.healthy_urls[:2]
+    for case in cases:
+        urls = {"one": [target], "two": [target, second], "extras": [extras], "none": []}[case.urls]
+        result = run("-o", "json", *case.command.split(), *case.args, urls=urls, timeout=120)
+        doc = json.loads(
+            result.stdout.splitlines()[-1] if case.command == "kv-events tail" else result.stdout
+        )
+        jsonschema.validate(doc, SCHEMA)
+        assert (result.code, doc["exit_code"], doc["command"]) == (case.code, case.code, case.command), (
+            result.stdout[-2000:] + result.stderr[-2000:]
+        )
+        for entry in doc["targets"].values():  # a result is null only when the call raised
+            raised = entry["error"] is not None and entry["error"]["type"] != "UnsuccessfulResultError"
+            assert (entry["result"] is None) == raised, (case.command, entry)
+        if case.command != "kv-events tail" or case.command not in EXAMPLES:  # the publisher test's is better
+            EXAMPLES[case.command] = _example(result.stdout, [*fleet.healthy_urls, extras], tmp_path)
+    assert EXAMPLES["wait-ready"] and json.loads(EXAMPLES["barrier"])["targets"]
+    if os.environ.get("UPDATE_CLI_DOCS"):
+        _write_examples(EXAMPLES)
+
+
+_MODEL_DIR = re.compile(r"/[^\s\"']*/tiny-llama-[0-9a-f]+")
+
+
+def _example(stdout: str, urls: Sequence[str], tmp: Path | None = None, *, lines: bool = False) -> str:
+    """A run's output as the docs show it: URLs and paths masked, long values shortened."""
+    text = stdout
+    for i, url in enumerate(urls):
+        text = text.replace(url, f"http://127.0.0.1:{8000 + i}")
+    if tmp is not None:
+        text = text.replace(str(tmp), "out")
+    text = _MODEL_DIR.sub("tiny-llama", text.replace(str(ROOT) + "/", ""))
+    if lines:  # the batches (their events without the fields vLLM left null), then the envelope
+        docs = [json.loads(line) for line in text.splitlines()]
+        for batch in docs[:-1]:
+            batch["events"] = [{k: v for k, v in e.items() if v is not None} for e in batch["events"]]
+        return "\n".join(json.dumps(_abridge(doc)) for doc in docs)
+    return _layout(_abridge(json.loads(text)))
+
+
+def _layout(doc: dict[str, Any]) -> str:
+    """The envelope on a few lines: its scalar fields, one line per target, then result/error/rollback."""
+    one = json.dumps
+    head = ", ".join(
+        f"{one(k)}: {one(doc[k])}" for k in ("schema", "command", "ok", "exit_code", "elapsed_s")
+    )
+    targets = [f"    {one(url)}: {one(entry)}" for url, entry in doc["targets"].items()]
+    body = ["{", f"  {head},"]
+    body += ['  "targets": {', ",\n".join(targets), "  },"] if targets else ['  "targets": {},']
+    body += [f'  "result": {one(doc["result"])},', f'  "error": {one(doc["error"])},']
+    body += [f'  "rollback": {one(doc["rollback"])}', "}"]
+    return "\n".join(body)
+
+
+def _abridge(value: Any, depth: int = 0, *, inside: bool = False) -> Any:
+    """Shorter values inside a `result`: lists to 2 items, strings to 60 characters, 5 keys, 3 levels."""
+    if not inside:
+        if isinstance(value, dict):
+            return {k: _abridge(v, inside=k == "result") for k, v in value.items()}
+        return value
+    if isinstance(value, dict | list) and depth >= 3:
+        return "..."
+    if isinstance(value, dict):
+        keep = list(value.items())
+        if len(keep) > 5:
+            keep = [*keep[:5], ("...", f"{len(value) - 5} more")]
+        return {k: _abridge(v, depth + 1, inside=True) for k, v in keep}
+    if isinstance(value, list):
+        return [_abridge(v, depth + 1, inside=True) for v in value[:2]] + (["..."] if len(value) > 2 else [])
+    if isinstance(value, str) and len(value) > 60:
+        return value[:57] + "..."
+    return value
+
+
+START = "<!-- examples:start (contract_tests/test_cli_live.py writes this with UPDATE_CLI_DOCS=1) -->"
+END = "<!-- examples:end -->"
+
+
+def _write_examples(examples: dict[str, str]) -> None:
+    path = ROOT / "docs" / "cli.md"
+    text = path.read_text()
+    blocks = []
+    order = [case.command for case in _cases(Path())]
+    for command, example in sorted(examples.items(), key=lambda item: order.index(item[0])):
+        lang = "jsonl" if command == "kv-events tail" else "json"
+        blocks.append(f"#### `{command}`\n\n```{lang}\n{example}\n```\n")
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    path.write_text(f"{head}{START}\n\n" + "\n".join(blocks) + f"\n{END}{tail}")

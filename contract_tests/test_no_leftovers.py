@@ -1,8 +1,9 @@
 """No frontend process survives a pytest run that uses the fixtures: not after a failed test, not after an
 interrupt (Ctrl-C), not even after the pytest process is killed outright.
 
-Each case runs a small test file in a child pytest (the fixtures come from the installed plugin), which
-writes the process trees of its frontends to a file; once the child is gone, none of them may be alive.
+Each case runs a small test file in a child pytest (the fixtures come from the plugin, loaded with `-p` as a
+user's project does), which writes the process trees of its frontends to a file; once the child is gone,
+none of them may be alive.
 The children are started at the beginning of the session (conftest `leftover_children`), so their frontends
 come up while other tests run.
 """

@@ -1,8 +1,9 @@
 """pytest fixtures that run the real vLLM frontends against a scripted engine.
 
-Registered as the ``vllm_devclient`` pytest11 plugin, so installing vllm-devclient makes the
-fixtures available everywhere. Nothing starts until a test asks for a fixture, and this module
-imports nothing heavy at load time (pytest loads it in every session).
+Opt-in: load it with ``pytest_plugins = ["vllm_devclient.testing.pytest_plugin"]`` in the root
+conftest.py (as this repository does) or ``pytest -p vllm_devclient.testing.pytest_plugin``; installing
+vllm-devclient registers nothing. Nothing starts until a test asks for a fixture, and this module
+imports nothing heavy at load time.
 
 Fixtures:
 

@@ -1,0 +1,235 @@
+"""The global options (shown once, on the group; also accepted after the subcommand, where they win) and the
+settings every subcommand runs with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import urlsplit
+
+import click
+import httpx
+from click.core import ParameterSource
+
+from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT
+from ..fleet import AsyncFleet, TargetOutcome
+
+if TYPE_CHECKING:
+    ParamTypeBase = click.ParamType[Any]
+else:  # click < 8.2: ParamType is not generic at run time
+    ParamTypeBase = click.ParamType
+
+__all__ = [
+    "DEFAULT_URL",
+    "GLOBAL_OPTIONS",
+    "SECONDS",
+    "Number",
+    "Output",
+    "ParamTypeBase",
+    "Settings",
+    "global_options",
+    "global_params",
+    "keep_secret",
+    "normalise_url",
+    "redact",
+    "settings_of",
+    "split_globals",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+F = TypeVar("F", bound=Callable[..., Any])
+Output = Literal["table", "json", "tsv"]
+GLOBAL_OPTIONS = ("urls", "api_key", "timeout", "retries", "concurrency", "output", "as_json", "no_progress")
+
+
+# What the command line must never print: the API key and passwords in URLs (a server may echo them).
+SECRETS: set[str] = set()
+
+
+def keep_secret(value: str | None) -> None:
+    for text in (value, (value or "").strip()):
+        if text and len(text) >= 4:
+            SECRETS.add(text)
+
+
+def redact(text: str) -> str:
+    for secret in SECRETS:
+        text = text.replace(secret, "***")
+    return text
+
+
+def normalise_url(url: str) -> str:
+    """A base URL as the fleet wants it: no trailing slash, and no `/v1` (dev routes live at the root)."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+@dataclass(frozen=True)
+class Settings:
+    urls: tuple[str, ...]
+    urls_given: bool  # on the command line (not from VLLM_DEVCLIENT_URL or the default)
+    api_key: str | None = field(repr=False)
+    timeout: float
+    timeout_given: bool  # --timeout on the command line: it also bounds each try of a wait or barrier
+    retries: int
+    concurrency: int
+    output: Output
+    progress: bool
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+    @property
+    def http_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.timeout, connect=min(self.timeout, DEFAULT_TIMEOUT.connect or 5.0))
+
+    def fleet(self, on_result: Callable[[TargetOutcome[Any]], None] | None = None) -> AsyncFleet:
+        return AsyncFleet(
+            self.urls,
+            api_key=self.api_key,
+            timeout=self.http_timeout,
+            max_retries=self.retries,
+            max_concurrency=self.concurrency,
+            on_result=on_result,
+        )
+
+
+class Number(ParamTypeBase):
+    """An int or a float of at least `low` (above it, when `open`); its help shows no range note."""
+
+    def __init__(self, kind: type[int] | type[float], low: float, *, open: bool = False) -> None:
+        self.kind, self.low, self.open = kind, low, open
+        self.name = "integer" if kind is int else "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            number = self.kind(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
+        if number < self.low or (self.open and number == self.low):
+            self.fail(f"{value} must be {'above' if self.open else 'at least'} {self.low:g}", param, ctx)
+        return number
+
+
+SECONDS = Number(float, 0, open=True)
+
+
+def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Parameter]:
+    """The options every subcommand takes. On the group they are shown, read the environment and have
+    defaults; on a subcommand they are hidden and override the group's (`health --json` works too);
+    `exclude` leaves out those a subcommand has an option of its own for."""
+    hidden = not top
+    params: list[click.Parameter] = [
+        click.Option(
+            ["--url", "urls"],
+            multiple=True,
+            metavar="URL",
+            envvar="VLLM_DEVCLIENT_URL" if top else None,
+            hidden=hidden,
+            help=f"Server URL; repeat for a fleet.  [default: $VLLM_DEVCLIENT_URL, else {DEFAULT_URL}]",
+        ),
+        click.Option(
+            ["--api-key"],
+            metavar="KEY",
+            envvar="VLLM_API_KEY" if top else None,
+            hidden=hidden,
+            help="Bearer key, never printed.  [default: $VLLM_API_KEY]",
+        ),
+        *(
+            click.Option(
+                [flag],
+                type=kind,
+                metavar=metavar,
+                default=default if top else None,
+                hidden=hidden,
+                help=f"{text} (default {default}).",
+            )
+            for flag, kind, metavar, default, text in (
+                ("--timeout", SECONDS, "SECONDS", 30, "Seconds per HTTP try, waits' tries too"),
+                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502/503/504"),
+                (
+                    "--concurrency",
+                    Number(int, 1),
+                    "N",
+                    DEFAULT_MAX_CONCURRENCY,
+                    "Most targets in flight at once",
+                ),
+            )
+        ),
+        click.Option(
+            ["-o", "--output"],
+            type=click.Choice(["table", "json", "tsv"]),
+            metavar="FORMAT",
+            default=None,
+            hidden=hidden,
+            help="table, json (docs/cli.md) or tsv (default table).",
+        ),
+        click.Option(
+            ["--json", "as_json"], is_flag=True, default=None, hidden=hidden, help="Same as -o json."
+        ),
+        click.Option(
+            ["--no-progress"],
+            is_flag=True,
+            default=None,
+            hidden=hidden,
+            help="No progress display (only ever on a terminal).",
+        ),
+    ]
+    return [p for p in params if p.name not in exclude]
+
+
+def global_options(*, top: bool, exclude: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """`global_params` as a decorator."""
+
+    def decorate(fn: F) -> F:
+        params = fn.__dict__.setdefault("__click_params__", [])
+        params.extend(reversed(global_params(top=top, exclude=exclude)))
+        return fn
+
+    return decorate
+
+
+def _output(params: Mapping[str, Any]) -> Output | None:
+    if params.get("as_json"):
+        return "json"
+    chosen: Output | None = params.get("output")
+    return chosen
+
+
+def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
+    """The group's options, overridden by those given after the subcommand."""
+    root = ctx.find_root()
+    top: Mapping[str, Any] = root.params
+
+    def pick(name: str) -> Any:
+        value = sub.get(name)
+        return value if value not in (None, ()) else top.get(name)
+
+    sub_urls = tuple(sub.get("urls") or ())
+    urls = sub_urls or tuple(top.get("urls") or ()) or (DEFAULT_URL,)
+    given = bool(sub_urls) or root.get_parameter_source("urls") is ParameterSource.COMMANDLINE
+    api_key = pick("api_key")
+    keep_secret(api_key)
+    for url in urls:
+        keep_secret(urlsplit(url).password)
+    timeout_given = sub.get("timeout") is not None or (
+        root.get_parameter_source("timeout") is ParameterSource.COMMANDLINE
+    )
+    return Settings(
+        urls=tuple(normalise_url(u) for u in urls),
+        urls_given=given,
+        api_key=api_key,
+        timeout=float(pick("timeout")),
+        timeout_given=timeout_given,
+        retries=int(pick("retries")),
+        concurrency=int(pick("concurrency") or DEFAULT_MAX_CONCURRENCY),
+        output=_output(sub) or _output(top) or "table",
+        progress=not pick("no_progress"),
+    )
+
+
+def split_globals(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the (hidden) global options out of a subcommand's keyword arguments."""
+    return {name: kwargs.pop(name) for name in GLOBAL_OPTIONS if name in kwargs}

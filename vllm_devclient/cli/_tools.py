@@ -1,0 +1,498 @@
+"""The subcommands that are not one client call: `parity`, `gsm8k`, the fixture tools (`record`, `drift`,
+`fixtures-summary`) and `offload-check`. Each imports what it needs when it runs, and a missing extra
+exits 7 with the pip command that installs it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import importlib
+import inspect
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ..errors import DevClientError
+from ._envelope import dumps, envelope, target_entry
+from ._exit import ExitCode, UnsuccessfulResultError
+from ._generate import SUBCOMMAND_EPILOG
+from ._output import tsv_cell
+from ._run import CommandError, Unavailable
+from ._settings import Number, Settings, global_options, settings_of, split_globals
+
+__all__ = ["COMMANDS"]
+
+
+def _settings(common: dict[str, Any]) -> tuple[click.Context, Settings]:
+    ctx = click.get_current_context()
+    return ctx, settings_of(ctx, split_globals(common))
+
+
+def _finish(
+    ctx: click.Context,
+    settings: Settings,
+    command: str,
+    start: float,
+    *,
+    result: Any,
+    code: int,
+    error: BaseException | None = None,
+    human: Callable[[], None],
+    targets: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Print the tool's outcome (the envelope under -o json, else `human()`) and exit with `code`."""
+    if settings.json:
+        doc = envelope(
+            command,
+            elapsed_s=time.perf_counter() - start,
+            targets=targets,
+            result=result,
+            error=error,
+            exit_code=code,
+        )
+        click.echo(dumps(doc))
+    else:
+        human()
+    ctx.exit(code)
+
+
+def _status(settings: Settings, what: str) -> contextlib.AbstractContextManager[Any]:
+    console = Console(stderr=True)
+    if settings.progress and console.is_terminal:
+        return console.status(what)
+    return contextlib.nullcontext()
+
+
+# ---- parity ------------------------------------------------------------------------------------------------
+
+
+@click.command("parity", epilog=SUBCOMMAND_EPILOG)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("parity.md"),
+    show_default=True,
+    help="Where the full Markdown table goes.",
+)
+@click.option(
+    "--allow-reset",
+    is_flag=True,
+    help="With two --url: also compare reset_prefix_cache (idempotent, but it drops the prefix cache).",
+)
+@global_options(top=False)
+def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
+    """Compare the frontends: what each answered, and what the SDK made of it.
+
+    With no --url: starts the real Python and Rust frontends here, each on a scripted engine (no GPU, no
+    weights), and runs every scenario. With --url A --url B: compares two live servers, read-only calls
+    only (only --url on the command line counts, not $VLLM_DEVCLIENT_URL). Prints a summary, writes the
+    full table to --report. Exit 1 when the SDK's result differs between the two (a mismatch).
+    """
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    urls = list(settings.urls) if settings.urls_given else None
+    if urls is not None and len(urls) != 2:
+        raise click.UsageError(f"parity compares two servers: give --url twice, or none (got {len(urls)})")
+    try:
+        from ..testing.frontends import FrontendStartupError, VllmNotInstalledError
+        from ..testing.parity import run_parity
+    except ImportError as exc:
+        raise Unavailable(exc, "testing") from exc
+    what = (
+        "comparing the two servers" if urls else "starting the Python and Rust frontends, running scenarios"
+    )
+    try:
+        with _status(settings, what):
+            report = run_parity(
+                urls,
+                report_path=report_path,
+                api_key=settings.api_key if urls else None,
+                allow_reset=allow_reset,
+            )
+    except VllmNotInstalledError as exc:
+        raise CommandError(str(exc), exit_code=ExitCode.UNAVAILABLE, error=exc) from exc
+    except FrontendStartupError as exc:
+        raise CommandError(f"a frontend did not start: {exc}", error=exc) from exc
+    mismatches = list(report.sdk_mismatches)
+    by_design: dict[str, str] = dict(getattr(report, "documented_sdk_differences", {}))
+    error = UnsuccessfulResultError(f"SDK mismatches: {', '.join(mismatches)}") if mismatches else None
+
+    def human() -> None:
+        if settings.output == "tsv":
+            for row in report.rows:
+                raw = "differs" if row.raw_differs else "="
+                sdk = "=" if row.sdk_same else ("by design" if row.sdk_difference else "MISMATCH")
+                click.echo(f"{row.scenario}\t{raw}\t{sdk}")
+            return
+        click.echo(f"{len(report.rows)} scenarios, {' vs '.join(report.labels)}")
+        click.echo(f"  raw answers differ: {len(report.differences)} (what the SDK hides)")
+        designed = "; ".join(f"{name} ({why})" for name, why in by_design.items())
+        click.echo(
+            f"  SDK outcome differs by design: {len(by_design)}" + (f": {designed}" if designed else "")
+        )
+        click.echo(
+            f"  SDK mismatches: {len(mismatches)}" + (f": {', '.join(mismatches)}" if mismatches else "")
+        )
+        click.echo(f"full table: {report_path}")
+
+    code = ExitCode.FAILED if mismatches else ExitCode.OK
+    _finish(ctx, settings, "parity", start, result=report.to_dict(), code=code, error=error, human=human)
+
+
+# ---- gsm8k -------------------------------------------------------------------------------------------------
+
+
+def _evaluator() -> Callable[..., Any]:
+    try:  # where the GPU campaign keeps it, else the old path (an alias for one release after the move)
+        module = importlib.import_module("vllm_devclient.offload_check.gsm8k")
+    except ImportError:
+        try:
+            module = importlib.import_module("vllm_devclient.gsm8k")
+        except ImportError as exc:
+            raise Unavailable(exc, "gsm8k") from exc
+    evaluate: Callable[..., Any] = module.evaluate_gsm8k_async
+    return evaluate
+
+
+@click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
+@click.option(
+    "--num-questions", type=Number(int, 1), default=200, show_default=True, help="Test questions to ask."
+)
+@click.option(
+    "--concurrency",
+    type=Number(int, 1),
+    default=None,
+    help="Requests in flight on each server.  [default: all at once]",
+)
+@click.option("--num-shots", type=Number(int, 0), default=5, show_default=True, help="Examples per prompt.")
+@click.option("--max-tokens", type=Number(int, 1), default=256, show_default=True, help="Tokens per answer.")
+@click.option("--model", default=None, help="Model name.  [default: the first on /v1/models]")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder holding train.jsonl and test.jsonl (nothing is downloaded).",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the JSON here.",
+)
+@global_options(top=False, exclude=("concurrency",))
+def gsm8k(
+    num_questions: int,
+    concurrency: int | None,
+    num_shots: int,
+    max_tokens: int,
+    model: str | None,
+    data_dir: Path | None,
+    report: Path | None,
+    **common: Any,
+) -> None:
+    """GSM8K through /v1/completions, the way vLLM's CI runs it: accuracy, invalid answers, throughput.
+
+    On every --url at once; the envelope's per-target result holds every answer. --timeout, when given,
+    bounds each completion (default: 600 s).
+    """
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    evaluate = _evaluator()
+    accepted = inspect.signature(evaluate).parameters
+    wanted: dict[str, Any] = {
+        "num_questions": num_questions,
+        "concurrency": concurrency,
+        "num_shots": num_shots,
+        "max_tokens": max_tokens,
+        "model": model,
+        "api_key": settings.api_key,
+        "data_dir": data_dir,
+    }
+    if settings.timeout_given:
+        wanted["request_timeout"] = settings.timeout
+    kwargs = {k: v for k, v in wanted.items() if k in accepted}
+    console = Console(stderr=True)
+    show = settings.progress and console.is_terminal
+    hook = next((name for name in ("on_result", "on_question") if name in accepted), None)
+    if "progress" in accepted:
+        # The evaluator's own bar (tqdm, when installed) only on a terminal, and only without a hook.
+        kwargs["progress"] = None if show and hook is None else False
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not (show and hook is not None),
+    )
+
+    async def one(url: str) -> tuple[Any, BaseException | None, float]:
+        task = bars.add_task(url, total=num_questions)
+        extra = {hook: lambda *_: bars.advance(task)} if hook is not None else {}
+        began = time.perf_counter()
+        try:
+            return await evaluate(url, **kwargs, **extra), None, time.perf_counter() - began
+        except DevClientError as exc:
+            return None, exc, time.perf_counter() - began
+
+    async def every() -> list[tuple[Any, BaseException | None, float]]:
+        return list(await asyncio.gather(*(one(url) for url in settings.urls)))
+
+    try:
+        with bars:
+            outcomes = asyncio.run(every())
+    except ImportError as exc:
+        raise Unavailable(exc, "gsm8k") from exc
+    targets = {
+        url: target_entry(value, error, elapsed)
+        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True)
+    }
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(targets, indent=2) + "\n")
+    code = int(envelope(None, elapsed_s=0, targets=targets)["exit_code"])
+
+    def human() -> None:
+        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True):
+            line = _gsm8k_line(value, error)
+            if settings.output == "tsv":
+                click.echo(
+                    f"{url}\t{'ok' if error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
+                    f"{round(elapsed, 3)}\t{tsv_cell(line)}"
+                )
+            else:
+                click.echo(f"{url}: {line}", err=error is not None)
+
+    _finish(ctx, settings, "gsm8k", start, result=None, code=code, human=human, targets=targets)
+
+
+def _gsm8k_line(value: Any, error: BaseException | None) -> str:
+    if error is not None:
+        return f"{type(error).__name__}: {error}"
+    correct = round(value.accuracy * value.num_questions)
+    return (
+        f"accuracy {value.accuracy:.3f} ({correct}/{value.num_questions}), invalid {value.invalid_rate:.1%}, "
+        f"{value.latency_s:.1f} s, {value.questions_per_s:.1f} questions/s"
+    )
+
+
+# ---- recorded fixtures -------------------------------------------------------------------------------------
+
+
+def _recording() -> Any:
+    """The fixture library: `testing.fixtures`, else its older home `testing.recording`."""
+    for name in ("vllm_devclient.testing.fixtures", "vllm_devclient.testing.recording"):
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            missing = exc
+    raise Unavailable(missing, "testing") from missing
+
+
+def _frontends(value: str) -> list[str]:
+    return [f.strip() for f in value.split(",") if f.strip()]
+
+
+def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        [
+            click.option(
+                "--python", type=click.Path(dir_okay=False), help="Interpreter of the vLLM to record."
+            ),
+            click.option(
+                "--vllm-rs", type=click.Path(dir_okay=False), help="vllm-rs binary of that install."
+            ),
+            click.option("--frontends", default="python,rust", show_default=True, help="Comma-separated."),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--fixtures", type=click.Path(file_okay=False), default="rust_fixtures", show_default=True, help=help
+    )
+
+
+@click.command("record", epilog=SUBCOMMAND_EPILOG)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="rust_fixtures",
+    show_default=True,
+    help="Fixture tree.",
+)
+@click.option("--scenarios", default=None, help="Comma-separated scenario names.  [default: all]")
+@_release_options
+@global_options(top=False)
+def record(
+    out: str, scenarios: str | None, python: str | None, vllm_rs: str | None, frontends: str, **common: Any
+) -> None:
+    """Record every contract scenario on the real frontends into OUT/<version>/<frontend>/."""
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    recording = _recording()
+    from ..testing.scenarios import get_scenario
+
+    try:
+        chosen = [get_scenario(n.strip()) for n in scenarios.split(",")] if scenarios else None
+    except (KeyError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--scenarios") from exc
+    names = _frontends(frontends)
+    python = str(Path(python).absolute()) if python else None
+    with _status(settings, "recording the scenarios"):
+        base = recording.record(
+            out, python=python, vllm_rs=vllm_rs, frontends=names, scenarios=chosen, log=sys.stderr
+        )
+    written = sorted(str(p.relative_to(base)) for p in Path(base).glob("*/*.json"))
+    result = {"out": str(base), "version": Path(base).name, "frontends": names, "fixtures": len(written)}
+    _finish(
+        ctx,
+        settings,
+        "record",
+        start,
+        result=result,
+        code=ExitCode.OK,
+        human=lambda: click.echo(f"{len(written)} fixtures written under {base}"),
+    )
+
+
+@click.command("drift", epilog=SUBCOMMAND_EPILOG)
+@_fixtures_option("The committed fixture tree.")
+@click.option(
+    "--against",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Compare with this fixture tree instead of recording (no server).",
+)
+@click.option(
+    "--keep", type=click.Path(file_okay=False), default=None, help="Also copy the fresh recording here."
+)
+@_release_options
+@global_options(top=False)
+def drift(
+    fixtures: str,
+    against: str | None,
+    keep: str | None,
+    python: str | None,
+    vllm_rs: str | None,
+    frontends: str,
+    **common: Any,
+) -> None:
+    """Re-record the installed vLLM and compare with the committed fixtures; exit 1 on drift."""
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    recording = _recording()
+    try:
+        if against is not None:
+            drifts = recording.diff_fixture_trees(fixtures, against)
+        else:
+            python = str(Path(python).absolute()) if python else None
+            with _status(settings, "re-recording the scenarios"):
+                drifts = recording.drift(
+                    fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
+                )
+    except FileNotFoundError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fixtures/--against") from exc
+    rows = [dataclasses.asdict(d) if _is_dataclass(d) else dict(vars(d)) for d in drifts]
+    found = {(r["version"], r["frontend"], r["scenario"]) for r in rows}
+    error = UnsuccessfulResultError(f"drift in {len(found)} fixtures, {len(rows)} fields") if rows else None
+
+    def human() -> None:
+        if not drifts:
+            click.echo("no drift: the recordings match the committed fixtures")
+            return
+        click.echo(f"DRIFT in {len(found)} fixture(s), {len(drifts)} field(s):")
+        for d in drifts:
+            click.echo(f"  {d}")
+        click.echo("re-record with: vllm-devclient record (and review the diff)")
+
+    code = ExitCode.FAILED if rows else ExitCode.OK
+    _finish(ctx, settings, "drift", start, result={"drifts": rows}, code=code, error=error, human=human)
+
+
+def _is_dataclass(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+@click.command("fixtures-summary", epilog=SUBCOMMAND_EPILOG)
+@_fixtures_option("The fixture tree.")
+@global_options(top=False)
+def fixtures_summary(fixtures: str, **common: Any) -> None:
+    """A Markdown matrix of the recorded answers: per scenario, each release and frontend."""
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    recording = _recording()
+    if not Path(fixtures).is_dir():
+        raise click.BadParameter(f"no fixture tree at {fixtures}", param_hint="--fixtures")
+    text = recording.summary(fixtures)
+    result = {"fixtures": fixtures, "markdown": text}
+    _finish(
+        ctx,
+        settings,
+        "fixtures-summary",
+        start,
+        result=result,
+        code=ExitCode.OK,
+        human=lambda: click.echo(text, nl=False),
+    )
+
+
+# ---- offload-check -----------------------------------------------------------------------------------------
+
+
+@click.command(
+    "offload-check",
+    epilog="Every option is the check's own: vllm-devclient offload-check -- --help lists them.",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@global_options(top=False)
+def offload_check(args: tuple[str, ...], **common: Any) -> None:
+    """The offload-reload GSM8K check on a GPU machine (starts its own vllm serve): cold and warm runs,
+    GPU-only reset, reload run; exit 0 when every case passed, 1 when one failed, 2 on an error.
+    """
+    ctx, settings = _settings(common)
+    start = time.perf_counter()
+    try:
+        from ..offload_check import main as check_main
+    except ImportError as exc:
+        raise Unavailable(exc) from exc
+    out = sys.stderr if settings.json else sys.stdout
+    try:
+        with contextlib.redirect_stdout(out):
+            code = int(check_main(list(args)) or 0)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        code = exc.code if isinstance(exc.code, int) else 2
+    error = None
+    if code != ExitCode.OK:
+        why = (
+            "stopped on an error (see stderr)"
+            if code == ExitCode.USAGE
+            else "failed a case (see the reports)"
+        )
+        error = UnsuccessfulResultError(f"the check {why}")
+    _finish(
+        ctx,
+        settings,
+        "offload-check",
+        start,
+        result={"argv": list(args)},
+        code=code,
+        error=error,
+        human=lambda: None,
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (parity, gsm8k, record, drift, fixtures_summary, offload_check)
