@@ -39,6 +39,7 @@ __all__ = [
     "PermissionDeniedError",
     "ResponseValidationError",
     "ServiceUnavailableError",
+    "UnsuccessfulResultError",
     "WaitTimeoutError",
     "error_from_response",
 ]
@@ -50,6 +51,12 @@ class DevClientError(Exception):
 
 class InvalidParameterError(DevClientError, ValueError):
     """An argument was rejected before anything was sent."""
+
+
+class UnsuccessfulResultError(DevClientError):
+    """The server answered, but said the operation did not happen (`success=false`, still asleep after a
+    full wake_up, a check that failed). The command line reports such answers under this name; the client
+    returns them as results (a barrier raises BarrierTimeoutError instead)."""
 
 
 class ClientClosedError(DevClientError, RuntimeError):

@@ -9,10 +9,10 @@ from enum import IntEnum
 from ..errors import (
     APIConnectionError,
     AuthenticationError,
-    DevClientError,
     DevModeDisabledError,
     InvalidParameterError,
     PermissionDeniedError,
+    UnsuccessfulResultError,
     WaitTimeoutError,
 )
 
@@ -44,12 +44,6 @@ EXIT_CODES_SHORT = (
     "Exit codes: 0 ok, 1 failed, 2 usage, 3 unreachable/--timeout, 4 --deadline passed, 5 dev mode off, "
     "6 auth, 7 extra missing, 130 Ctrl-C (docs/cli.md)."
 )
-
-
-class UnsuccessfulResultError(DevClientError):
-    """The server answered, but said the operation did not happen (`success=false`, still asleep after a
-    full wake_up, a check that failed). The command line reports it under this name; the client itself
-    returns such answers as results."""
 
 
 # Which errors exit with which code, the first match wins; anything else exits 1.

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import typing_extensions
 from pydantic import BaseModel
 
 from ..client import AsyncDevClient
@@ -200,9 +201,19 @@ def _shape(tp: Any) -> tuple[Shape, bool, tuple[Any, ...], tuple[type, ...], typ
 
 
 def _not_given(value: Any) -> bool:
-    """The client's NOT_GIVEN sentinel, or its class."""
+    """The client's NOT_GIVEN sentinel, or its class (or an option of an unpacked TypedDict)."""
+    if value is _UNSET:
+        return True
     kind = value if isinstance(value, type) else type(value)
     return kind.__name__ in ("NotGiven", "_NotGiven")
+
+
+class _Unset:
+    """The default of an unpacked TypedDict option: not given, and no number to show."""
+
+
+_UNSET: Any = _Unset()
+_UNPACKS = {typing_extensions.Unpack, *((typing.Unpack,) if hasattr(typing, "Unpack") else ())}
 
 
 _DEFAULT_IN_HELP = re.compile(r"\(default:? (\d+(?:\.\d+)?)")
@@ -213,6 +224,8 @@ def _default(param: inspect.Parameter, help: str | None) -> Any:
     the docstring names ("(default 60)"), else None (unset)."""
     if not _not_given(param.default):
         return param.default
+    if param.default is _UNSET:
+        return None
     found = _DEFAULT_IN_HELP.search(help or "")
     return float(found.group(1)) if found else None
 
@@ -237,15 +250,40 @@ def _role(param: inspect.Parameter, shape: Shape, names: set[str]) -> Role:
     return "option"
 
 
+def _unpacked(
+    fn: Callable[..., Any], param: inspect.Parameter
+) -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """`**kw: Unpack[SomeOptions]` as keyword-only parameters (not given by default) and their help, read
+    from the TypedDict's docstring (`name: text` lines); ([], {}) for anything else."""
+    tp = _resolve(fn, param.annotation)
+    if typing.get_origin(tp) not in _UNPACKS:
+        return [], {}
+    (options,) = typing.get_args(tp)
+    fields = typing.get_type_hints(options)
+    helps: dict[str, str] = {}
+    for line in inspect.cleandoc(options.__doc__ or "").splitlines():
+        key, sep, text = line.partition(":")
+        if sep and key.strip() in fields:
+            helps[key.strip()] = text.strip()
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [inspect.Parameter(n, kw, default=_UNSET, annotation=t) for n, t in fields.items()], helps
+
+
 def read_method(name: str, fn: Callable[..., Any]) -> MethodInfo:
     """A client method as the command line sees it."""
     summary, helps = parse_docstring(fn.__doc__)
     signature = inspect.signature(fn)
-    names = set(signature.parameters)
-    params: list[Param] = []
+    declared: list[inspect.Parameter] = []
     for p in list(signature.parameters.values())[1:]:  # [0] is self
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+        if p.kind == p.VAR_KEYWORD:
+            expanded, more = _unpacked(fn, p)
+            declared += expanded
+            helps = {**more, **helps}
+        elif p.kind != p.VAR_POSITIONAL:
+            declared.append(p)
+    names = {p.name for p in declared}
+    params: list[Param] = []
+    for p in declared:
         shape, optional, choices, kinds, model = _shape(_resolve(fn, p.annotation))
         if p.annotation is REQUIRED:
             shape = "json"
