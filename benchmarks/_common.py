@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -123,6 +123,28 @@ def _order(names: list[str], rng: random.Random, shuffle: bool) -> list[str]:
     return names
 
 
+def _blocks(
+    variants: Mapping[str, Any],
+    *,
+    rounds: int,
+    shuffle: bool,
+    seed: int,
+    max_seconds: float | None,
+    samples: dict[str, list[float]],
+) -> Iterator[tuple[Any, list[float]]]:
+    """The interleaving schedule, shared by `interleave` and `ainterleave`: (variant, its sample list) per
+    block, variants in a shuffled order each round, the young GC generation collected before each block."""
+    rng = random.Random(seed)
+    names = list(variants)
+    began = time.perf_counter()
+    for n in range(rounds):
+        if _out_of_time(n, began, max_seconds):
+            return
+        for name in _order(names, rng, shuffle):
+            gc.collect(0)
+            yield variants[name], samples[name]
+
+
 def interleave(
     variants: Mapping[str, Callable[[], object]],
     *,
@@ -144,22 +166,15 @@ def interleave(
     for fn in variants.values():
         for _ in range(warmup):
             fn()
-    rng = random.Random(seed)
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    names = list(variants)
     clock = time.perf_counter
-    began = clock()
-    for n in range(rounds):
-        if _out_of_time(n, began, max_seconds):
-            break
-        for name in _order(names, rng, shuffle):
-            fn = variants[name]
-            out = samples[name]
-            gc.collect(0)
-            for _ in range(per_round):
-                start = clock()
-                fn()
-                out.append(clock() - start)
+    for fn, out in _blocks(
+        variants, rounds=rounds, shuffle=shuffle, seed=seed, max_seconds=max_seconds, samples=samples
+    ):
+        for _ in range(per_round):
+            start = clock()
+            fn()
+            out.append(clock() - start)
     return samples
 
 
@@ -177,22 +192,15 @@ async def ainterleave(
     for fn in variants.values():
         for _ in range(warmup):
             await fn()
-    rng = random.Random(seed)
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    names = list(variants)
     clock = time.perf_counter
-    began = clock()
-    for n in range(rounds):
-        if _out_of_time(n, began, max_seconds):
-            break
-        for name in _order(names, rng, shuffle):
-            fn = variants[name]
-            out = samples[name]
-            gc.collect(0)
-            for _ in range(per_round):
-                start = clock()
-                await fn()
-                out.append(clock() - start)
+    for fn, out in _blocks(
+        variants, rounds=rounds, shuffle=shuffle, seed=seed, max_seconds=max_seconds, samples=samples
+    ):
+        for _ in range(per_round):
+            start = clock()
+            await fn()
+            out.append(clock() - start)
         await asyncio.sleep(0)
     return samples
 

@@ -60,7 +60,7 @@ from vllm_devclient import (
     WaitTimeoutError,
 )
 from vllm_devclient.testing import Hang as EngineHang
-from vllm_devclient.testing import Raise, Return, RustFrontend
+from vllm_devclient.testing import Raise, Return, RustFrontend, processes
 from vllm_devclient.testing.misbehaving import (
     Answer,
     Behaviour,
@@ -870,24 +870,11 @@ def publishers(vkv: ModuleType) -> Iterator[Callable[..., Any]]:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    return processes.free_port(HOST)
 
 
 def _wait_until_bindable(*ports: int) -> None:
-    deadline = time.monotonic() + 5
-    for port in ports:
-        while True:
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((HOST, port))
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-            time.sleep(0.05)
+    processes.wait_until_bindable(HOST, *ports)
 
 
 def _batch(vkv: ModuleType, block_hash: int) -> Any:

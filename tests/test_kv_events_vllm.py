@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
-import socket
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from vllm_devclient.kv_events import (
     KVEventSubscriber,
 )
 from vllm_devclient.models import KVEventSource
+from vllm_devclient.testing import processes
 from vllm_devclient.testing.processes import free_port
 
 HOST = "127.0.0.1"
@@ -43,19 +43,7 @@ def vkv() -> ModuleType:
 
 
 def wait_until_bindable(*ports: int) -> None:
-    """Until each port can be bound again the way ZMQ binds (SO_REUSEADDR)."""
-    deadline = time.monotonic() + 5
-    for port in ports:
-        while True:
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((HOST, port))
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-            time.sleep(0.05)
+    processes.wait_until_bindable(HOST, *ports)
 
 
 @pytest.fixture

@@ -24,13 +24,21 @@ from . import arguments as check
 from ._version import __version__
 from .arguments import BaseURL, Timeouts
 from .constants import LONG_ROUTE_TIMEOUT
-from .endpoints import encode_body
+from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
 from .transports import TRANSPORT_KINDS, Origin, ResponseLike, TransportKind, WireRequest
 
-__all__ = ["NOT_GIVEN", "BaseClient", "NotGiven", "RawResponse", "RequestOptions", "WaitOptions"]
+__all__ = [
+    "NOT_GIVEN",
+    "BaseClient",
+    "NotGiven",
+    "RawResponse",
+    "RequestOptions",
+    "WaitOptions",
+    "WeightUpdateOptions",
+]
 
 T = TypeVar("T")
 _C = TypeVar("_C", bound="BaseClient")
@@ -83,6 +91,30 @@ class WaitOptions(TypedDict, total=False):
     request_timeout: float
     interval: float
     timeout: float
+
+
+class WeightUpdateOptions(TypedDict, total=False):
+    """What `weight_update()` takes (keyword-only), on a client and on a fleet.
+
+    weight_version: the version the new weights carry, set by the finish (default: none set).
+    pause_mode: what happens to requests in flight while paused: abort, wait or keep (default keep).
+    clear_cache: also clear the caches when pausing (default: the server's).
+    draft: update the draft (speculative) model instead (default False).
+    """
+
+    weight_version: str | None
+    pause_mode: PauseMode
+    clear_cache: bool | None
+    draft: bool
+
+
+def weight_update_options(update: WeightUpdateOptions) -> tuple[str | None, PauseMode, bool | None, bool]:
+    """(weight_version, pause_mode, clear_cache, draft), defaults filled in; unknown keys refused."""
+    unknown = set(update) - set(WeightUpdateOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    draft = check.flag(update.get("draft", False), "draft")
+    return update.get("weight_version"), update.get("pause_mode", "keep"), update.get("clear_cache"), draft
 
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)

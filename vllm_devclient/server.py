@@ -2,19 +2,9 @@
 
 import warnings
 
-from vllm_devclient.offload_check.server import (
-    CONNECTORS,
-    Connector,
-    Frontend,
-    KVEventsSettings,
-    ServerConfig,
-    ServerStartError,
-    VllmServer,
-    build_command,
-    build_env,
-    free_port,
-    kv_transfer_config,
-)
+# The old names, for one more release.
+from vllm_devclient.offload_check.server import *  # noqa: F403
+from vllm_devclient.offload_check.server import __all__ as __all__
 
 warnings.warn(
     "vllm_devclient.server moved to vllm_devclient.offload_check.server; "
@@ -22,17 +12,3 @@ warnings.warn(
     DeprecationWarning,
     stacklevel=2,
 )
-
-__all__ = [
-    "CONNECTORS",
-    "Connector",
-    "Frontend",
-    "KVEventsSettings",
-    "ServerConfig",
-    "ServerStartError",
-    "VllmServer",
-    "build_command",
-    "build_env",
-    "free_port",
-    "kv_transfer_config",
-]

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from typing_extensions import Self, Unpack
 
-from .._base_client import (
-    RequestOptions,
-)
+from .._base_client import RequestOptions, WeightUpdateOptions, weight_update_options
 from ..endpoints import PauseMode
 from ..models import (
     MessageResult,
@@ -72,26 +70,15 @@ class _SyncFlows(_SyncWaits):
                 self.wait_until_awake()
 
     @contextmanager
-    def weight_update(
-        self,
-        *,
-        weight_version: str | None = None,
-        pause_mode: PauseMode = "keep",
-        clear_cache: bool | None = None,
-        draft: bool = False,
-    ) -> Iterator[WeightUpdate]:
+    def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[WeightUpdate]:
         """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
 
-        The finish (with `weight_version`) runs only when the block succeeds; resume always runs. Batches
-        sent with `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are
-        awaited before the finish.
-
-        Args:
-            weight_version: the version the new weights carry, set by the finish.
-            pause_mode: what happens to requests in flight while paused.
-            clear_cache: also clear the caches when pausing.
-            draft: update the draft (speculative) model instead.
+        Takes the WeightUpdateOptions (weight_version, pause_mode, clear_cache, draft). The finish (with
+        `weight_version`) runs only when the block succeeds; resume always runs. Batches sent with
+        `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are awaited before
+        the finish.
         """
+        weight_version, pause_mode, clear_cache, draft = weight_update_options(options)
         with self.paused(pause_mode, clear_cache=clear_cache):
             if draft:
                 self.start_draft_weight_update()

@@ -19,7 +19,13 @@ import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
-from .._base_client import ClientConfig, RequestOptions, TimeoutArg
+from .._base_client import (
+    ClientConfig,
+    RequestOptions,
+    TimeoutArg,
+    WeightUpdateOptions,
+    weight_update_options,
+)
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
@@ -268,23 +274,12 @@ class AsyncFleet:
 
     @asynccontextmanager
     async def weight_update(
-        self,
-        *,
-        weight_version: str | None = None,
-        pause_mode: PauseMode = "keep",
-        clear_cache: bool | None = None,
-        draft: bool = False,
+        self, **options: Unpack[WeightUpdateOptions]
     ) -> AsyncIterator[AsyncFleetWeightUpdate]:
-        """The single-server weight_update() flow on every target: pause, start, your batches, finish, resume.
-
-        Every step is all-or-nothing (FleetError naming the failed targets); resume always runs.
-
-        Args:
-            weight_version: the version the new weights carry, set by the finish.
-            pause_mode: what happens to requests in flight while paused.
-            clear_cache: also clear the caches when pausing.
-            draft: update the draft (speculative) model instead.
-        """
+        """AsyncDevClient.weight_update() on every target (same WeightUpdateOptions): pause, start, your
+        batches, finish, resume. Every step is all-or-nothing (FleetError naming the failed targets); resume
+        always runs."""
+        weight_version, pause_mode, clear_cache, draft = weight_update_options(options)
         async with self.paused(pause_mode, clear_cache=clear_cache):
             start = "start_draft_weight_update" if draft else "start_weight_update"
             (await self._gather(lambda c: getattr(c, start)(), self.urls, start)).raise_for_errors()

@@ -21,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 import httpx
 from typing_extensions import Unpack
 
-from .._base_client import RequestOptions
+from .._base_client import RequestOptions, WeightUpdateOptions
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
@@ -187,19 +187,9 @@ class Fleet:
             yield self
 
     @contextmanager
-    def weight_update(
-        self,
-        *,
-        weight_version: str | None = None,
-        pause_mode: PauseMode = "keep",
-        clear_cache: bool | None = None,
-        draft: bool = False,
-    ) -> Iterator[FleetWeightUpdate]:
+    def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[FleetWeightUpdate]:
         """The weight_update() flow on every target; see AsyncFleet.weight_update."""
-        flow = self._fleet.weight_update(
-            weight_version=weight_version, pause_mode=pause_mode, clear_cache=clear_cache, draft=draft
-        )
-        with self._flow(flow) as update:
+        with self._flow(self._fleet.weight_update(**options)) as update:
             yield FleetWeightUpdate(self, update)
 
     # -- generated: sync fleet methods (make generate) --

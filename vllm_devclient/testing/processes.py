@@ -36,6 +36,7 @@ __all__ = [
     "spawn",
     "stop_group",
     "wait_for",
+    "wait_until_bindable",
 ]
 
 # Ports handed to child processes are picked below the kernel's ephemeral range: a port from bind(0) may
@@ -214,3 +215,19 @@ def wait_for(predicate: Callable[[], bool], *, timeout: float, interval: float =
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what} within {timeout:.1f} s")
         time.sleep(interval)
+
+
+def wait_until_bindable(host: str, *ports: int, timeout: float = 5.0) -> None:
+    """Until each port can be bound again the way ZMQ binds (SO_REUSEADDR): after a server on it stopped."""
+    deadline = time.monotonic() + timeout
+    for port in ports:
+        while True:
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind((host, port))
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+            time.sleep(0.05)

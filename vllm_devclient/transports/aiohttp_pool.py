@@ -19,14 +19,7 @@ import time
 import aiohttp
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
-from .base import (
-    ConnectFailed,
-    ConnectionDropped,
-    ProtocolViolation,
-    TransportTimeout,
-    WireRequest,
-    WireResponse,
-)
+from . import base
 
 __all__ = ["AiohttpPool"]
 
@@ -91,12 +84,12 @@ class AiohttpPool:
             await session.close()
 
     async def send(
-        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> WireResponse:
+        self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> base.WireResponse:
         session = self._session(request.fresh_connection)
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            raise TransportTimeout("no time left to send the request", sent=False)
+            raise base.TransportTimeout("no time left to send the request", sent=False)
         connect = connect_timeout if left is None else min(left, connect_timeout or left)
         timeout = aiohttp.ClientTimeout(total=left, sock_connect=connect)
         answered = False
@@ -112,29 +105,29 @@ class AiohttpPool:
                 answered = True
                 body = await response.read()
                 # aiohttp's headers mapping is case-insensitive already.
-                return WireResponse(response.status, response.headers, body)
+                return base.WireResponse(response.status, response.headers, body)
         except aiohttp.ConnectionTimeoutError:
-            raise TransportTimeout(
+            raise base.TransportTimeout(
                 f"connecting to {request.origin.host_header} timed out", sent=False
             ) from None
         except aiohttp.ClientConnectorError as exc:
-            raise ConnectFailed(
+            raise base.ConnectFailed(
                 f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
             ) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise TransportTimeout("no complete answer before the deadline", answered=answered) from None
+            raise base.TransportTimeout("no complete answer before the deadline", answered=answered) from None
         except aiohttp.ServerDisconnectedError:
-            raise ConnectionDropped(
+            raise base.ConnectionDropped(
                 "the server closed the connection" + (" mid-answer" if answered else " without answering"),
                 answered=answered,
             ) from None
         except aiohttp.ClientPayloadError as exc:
-            raise ConnectionDropped(f"the answer broke off: {exc}", answered=True) from None
+            raise base.ConnectionDropped(f"the answer broke off: {exc}", answered=True) from None
         except aiohttp.ClientResponseError as exc:
-            raise ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
+            raise base.ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
         except aiohttp.ClientOSError as exc:
-            raise ConnectionDropped(
+            raise base.ConnectionDropped(
                 f"the connection broke: {exc.strerror or exc}", answered=answered
             ) from None
         except aiohttp.ClientConnectionError as exc:
-            raise ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None
+            raise base.ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None

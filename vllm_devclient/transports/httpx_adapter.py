@@ -16,23 +16,16 @@ from contextlib import contextmanager
 
 import httpx
 
-from .base import (
-    ConnectFailed,
-    ConnectionDropped,
-    ProtocolViolation,
-    TransportTimeout,
-    WireRequest,
-    WireResponse,
-)
+from . import base
 
 __all__ = ["AsyncHttpxTransport", "HttpxTransport", "to_httpx_request", "to_httpx_response"]
 
 
-def to_httpx_request(request: WireRequest) -> httpx.Request:
+def to_httpx_request(request: base.WireRequest) -> httpx.Request:
     return httpx.Request(request.method, request.url, headers=list(request.headers), content=request.body)
 
 
-def to_httpx_response(response: WireResponse, request: WireRequest) -> httpx.Response:
+def to_httpx_response(response: base.WireResponse, request: base.WireRequest) -> httpx.Response:
     return httpx.Response(
         response.status_code,
         headers=list(response.headers.items()),
@@ -46,7 +39,7 @@ def _timeout(connect_timeout: float | None, deadline: float | None) -> httpx.Tim
         return httpx.Timeout(None, connect=connect_timeout)
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TransportTimeout("no time left to send the request", sent=False)
+        raise base.TransportTimeout("no time left to send the request", sent=False)
     return httpx.Timeout(left, connect=min(left, connect_timeout or left))
 
 
@@ -56,20 +49,22 @@ def _translated(answered: list[bool]) -> Iterator[None]:
     try:
         yield
     except (httpx.ConnectTimeout, httpx.PoolTimeout):
-        raise TransportTimeout("connecting timed out", sent=False) from None
+        raise base.TransportTimeout("connecting timed out", sent=False) from None
     except httpx.ConnectError as exc:
-        raise ConnectFailed(f"cannot connect: {exc}") from None
+        raise base.ConnectFailed(f"cannot connect: {exc}") from None
     except httpx.TimeoutException:
-        raise TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
+        raise base.TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
         if "without sending" in str(exc) or not answered[0]:
-            raise ConnectionDropped("the server closed the connection without answering") from None
-        raise ProtocolViolation(f"invalid HTTP answer: {exc}") from None
+            raise base.ConnectionDropped("the server closed the connection without answering") from None
+        raise base.ProtocolViolation(f"invalid HTTP answer: {exc}") from None
     except httpx.LocalProtocolError:
         # httpx's message would quote the offending header value, which may be a credential.
-        raise ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
+        raise base.ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
     except httpx.TransportError as exc:
-        raise ConnectionDropped(f"the connection broke: {type(exc).__name__}", answered=answered[0]) from None
+        raise base.ConnectionDropped(
+            f"the connection broke: {type(exc).__name__}", answered=answered[0]
+        ) from None
 
 
 class HttpxTransport:
@@ -78,8 +73,8 @@ class HttpxTransport:
         self._owned = owned
 
     def send(
-        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> WireResponse:
+        self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> base.WireResponse:
         answered = [False]
         req = to_httpx_request(request)
         req.extensions["timeout"] = _timeout(connect_timeout, deadline).as_dict()
@@ -91,10 +86,10 @@ class HttpxTransport:
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
                     if deadline is not None and time.monotonic() > deadline:
-                        raise TransportTimeout("no complete answer before the deadline", answered=True)
+                        raise base.TransportTimeout("no complete answer before the deadline", answered=True)
             finally:
                 response.close()
-        return WireResponse(response.status_code, _headers(response), b"".join(chunks))
+        return base.WireResponse(response.status_code, _headers(response), b"".join(chunks))
 
     def close(self) -> None:
         if self._owned:
@@ -107,21 +102,21 @@ class AsyncHttpxTransport:
         self._owned = owned
 
     async def send(
-        self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> WireResponse:
+        self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
+    ) -> base.WireResponse:
         answered = [False]
         req = to_httpx_request(request)
         timeout = _timeout(connect_timeout, deadline)
         req.extensions["timeout"] = timeout.as_dict()
 
-        async def exchange() -> WireResponse:
+        async def exchange() -> base.WireResponse:
             response = await self.client.send(req, stream=True)
             answered[0] = True
             try:
                 body = await response.aread()
             finally:
                 await response.aclose()
-            return WireResponse(response.status_code, _headers(response), body)
+            return base.WireResponse(response.status_code, _headers(response), body)
 
         with _translated(answered):
             if deadline is None:
@@ -129,7 +124,7 @@ class AsyncHttpxTransport:
             try:
                 return await asyncio.wait_for(exchange(), max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
-                raise TransportTimeout(
+                raise base.TransportTimeout(
                     "no complete answer before the deadline", answered=answered[0]
                 ) from None
 

@@ -3,9 +3,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors
-from ..contract import Scenario, call, raises, returns_model
+from ..contract import EngineCallSpec, Scenario, call, raises, returns_model
 from ..engine import Return
+
+
+def _worker_rpc(method: str, *rest: Any) -> dict[str, tuple[EngineCallSpec, ...]]:
+    """The engine calls of a route that runs worker method `method` through collective_rpc, then `rest`:
+    Python sends kwargs None, Rust {}."""
+    extra = tuple(call(*spec) for spec in rest)
+    return {
+        fe: (call("collective_rpc", method, None, [], kwargs), *extra)
+        for fe, kwargs in (("python", None), ("rust", {}))
+    }
+
+
+_CHECKSUMS = {
+    "compute_weight_checksums": [Return([{"w1": "abc"}])],
+    "collective_rpc": [Return([{"w1": "abc"}])],
+}
+_CHECKSUM_CALLS = {
+    "python": (call("compute_weight_checksums"),),
+    "rust": (call("collective_rpc", "compute_weight_checksums", None, [], {}),),
+}
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
@@ -28,10 +50,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "POST /start_weight_update (Python sends kwargs None, Rust {})",
         lambda c: c.start_weight_update(),
         returns_model("MessageResult", {"message": "Weight update started"}),
-        {
-            "python": (call("collective_rpc", "start_weight_update", None, [], None),),
-            "rust": (call("collective_rpc", "start_weight_update", None, [], {}),),
-        },
+        _worker_rpc("start_weight_update"),
     ),
     Scenario(
         "update_weights",
@@ -53,16 +72,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "POST /finish_weight_update with a version: two engine calls",
         lambda c: c.finish_weight_update(weight_version="v2"),
         returns_model("MessageResult", {"message": "Weight update finished"}),
-        {
-            "python": (
-                call("collective_rpc", "finish_weight_update", None, [], None),
-                call("set_weight_version", "v2"),
-            ),
-            "rust": (
-                call("collective_rpc", "finish_weight_update", None, [], {}),
-                call("set_weight_version", "v2"),
-            ),
-        },
+        _worker_rpc("finish_weight_update", ("set_weight_version", "v2")),
     ),
     Scenario(
         "update_weight_version",
@@ -84,20 +94,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         "POST /start_draft_weight_update becomes a collective_rpc",
         lambda c: c.start_draft_weight_update(),
         returns_model("MessageResult", {"message": "Draft weight update started"}),
-        {
-            "python": (call("collective_rpc", "start_draft_weight_update", None, [], None),),
-            "rust": (call("collective_rpc", "start_draft_weight_update", None, [], {}),),
-        },
+        _worker_rpc("start_draft_weight_update"),
     ),
     Scenario(
         "shutdown_weight_transfer_engine",
         "POST /shutdown_weight_transfer_engine becomes a collective_rpc",
         lambda c: c.shutdown_weight_transfer_engine(),
         returns_model("MessageResult", {"message": "Weight transfer shut down"}),
-        {
-            "python": (call("collective_rpc", "shutdown_weight_transfer_engine", None, [], None),),
-            "rust": (call("collective_rpc", "shutdown_weight_transfer_engine", None, [], {}),),
-        },
+        _worker_rpc("shutdown_weight_transfer_engine"),
     ),
     Scenario(
         "weight_checker_checksum",
@@ -105,38 +109,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         "directly, Rust through collective_rpc)",
         lambda c: c.weight_checker("checksum"),
         returns_model("WeightCheckResult", {"checksums": {"w1": "abc"}, "match": None}),
-        {
-            "python": (call("compute_weight_checksums"),),
-            "rust": (call("collective_rpc", "compute_weight_checksums", None, [], {}),),
-        },
-        script={
-            "compute_weight_checksums": [Return([{"w1": "abc"}])],
-            "collective_rpc": [Return([{"w1": "abc"}])],
-        },
+        _CHECKSUM_CALLS,
+        script=_CHECKSUMS,
     ),
     Scenario(
         "weight_checker_compare",
         "POST /weight_checker action=compare with a baseline that differs: match false, the key named",
         lambda c: c.weight_checker("compare", baseline={"w1": "old"}),
         returns_model("WeightCheckResult", {"match": False, "mismatches": ["w1"]}),
-        {
-            "python": (call("compute_weight_checksums"),),
-            "rust": (call("collective_rpc", "compute_weight_checksums", None, [], {}),),
-        },
-        script={
-            "compute_weight_checksums": [Return([{"w1": "abc"}])],
-            "collective_rpc": [Return([{"w1": "abc"}])],
-        },
+        _CHECKSUM_CALLS,
+        script=_CHECKSUMS,
     ),
     Scenario(
         "weight_checker_reset",
         "POST /weight_checker action=reset: the workers' reset_weights",
         lambda c: c.weight_checker("reset"),
         returns_model("WeightCheckResult", {"status": "reset"}),
-        {
-            "python": (call("collective_rpc", "reset_weights", None, [], None),),
-            "rust": (call("collective_rpc", "reset_weights", None, [], {}),),
-        },
+        _worker_rpc("reset_weights"),
     ),
     Scenario(
         "weight_checker_compare_without_baseline",
