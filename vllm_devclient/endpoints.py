@@ -11,6 +11,7 @@ which `operations.call` turns into `ResponseValidationError`: an unknown shape i
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,20 +115,33 @@ def validated(model: type[M], data: Any) -> M:
         raise ShapeError("the JSON answer is nested too deeply to read") from None
 
 
+@functools.cache
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(model.model_fields)
+
+
 def _model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
     """JSON into `model`. `empty_ok`: an empty body (older servers) gives the model with every field None.
     A JSON object that has none of the model's fields is an unknown shape, not an empty answer."""
-    known = frozenset(model.model_fields)
+    known = _field_names(model)
 
     def read(response: ResponseLike, ep: Endpoint[Any]) -> M:
-        data = _empty_or_json(response)
-        if data is None:
+        content = response.content
+        if not content.strip():
             if not empty_ok:
                 raise ShapeError("expected a JSON answer, got an empty body")
             return model()
-        if isinstance(data, dict) and known and not known & data.keys():
-            raise ShapeError(f"expected any of {sorted(known)}, got keys {sorted(data)[:10]}")
-        return validated(model, data)
+        try:
+            # pydantic parses the JSON itself (in Rust): no json.loads, no intermediate dict.
+            result = model.model_validate_json(content)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
+            raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
+        if known and not result.model_fields_set & known:
+            keys = sorted(result.model_extra or {})[:10]
+            raise ShapeError(f"expected any of {sorted(known)}, got keys {keys}")
+        return result
 
     return read
 
@@ -247,6 +261,7 @@ def _raw(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
 # ---- routes -------------------------------------------------------------------------------------------
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def health() -> Endpoint[bool]:
     # 503 here means the engine is dead: not something a retry fixes.
     return Endpoint(
@@ -254,26 +269,32 @@ def health() -> Endpoint[bool]:
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def version() -> Endpoint[VersionInfo]:
     return Endpoint("GET", "/version", _model_reader(VersionInfo), idempotent=True, dev_route=False)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def models() -> Endpoint[ModelList]:
     return Endpoint("GET", "/v1/models", _model_reader(ModelList), idempotent=True, dev_route=False)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def metrics_text() -> Endpoint[ResponseLike]:
     return Endpoint("GET", "/metrics", _raw, idempotent=True, dev_route=False)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def metrics() -> Endpoint[MetricsSnapshot]:
     return Endpoint("GET", "/metrics", _read_metrics, idempotent=True, dev_route=False)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def load() -> Endpoint[LoadInfo]:
     return Endpoint("GET", "/load", _model_reader(LoadInfo), idempotent=True, dev_route=False)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def tokenizer_info() -> Endpoint[TokenizerInfo]:
     return Endpoint("GET", "/tokenizer_info", _model_reader(TokenizerInfo), idempotent=True, dev_route=False)
 
@@ -281,23 +302,29 @@ def tokenizer_info() -> Endpoint[TokenizerInfo]:
 def reset_prefix_cache(
     *, reset_running_requests: bool, reset_external: bool
 ) -> Endpoint[ResetPrefixCacheResult]:
+    return _reset_prefix_cache(
+        qbool(reset_running_requests, "reset_running_requests"), qbool(reset_external, "reset_external")
+    )
+
+
+@functools.cache  # four combinations: the barrier sends the same one every try
+def _reset_prefix_cache(running: str, external: str) -> Endpoint[ResetPrefixCacheResult]:
     return Endpoint(
         "POST",
         "/reset_prefix_cache",
         _read_reset,
-        params=(
-            ("reset_running_requests", qbool(reset_running_requests, "reset_running_requests")),
-            ("reset_external", qbool(reset_external, "reset_external")),
-        ),
+        params=(("reset_running_requests", running), ("reset_external", external)),
         idempotent=True,
         ok_statuses=frozenset({409}),
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def reset_mm_cache() -> Endpoint[None]:
     return Endpoint("POST", "/reset_mm_cache", _none, idempotent=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def reset_encoder_cache() -> Endpoint[None]:
     return Endpoint("POST", "/reset_encoder_cache", _none, idempotent=True)
 
@@ -321,10 +348,12 @@ def wake_up(tags: Sequence[str] | None) -> Endpoint[WakeUpResult]:
     return Endpoint("POST", "/wake_up", _read_wake_up, params=params, idempotent=True, long_running=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def is_sleeping() -> Endpoint[bool]:
     return Endpoint("GET", "/is_sleeping", _field_reader("is_sleeping", bool), idempotent=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def release_kv_cache_memory() -> Endpoint[StatusResult]:
     return Endpoint("POST", "/release_kv_cache_memory", _model_reader(StatusResult))
 
@@ -336,10 +365,12 @@ def pause(*, mode: PauseMode, clear_cache: bool | None) -> Endpoint[StatusResult
     return Endpoint("POST", "/pause", _model_reader(StatusResult), params=params, idempotent=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def resume() -> Endpoint[StatusResult]:
     return Endpoint("POST", "/resume", _model_reader(StatusResult), idempotent=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def is_paused() -> Endpoint[bool]:
     return Endpoint("GET", "/is_paused", _field_reader("is_paused", bool), idempotent=True)
 
@@ -375,6 +406,7 @@ def server_info(config_format: Literal["text", "json"]) -> Endpoint[ServerInfo]:
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def kv_event_sources() -> Endpoint[dict[int, KVEventSource]]:
     return Endpoint("GET", "/kv_event_sources", _read_kv_event_sources, idempotent=True, dev_route=False)
 
@@ -396,16 +428,19 @@ def init_weight_transfer_engine(init_info: Mapping[str, Any]) -> Endpoint[Messag
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def shutdown_weight_transfer_engine() -> Endpoint[MessageResult]:
     return Endpoint(
         "POST", "/shutdown_weight_transfer_engine", _model_reader(MessageResult), long_running=True
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def start_weight_update() -> Endpoint[MessageResult]:
     return Endpoint("POST", "/start_weight_update", _model_reader(MessageResult), long_running=True)
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def start_draft_weight_update() -> Endpoint[MessageResult]:
     return Endpoint("POST", "/start_draft_weight_update", _model_reader(MessageResult), long_running=True)
 
@@ -441,6 +476,7 @@ def update_weight_version(new_version: str) -> Endpoint[WeightVersionResult]:
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def weight_info() -> Endpoint[WeightInfo]:
     return Endpoint("GET", "/weight_info", _model_reader(WeightInfo), idempotent=True)
 
@@ -507,6 +543,7 @@ def start_profile(
     )
 
 
+@functools.cache  # no arguments: one Endpoint serves every call
 def stop_profile() -> Endpoint[None]:
     # Writing the trace can take a while.
     return Endpoint("POST", "/stop_profile", _none, dev_route=False, long_running=True)

@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from . import arguments as check
 from . import endpoints
@@ -57,8 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("vllm_devclient")
 
 
-@dataclass(frozen=True)
-class Transmit:
+class Transmit(NamedTuple):
     """Send one request; hand back the response (body read), or throw the `TransportError` in.
 
     `deadline` (absolute, `time.monotonic()`) bounds the whole exchange; `connect_timeout` the connecting.
@@ -69,8 +68,7 @@ class Transmit:
     deadline: float | None
 
 
-@dataclass(frozen=True)
-class Sleep:
+class Sleep(NamedTuple):
     seconds: float
 
 
@@ -101,9 +99,10 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_retries=0)
 
 
-def _earliest(*moments: float | None) -> float | None:
-    known = [m for m in moments if m is not None]
-    return min(known) if known else None
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None or a < b else b
 
 
 def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -> APIConnectionError:

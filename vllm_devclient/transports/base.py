@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 __all__ = [
     "ConnectFailed",
@@ -49,8 +49,7 @@ class Origin:
         return f"{self.scheme}://{self.host_header}"
 
 
-@dataclass(frozen=True, slots=True)
-class WireRequest:
+class WireRequest(NamedTuple):
     """One HTTP request, ready to send. `target` is the path with its query, the origin's prefix included.
 
     `fresh_connection`: send it on a new connection, never on a pooled one. Requests that are not safe to
