@@ -1,25 +1,36 @@
 """What each route sends and how its answer is read: the one request/response layer both clients share.
 
-Every function returns an `Endpoint`: a description of one HTTP exchange plus the reader that turns a
-successful answer into a typed result. Arguments are checked here (through `arguments`), so a bad one is
-refused before anything is sent. Nothing here does I/O.
-
-A reader gets only answers with a 2xx status (or one of the endpoint's `ok_statuses`); other statuses
-become typed errors in `operations.call`. A reader that meets an answer it cannot read raises `ShapeError`,
-which `operations.call` turns into `ResponseValidationError`: an unknown shape is never read as empty.
+Every function returns an `Endpoint`: a description of one HTTP exchange plus the reader (`answers.py`)
+that turns a successful answer into a typed result. Arguments are checked here (through `arguments`), so
+a bad one is refused before anything is sent. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from . import arguments as check
+from .answers import (
+    Reader,
+    field_reader,
+    healthy,
+    model_reader,
+    nothing,
+    raw_answer,
+    read_abort,
+    read_collective_rpc,
+    read_kv_event_sources,
+    read_metrics,
+    read_reset,
+    read_wake_up,
+    text_message,
+)
 from .errors import InvalidParameterError
 from .models import (
     AbortRequestsResult,
@@ -53,12 +64,6 @@ _PAUSE_MODES = ("abort", "wait", "keep")
 NO_BODY = object()
 GATEWAY_STATUSES = frozenset({502, 503, 504})
 
-Reader = Callable[[ResponseLike, "Endpoint[Any]"], T]
-
-
-class ShapeError(Exception):
-    """A 2xx answer this route never gives; `operations.call` reports it as ResponseValidationError."""
-
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
@@ -87,177 +92,6 @@ def qbool(value: object, name: str = "flag") -> str:
     return "true" if check.flag(value, name) else "false"
 
 
-# ---- answer readers ---------------------------------------------------------------------------------
-
-
-def _json(response: ResponseLike) -> Any:
-    try:
-        return response.json()
-    except RecursionError:
-        raise ShapeError("the JSON answer is nested too deeply to read") from None
-    except ValueError as exc:
-        raise ShapeError(f"expected JSON ({exc})") from None
-
-
-def _empty_or_json(response: ResponseLike) -> Any:
-    """Some routes answer an empty 200 (Python returns a bare Response); that is no data, not `{}`."""
-    return None if not response.content.strip() else _json(response)
-
-
-def validated(model: type[M], data: Any) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
-        raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
-    except RecursionError:
-        raise ShapeError("the JSON answer is nested too deeply to read") from None
-
-
-@functools.cache
-def _field_names(model: type[BaseModel]) -> frozenset[str]:
-    return frozenset(model.model_fields)
-
-
-def _model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
-    """JSON into `model`. `empty_ok`: an empty body (older servers) gives the model with every field None.
-    A JSON object that has none of the model's fields is an unknown shape, not an empty answer."""
-    known = _field_names(model)
-
-    def read(response: ResponseLike, ep: Endpoint[Any]) -> M:
-        content = response.content
-        if not content.strip():
-            if not empty_ok:
-                raise ShapeError("expected a JSON answer, got an empty body")
-            return model()
-        try:
-            # pydantic parses the JSON itself (in Rust): no json.loads, no intermediate dict.
-            result = model.model_validate_json(content)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
-            raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
-        if known and not result.model_fields_set & known:
-            keys = sorted(result.model_extra or {})[:10]
-            raise ShapeError(f"expected any of {sorted(known)}, got keys {keys}")
-        return result
-
-    return read
-
-
-def _field_reader(name: str, kind: type[T]) -> Reader[T]:
-    def read(response: ResponseLike, ep: Endpoint[Any]) -> T:
-        data = _json(response)
-        value = data.get(name) if isinstance(data, dict) else None
-        # bool is an int subclass: never let an int through where a bool is meant, and vice versa
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ShapeError(f"expected {{{name!r}: {kind.__name__}}}")
-        return value
-
-    return read
-
-
-def _none(response: ResponseLike, ep: Endpoint[Any]) -> None:
-    return None
-
-
-def _true(response: ResponseLike, ep: Endpoint[Any]) -> bool:
-    return True
-
-
-def _text_message(response: ResponseLike, ep: Endpoint[Any]) -> MessageResult:
-    # The LoRA routes answer a plain-text sentence (Python) or JSON {"message": ...}.
-    if not response.content.strip():
-        return MessageResult(message=None)
-    if "json" in response.headers.get("content-type", ""):
-        return _model_reader(MessageResult)(response, ep)
-    return MessageResult(message=response.text.strip())
-
-
-def _read_reset(response: ResponseLike, ep: Endpoint[Any]) -> ResetPrefixCacheResult:
-    # Some Rust builds reported a refused reset as 409 Conflict rather than {"success": false}.
-    if response.status_code == 409:
-        return ResetPrefixCacheResult(success=False, status_code=409)
-    data = _empty_or_json(response)
-    if data is None:
-        return ResetPrefixCacheResult(success=None, status_code=response.status_code)
-    success = data.get("success") if isinstance(data, dict) else None
-    if not isinstance(success, bool):
-        raise ShapeError("expected {'success': bool}")
-    return ResetPrefixCacheResult(success=success, status_code=response.status_code)
-
-
-def _read_wake_up(response: ResponseLike, ep: Endpoint[Any]) -> WakeUpResult:
-    data = _empty_or_json(response)
-    if data is None:
-        return WakeUpResult()
-    if isinstance(data, dict) and "tags" not in data and "tags_woken" in data:
-        # A newer server names the field after what it did.
-        data = {**data, "tags": data["tags_woken"]}
-    return validated(WakeUpResult, data)
-
-
-def _read_collective_rpc(response: ResponseLike, ep: Endpoint[Any]) -> list[Any]:
-    # Python answers an empty 200 when the engine returned None; Rust wraps it as [null]. Both become [None].
-    data = _empty_or_json(response)
-    if data is None:
-        return [None]
-    results = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(results, list):
-        raise ShapeError("expected {'results': [...]}")
-    return results
-
-
-def _read_kv_event_sources(response: ResponseLike, ep: Endpoint[Any]) -> dict[int, KVEventSource]:
-    data = _json(response)
-    # Known shapes: {"<rank>": source, ...}; newer builds {"sources": {"<rank>": source}} or
-    # {"sources": [source, ...]} (the list index is the rank, unless a source names its "rank").
-    if isinstance(data, dict) and set(data) == {"sources"}:
-        data = data["sources"]
-    if isinstance(data, list):
-        pairs: Iterable[tuple[Any, Any]] = (
-            (s.get("rank", i) if isinstance(s, dict) else i, s) for i, s in enumerate(data)
-        )
-    elif isinstance(data, dict):
-        pairs = data.items()
-    else:
-        raise ShapeError("expected a map of data-parallel rank -> event source")
-    out: dict[int, KVEventSource] = {}
-    for rank, source in pairs:
-        try:
-            key = int(rank)
-        except (TypeError, ValueError):
-            raise ShapeError(f"expected ranks as keys, got {rank!r}") from None
-        if not isinstance(source, dict):
-            raise ShapeError(f"rank {key}: expected an event-source object, got {source!r}")
-        out[key] = validated(KVEventSource, source)
-    return dict(sorted(out.items()))
-
-
-def _read_abort(response: ResponseLike, ep: Endpoint[Any]) -> AbortRequestsResult:
-    # Rust answers an empty 200; Python {"status": "aborted", "aborted": <ids given, or in flight>}.
-    # For given ids both mean the same, so the empty answer gets Python's count; for "all" it stays unknown.
-    data = _empty_or_json(response)
-    if data is None:
-        ids = ep.body.get("request_ids") if isinstance(ep.body, dict) else None
-        return AbortRequestsResult(status="aborted", aborted=len(ids) if ids else None)
-    return validated(AbortRequestsResult, data)
-
-
-def _read_metrics(response: ResponseLike, ep: Endpoint[Any]) -> MetricsSnapshot:
-    from .metrics import MetricsParseError, parse_metrics  # prometheus_client: the "metrics" extra
-
-    try:
-        return parse_metrics(response.text, response.headers.get("content-type", ""))
-    except MetricsParseError as exc:
-        raise ShapeError(str(exc)) from None
-
-
-def _raw(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
-    return response
-
-
 # ---- routes -------------------------------------------------------------------------------------------
 
 
@@ -265,38 +99,38 @@ def _raw(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
 def health() -> Endpoint[bool]:
     # 503 here means the engine is dead: not something a retry fixes.
     return Endpoint(
-        "GET", "/health", _true, idempotent=True, dev_route=False, retry_statuses=frozenset({502, 504})
+        "GET", "/health", healthy, idempotent=True, dev_route=False, retry_statuses=frozenset({502, 504})
     )
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def version() -> Endpoint[VersionInfo]:
-    return Endpoint("GET", "/version", _model_reader(VersionInfo), idempotent=True, dev_route=False)
+    return Endpoint("GET", "/version", model_reader(VersionInfo), idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def models() -> Endpoint[ModelList]:
-    return Endpoint("GET", "/v1/models", _model_reader(ModelList), idempotent=True, dev_route=False)
+    return Endpoint("GET", "/v1/models", model_reader(ModelList), idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def metrics_text() -> Endpoint[ResponseLike]:
-    return Endpoint("GET", "/metrics", _raw, idempotent=True, dev_route=False)
+    return Endpoint("GET", "/metrics", raw_answer, idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def metrics() -> Endpoint[MetricsSnapshot]:
-    return Endpoint("GET", "/metrics", _read_metrics, idempotent=True, dev_route=False)
+    return Endpoint("GET", "/metrics", read_metrics, idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def load() -> Endpoint[LoadInfo]:
-    return Endpoint("GET", "/load", _model_reader(LoadInfo), idempotent=True, dev_route=False)
+    return Endpoint("GET", "/load", model_reader(LoadInfo), idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def tokenizer_info() -> Endpoint[TokenizerInfo]:
-    return Endpoint("GET", "/tokenizer_info", _model_reader(TokenizerInfo), idempotent=True, dev_route=False)
+    return Endpoint("GET", "/tokenizer_info", model_reader(TokenizerInfo), idempotent=True, dev_route=False)
 
 
 def reset_prefix_cache(
@@ -312,7 +146,7 @@ def _reset_prefix_cache(running: str, external: str) -> Endpoint[ResetPrefixCach
     return Endpoint(
         "POST",
         "/reset_prefix_cache",
-        _read_reset,
+        read_reset,
         params=(("reset_running_requests", running), ("reset_external", external)),
         idempotent=True,
         ok_statuses=frozenset({409}),
@@ -321,12 +155,12 @@ def _reset_prefix_cache(running: str, external: str) -> Endpoint[ResetPrefixCach
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def reset_mm_cache() -> Endpoint[None]:
-    return Endpoint("POST", "/reset_mm_cache", _none, idempotent=True)
+    return Endpoint("POST", "/reset_mm_cache", nothing, idempotent=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def reset_encoder_cache() -> Endpoint[None]:
-    return Endpoint("POST", "/reset_encoder_cache", _none, idempotent=True)
+    return Endpoint("POST", "/reset_encoder_cache", nothing, idempotent=True)
 
 
 def sleep(*, level: int, mode: PauseMode) -> Endpoint[SleepResult]:
@@ -335,7 +169,7 @@ def sleep(*, level: int, mode: PauseMode) -> Endpoint[SleepResult]:
     return Endpoint(
         "POST",
         "/sleep",
-        _model_reader(SleepResult, empty_ok=True),
+        model_reader(SleepResult, empty_ok=True),
         params=(("level", str(level)), ("mode", _mode(mode))),
         idempotent=True,
         # Level 2 drops the weights and may move a lot of memory: no bound on the answer by default.
@@ -345,40 +179,40 @@ def sleep(*, level: int, mode: PauseMode) -> Endpoint[SleepResult]:
 
 def wake_up(tags: Sequence[str] | None) -> Endpoint[WakeUpResult]:
     params = tuple(("tags", t) for t in check.texts(tags, "tags")) if tags is not None else ()
-    return Endpoint("POST", "/wake_up", _read_wake_up, params=params, idempotent=True, long_running=True)
+    return Endpoint("POST", "/wake_up", read_wake_up, params=params, idempotent=True, long_running=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def is_sleeping() -> Endpoint[bool]:
-    return Endpoint("GET", "/is_sleeping", _field_reader("is_sleeping", bool), idempotent=True)
+    return Endpoint("GET", "/is_sleeping", field_reader("is_sleeping", bool), idempotent=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def release_kv_cache_memory() -> Endpoint[StatusResult]:
-    return Endpoint("POST", "/release_kv_cache_memory", _model_reader(StatusResult))
+    return Endpoint("POST", "/release_kv_cache_memory", model_reader(StatusResult))
 
 
 def pause(*, mode: PauseMode, clear_cache: bool | None) -> Endpoint[StatusResult]:
     params: tuple[tuple[str, str], ...] = (("mode", _mode(mode)),)
     if clear_cache is not None:
         params += (("clear_cache", qbool(clear_cache, "clear_cache")),)
-    return Endpoint("POST", "/pause", _model_reader(StatusResult), params=params, idempotent=True)
+    return Endpoint("POST", "/pause", model_reader(StatusResult), params=params, idempotent=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def resume() -> Endpoint[StatusResult]:
-    return Endpoint("POST", "/resume", _model_reader(StatusResult), idempotent=True)
+    return Endpoint("POST", "/resume", model_reader(StatusResult), idempotent=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def is_paused() -> Endpoint[bool]:
-    return Endpoint("GET", "/is_paused", _field_reader("is_paused", bool), idempotent=True)
+    return Endpoint("GET", "/is_paused", field_reader("is_paused", bool), idempotent=True)
 
 
 def abort_requests(request_ids: Iterable[str] | None) -> Endpoint[AbortRequestsResult]:
     ids = check.texts(request_ids, "request_ids") if request_ids is not None else []
     # Aborting "all" twice could hit requests that arrived in between: never resent.
-    return Endpoint("POST", "/abort_requests", _read_abort, body={"request_ids": ids}, idempotent=bool(ids))
+    return Endpoint("POST", "/abort_requests", read_abort, body={"request_ids": ids}, idempotent=bool(ids))
 
 
 def collective_rpc(
@@ -391,7 +225,7 @@ def collective_rpc(
     }
     if rpc_timeout is not None:
         body["timeout"] = check.seconds(rpc_timeout, "rpc_timeout")
-    return Endpoint("POST", "/collective_rpc", _read_collective_rpc, body=body, long_running=True)
+    return Endpoint("POST", "/collective_rpc", read_collective_rpc, body=body, long_running=True)
 
 
 def server_info(config_format: Literal["text", "json"]) -> Endpoint[ServerInfo]:
@@ -400,7 +234,7 @@ def server_info(config_format: Literal["text", "json"]) -> Endpoint[ServerInfo]:
     return Endpoint(
         "GET",
         "/server_info",
-        _model_reader(ServerInfo),
+        model_reader(ServerInfo),
         params=(("config_format", config_format),),
         idempotent=True,
     )
@@ -408,14 +242,14 @@ def server_info(config_format: Literal["text", "json"]) -> Endpoint[ServerInfo]:
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def kv_event_sources() -> Endpoint[dict[int, KVEventSource]]:
-    return Endpoint("GET", "/kv_event_sources", _read_kv_event_sources, idempotent=True, dev_route=False)
+    return Endpoint("GET", "/kv_event_sources", read_kv_event_sources, idempotent=True, dev_route=False)
 
 
 def get_world_size(*, include_dp: bool) -> Endpoint[int]:
     return Endpoint(
         "GET",
         "/get_world_size",
-        _field_reader("world_size", int),
+        field_reader("world_size", int),
         params=(("include_dp", qbool(include_dp, "include_dp")),),
         idempotent=True,
     )
@@ -424,25 +258,25 @@ def get_world_size(*, include_dp: bool) -> Endpoint[int]:
 def init_weight_transfer_engine(init_info: Mapping[str, Any]) -> Endpoint[MessageResult]:
     body = {"init_info": check.json_mapping(init_info, "init_info")}
     return Endpoint(
-        "POST", "/init_weight_transfer_engine", _model_reader(MessageResult), body=body, long_running=True
+        "POST", "/init_weight_transfer_engine", model_reader(MessageResult), body=body, long_running=True
     )
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def shutdown_weight_transfer_engine() -> Endpoint[MessageResult]:
     return Endpoint(
-        "POST", "/shutdown_weight_transfer_engine", _model_reader(MessageResult), long_running=True
+        "POST", "/shutdown_weight_transfer_engine", model_reader(MessageResult), long_running=True
     )
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def start_weight_update() -> Endpoint[MessageResult]:
-    return Endpoint("POST", "/start_weight_update", _model_reader(MessageResult), long_running=True)
+    return Endpoint("POST", "/start_weight_update", model_reader(MessageResult), long_running=True)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def start_draft_weight_update() -> Endpoint[MessageResult]:
-    return Endpoint("POST", "/start_draft_weight_update", _model_reader(MessageResult), long_running=True)
+    return Endpoint("POST", "/start_draft_weight_update", model_reader(MessageResult), long_running=True)
 
 
 def update_weights(update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Endpoint[MessageResult]:
@@ -455,14 +289,14 @@ def update_weights(update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]])
             f"update_info must be a dict, or a list of per-worker dicts, got {type(update_info).__name__}"
         )
     return Endpoint(
-        "POST", "/update_weights", _model_reader(MessageResult), body={"update_info": info}, long_running=True
+        "POST", "/update_weights", model_reader(MessageResult), body={"update_info": info}, long_running=True
     )
 
 
 def finish_weight_update(*, weight_version: str | None) -> Endpoint[MessageResult]:
     body = {} if weight_version is None else {"weight_version": check.text(weight_version, "weight_version")}
     return Endpoint(
-        "POST", "/finish_weight_update", _model_reader(MessageResult), body=body, long_running=True
+        "POST", "/finish_weight_update", model_reader(MessageResult), body=body, long_running=True
     )
 
 
@@ -470,7 +304,7 @@ def update_weight_version(new_version: str) -> Endpoint[WeightVersionResult]:
     return Endpoint(
         "POST",
         "/update_weight_version",
-        _model_reader(WeightVersionResult),
+        model_reader(WeightVersionResult),
         body={"new_version": check.text(new_version, "new_version")},
         idempotent=True,
     )
@@ -478,7 +312,7 @@ def update_weight_version(new_version: str) -> Endpoint[WeightVersionResult]:
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def weight_info() -> Endpoint[WeightInfo]:
-    return Endpoint("GET", "/weight_info", _model_reader(WeightInfo), idempotent=True)
+    return Endpoint("GET", "/weight_info", model_reader(WeightInfo), idempotent=True)
 
 
 def weight_checker(
@@ -500,7 +334,7 @@ def weight_checker(
     return Endpoint(
         "POST",
         "/weight_checker",
-        _model_reader(WeightCheckResult),
+        model_reader(WeightCheckResult),
         body=body,
         idempotent=action != "reset",
         long_running=True,
@@ -517,7 +351,7 @@ def load_lora_adapter(
         "is_3d_lora_weight": check.flag(is_3d_lora_weight, "is_3d_lora_weight"),
     }
     return Endpoint(
-        "POST", "/v1/load_lora_adapter", _text_message, body=body, dev_route=False, long_running=True
+        "POST", "/v1/load_lora_adapter", text_message, body=body, dev_route=False, long_running=True
     )
 
 
@@ -525,7 +359,7 @@ def unload_lora_adapter(lora_name: str, *, lora_int_id: int | None) -> Endpoint[
     body: dict[str, Any] = {"lora_name": check.text(lora_name, "lora_name")}
     if lora_int_id is not None:
         body["lora_int_id"] = check.non_negative_int(lora_int_id, "lora_int_id")
-    return Endpoint("POST", "/v1/unload_lora_adapter", _text_message, body=body, dev_route=False)
+    return Endpoint("POST", "/v1/unload_lora_adapter", text_message, body=body, dev_route=False)
 
 
 def start_profile(
@@ -539,14 +373,14 @@ def start_profile(
     if max_iterations is not None:
         overrides["max_iterations"] = check.positive_int(max_iterations, "max_iterations")
     return Endpoint(
-        "POST", "/start_profile", _none, body=overrides if overrides else NO_BODY, dev_route=False
+        "POST", "/start_profile", nothing, body=overrides if overrides else NO_BODY, dev_route=False
     )
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
 def stop_profile() -> Endpoint[None]:
     # Writing the trace can take a while.
-    return Endpoint("POST", "/stop_profile", _none, dev_route=False, long_running=True)
+    return Endpoint("POST", "/stop_profile", nothing, dev_route=False, long_running=True)
 
 
 def completion(
@@ -569,7 +403,7 @@ def completion(
     if stop:
         body["stop"] = check.texts(stop, "stop")
     return Endpoint(
-        "POST", "/v1/completions", _model_reader(Completion), body=body, dev_route=False, long_running=True
+        "POST", "/v1/completions", model_reader(Completion), body=body, dev_route=False, long_running=True
     )
 
 
@@ -601,7 +435,7 @@ def raw(
     return Endpoint(
         method,
         path,
-        _raw,
+        raw_answer,
         params=encoded,
         body=body,
         idempotent=method in ("GET", "HEAD", "OPTIONS"),

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from . import arguments as check
 from . import endpoints
+from .answers import ShapeError
 from .arguments import Timeouts
 from .constants import (
     DEFAULT_MAX_RETRIES,
@@ -33,7 +34,7 @@ from .constants import (
     RETRY_INITIAL_DELAY,
     RETRY_MAX_DELAY,
 )
-from .endpoints import Endpoint, ShapeError
+from .endpoints import Endpoint
 from .errors import (
     APIConnectionError,
     APIStatusError,
