@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_tests.runner.run_matrix import Job, plan, run_jobs, summarize
+from gpu_tests.runner.run_matrix import Job, default_launcher, plan, run_jobs, summarize
+from gpu_tests.runner.tables import matrix_table
 from vllm_devclient.testing.processes import spawn
 
 FAKE_CASE = """
@@ -156,3 +157,65 @@ def test_the_deadline_skips_late_cases_and_stops_running_ones(tmp_path: Path) ->
     statuses = {r.job.case_id: r.status for r in results}
     assert statuses == {"case0": "killed", "case1": "not_run", "case2": "not_run"}
     assert json.loads(json.dumps(summarize(results, 2.0)))["counts"] == {"killed": 1, "not_run": 2}
+
+
+def test_a_several_gpu_stand_in_is_planned_with_its_gpus(tmp_path: Path) -> None:
+    jobs = plan(["llama", "deepseek-v2-tp2-ep"], report_dir=tmp_path)
+    by_id = {j.case_id: j for j in jobs}
+    tp2 = by_id["tiny-deepseek-v2-tp2-ep-offloading-python-mutation"]
+    assert tp2.gpus == 2 and tp2.family == "deepseek-v2-tp2-ep"
+    assert "--profile tiny-deepseek-v2-tp2-ep" in " ".join(tp2.args)
+    assert {j.gpus for j in jobs if j.case_id.startswith("tiny-llama")} == {1}
+
+
+def test_one_gpu_cases_take_the_gpus_in_turn(tmp_path: Path) -> None:
+    show = "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES', 'all'))"
+    launch = default_launcher({"PATH": "/usr/bin:/bin"}, 2, command=(sys.executable, "-c", show))
+    jobs = [
+        Job("one-a", "f", "matrix", (), 30),
+        Job("two", "f", "matrix", (), 30, gpus=2),
+        Job("one-b", "f", "matrix", (), 30),
+        Job("one-c", "f", "matrix", (), 30),
+    ]
+    for job in jobs:
+        launch(job, tmp_path / f"{job.case_id}.log").wait(timeout=30)
+    seen = {j.case_id: (tmp_path / f"{j.case_id}.log").read_text().strip() for j in jobs}
+    assert seen == {"one-a": "0", "two": "all", "one-b": "1", "one-c": "0"}
+    single = default_launcher({"PATH": "/usr/bin:/bin"}, 1, command=(sys.executable, "-c", show))
+    single(jobs[0], tmp_path / "single.log").wait(timeout=30)
+    assert (tmp_path / "single.log").read_text().strip() == "all"  # one GPU: nothing to choose
+
+
+def _report(case_id: str, profile: str, status: str, matches: int, gpus_used: int) -> dict[str, object]:
+    return {
+        "case_id": case_id,
+        "profile": profile,
+        "family": "deepseek-v2",
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "connector": "OffloadingConnector",
+        "frontend": "python",
+        "status": status,
+        "gpus_used": gpus_used,
+        "reload_vs_cold": {"matches": matches, "total": 16},
+        "noise_floor": {"matches": 16, "total": 16},
+        "assertions": [{"name": "reload_proven", "passed": True}],
+        "timings": {"case_s": 10.0},
+    }
+
+
+def test_the_table_pairs_each_case_with_its_own_profiles_mutation() -> None:
+    reports = [
+        _report("tiny-deepseek-v2-offloading-python", "tiny-deepseek-v2", "passed", 16, 1),
+        _report("tiny-deepseek-v2-offloading-python-mutation", "tiny-deepseek-v2", "failed", 0, 1),
+        _report("tiny-deepseek-v2-tp2-ep-offloading-python", "tiny-deepseek-v2-tp2-ep", "passed", 16, 2),
+        _report(
+            "tiny-deepseek-v2-tp2-ep-offloading-python-mutation", "tiny-deepseek-v2-tp2-ep", "failed", 3, 2
+        ),
+    ]
+    rows = matrix_table(reports).splitlines()[2:]
+    assert len(rows) == 2
+    one, two = (
+        next(r for r in rows if r.startswith(f"| {name} (")) for name in ("deepseek-v2", "deepseek-v2 tp2-ep")
+    )
+    assert "| 1 |" in one and "0/16 (failed), True" in one
+    assert "| 2 |" in two and "3/16 (failed), True" in two

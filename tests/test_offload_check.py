@@ -734,7 +734,7 @@ def test_run_case_wires_server_check_and_report(tmp_path: Path, monkeypatch: pyt
     assert report.connector == "SimpleCPUOffloadConnector" and report.frontend_observed == "rust"
     assert report.status == "failed"  # nothing was offloaded by the scripted engine, and the check says so
     assert report.family == "llama" and report.architectures == ["LlamaForCausalLM"]
-    assert report.gpus == 0 and report.server_args[:2] == ["serve", "m"]
+    assert report.gpus == 0 and report.gpus_used == 1 and report.server_args[:2] == ["serve", "m"]
     assert report.timings["server_startup_s"] >= 0 and report.timings["case_s"] >= report.timings["check_s"]
     assert (
         report.events is not None and report.reset_visible is False

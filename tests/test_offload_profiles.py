@@ -16,7 +16,14 @@ import pytest
 
 from vllm_devclient.offload_check import upstream
 from vllm_devclient.offload_check.check import server_config_for
-from vllm_devclient.offload_check.profiles import PROFILES, CheckCase, matrix, resolve_model
+from vllm_devclient.offload_check.profiles import (
+    PROFILES,
+    TINY_PARALLEL,
+    CheckCase,
+    case_skip_reason,
+    matrix,
+    resolve_model,
+)
 from vllm_devclient.offload_check.server import build_command
 from vllm_devclient.offload_check.tiny import TINY_FAMILIES, tiny_config_kwargs
 
@@ -124,6 +131,23 @@ def test_tiny_families_cover_the_matrix_families() -> None:
     assert resolve_model(PROFILES["tiny-gemma3"], {"VLLM_DEVCLIENT_TINY_DIR": "/m"}) == "/m/gemma3"
     assert resolve_model(PROFILES["small"], {"VLLM_DEVCLIENT_SMALL_MODEL": "/s"}) == "/s"
     assert resolve_model(PROFILES["nemotron-h-8b"], {}) == "nvidia/Nemotron-H-8B-Base-8K"
+
+
+def test_several_gpu_stand_ins_carry_the_large_steps_flags() -> None:
+    large = PROFILES["deepseek-v4-flash"].server_args
+    kv = large[large.index("--kv-cache-dtype") : large.index("--kv-cache-dtype") + 2]
+    block = large[large.index("--block-size") : large.index("--block-size") + 2]
+    for family, tp in TINY_PARALLEL:
+        p = PROFILES[f"tiny-{family}-tp{tp}-ep"]
+        args = " ".join(p.server_args)
+        assert p.gpus == tp and p.tiny and p.model == f"tiny:{family}"
+        assert f"--tensor-parallel-size {tp} --enable-expert-parallel" in args
+        assert " ".join(kv) in args and " ".join(block) in args and args.count("--kv-cache-dtype") == 1
+        case = CheckCase(p, "OffloadingConnector", "python")
+        assert case_skip_reason(case, gpu_count=1, model_available=True) == (
+            f"tiny:{family} ({family}) needs {tp} GPUs, this machine has 1"
+        )
+        assert case_skip_reason(case, gpu_count=tp, model_available=True) is None
 
 
 def test_nothing_reads_the_environment_at_import() -> None:

@@ -13,6 +13,8 @@ mkdir -p pl && tar -xf payload.tar -C pl && (cd pl && sha256sum -c --quiet SHA25
 mkdir -p $SITE && xz -dc pl/core.tar.xz | tar -x -C $SITE
 xz -dc pl/vllm-rs.xz > $SITE/vllm/vllm-rs && chmod 755 $SITE/vllm/vllm-rs
 python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE pl/gguf-0.19.0-py3-none-any.whl
+# Wheels staged beside the parts (STAGE/whl) top up a payload built before minimal_reqs.txt grew.
+if ls whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE whl/*.whl; fi
 mkdir -p $M/gguf /tmp/gsm8k && xz -dc pl/gguf.xz > $M/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 gzip -dc pl/gsm8k_test.jsonl.gz > /tmp/gsm8k/test.jsonl
 gzip -dc pl/gsm8k_train.jsonl.gz > /tmp/gsm8k/train.jsonl

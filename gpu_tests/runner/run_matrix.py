@@ -9,6 +9,7 @@ safetensors the server cannot load is retried with ``--load-format dummy`` and t
 budgeted machine call always returns with the reports written so far.
 
     python -m gpu_tests.runner.run_matrix --out OUT --families llama,gemma3 --parallel 10
+    python -m gpu_tests.runner.run_matrix --out OUT --families deepseek-v2-tp2-ep   # a several-GPU stand-in
     python -m gpu_tests.runner.run_matrix --out OUT --families none --study gemma3,llama --study-concurrency 8
 """
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vllm_devclient.offload_check.profiles import PROFILES, gpu_count
 from vllm_devclient.offload_check.tiny import TINY_FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +48,7 @@ class Job:
     args: tuple[str, ...]
     timeout_s: float
     dummy: bool = False
+    gpus: int = 1
 
     def with_dummy(self) -> Job:
         return replace(self, dummy=True, args=(*self.args, "--server-arg", " ".join(DUMMY_ARGS)))
@@ -110,21 +113,27 @@ def plan(
     case_timeout_s: float = 540.0,
 ) -> list[Job]:
     """The jobs: the study's long cases first (they set the critical path), then every family x connector x
-    frontend with one mutation per family, then the study's mutations."""
-    unknown = [f for f in (*families, *study) if f not in TINY_FAMILIES and f != "small"]
+    frontend with one mutation per family, then the study's mutations. A family is a tiny profile's name
+    without ``tiny-``: ``llama``, or a several-GPU stand-in such as ``deepseek-v2-tp2-ep``."""
+    unknown = [f for f in (*families, *study) if f"tiny-{f}" not in PROFILES and f != "small"]
     if unknown:
-        raise SystemExit(f"unknown families {unknown}; known: {sorted(TINY_FAMILIES)} and small")
-    ordered = sorted(
-        families, key=lambda f: FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER)
-    )
+        known = sorted(n.removeprefix("tiny-") for n, p in PROFILES.items() if p.tiny)
+        raise SystemExit(f"unknown families {unknown}; known: {known} and small")
+
+    def order(name: str) -> int:
+        fam = PROFILES[f"tiny-{name}"].family
+        return FAMILY_ORDER.index(fam) if fam in FAMILY_ORDER else len(FAMILY_ORDER)
+
     common = {"report_dir": report_dir, "gsm8k_dir": gsm8k_dir, "server_args": server_args}
     jobs: list[Job] = []
-    for fam in ordered:
+    for fam in sorted(families, key=order):
         profile = f"tiny-{fam}"
+        gpus = PROFILES[profile].gpus
         for connector in ("offloading", "simple"):
             for frontend in ("python", "rust"):
                 args = _case_args(profile, connector, frontend, num_questions=num_questions, **common)
-                jobs.append(Job(f"{profile}-{connector}-{frontend}", fam, "matrix", args, case_timeout_s))
+                case_id = f"{profile}-{connector}-{frontend}"
+                jobs.append(Job(case_id, fam, "matrix", args, case_timeout_s, gpus=gpus))
         if mutation:
             args = _case_args(
                 profile,
@@ -135,7 +144,8 @@ def plan(
                 num_questions=num_questions,
                 **common,
             )
-            jobs.append(Job(f"{profile}-offloading-python-mutation", fam, "mutation", args, case_timeout_s))
+            case_id = f"{profile}-offloading-python-mutation"
+            jobs.append(Job(case_id, fam, "mutation", args, case_timeout_s, gpus=gpus))
     c = study_concurrency
     long_jobs: list[Job] = []
     study_mutations: list[Job] = []
@@ -172,14 +182,24 @@ def plan(
 Launcher = Callable[[Job, Path], "subprocess.Popen[bytes]"]
 
 
-def default_launcher(env: dict[str, str]) -> Launcher:
+CASE_COMMAND = (sys.executable, "-m", "vllm_devclient.offload_check")
+
+
+def default_launcher(env: dict[str, str], gpus: int = 1, command: Sequence[str] = CASE_COMMAND) -> Launcher:
+    """Starts a case's process; on a machine of several GPUs the one-GPU cases take them in turn (a case
+    that needs more sees them all)."""
     from vllm_devclient.testing.processes import spawn
 
+    started = 0
+
     def launch(job: Job, log: Path) -> subprocess.Popen[bytes]:
+        nonlocal started
+        case_env = dict(env)
+        if gpus > 1 and job.gpus == 1:
+            case_env["CUDA_VISIBLE_DEVICES"] = str(started % gpus)
+            started += 1
         with log.open("ab") as fh:
-            return spawn(
-                [sys.executable, "-m", "vllm_devclient.offload_check", *job.args], env=env, stdout=fh
-            )
+            return spawn([*command, *job.args], env=case_env, stdout=fh)
 
     return launch
 
@@ -300,7 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", required=True, help="folder for reports/, logs/ and matrix_summary.json")
     p.add_argument(
-        "--families", default="default", help="comma list, 'default' (every default family) or none"
+        "--families",
+        default="default",
+        help="comma list (families, or stand-ins such as deepseek-v2-tp2-ep), 'default' or none",
     )
     p.add_argument("--no-mutation", action="store_true")
     p.add_argument("--num-questions", type=int, help="questions per run (default: the tiny profile's)")
@@ -353,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=out,
         parallel=args.parallel,
         deadline_s=args.deadline_s,
-        launcher=default_launcher(env),
+        launcher=default_launcher(env, gpu_count()),
         expected_case_s=args.expected_case_s,
     )
     summary = summarize(results, time.monotonic() - t0)

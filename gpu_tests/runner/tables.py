@@ -38,15 +38,15 @@ def _matches(r: dict[str, Any]) -> str:
 def matrix_table(reports: Iterable[dict[str, Any]]) -> str:
     by_id = {r["case_id"]: r for r in reports}
     rows = [
-        "| family (architecture) | connector | frontend | status | external hits (reload) | "
+        "| family (architecture) | GPUs | connector | frontend | status | external hits (reload) | "
         "CPU blocks stored per group (kind) | reload matches vs floor | "
         "mutation: matches, reload_proven | wall s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for case_id, r in sorted(by_id.items()):
         if not case_id.startswith("tiny-") or case_id.endswith("mutation") or "-c8" in case_id:
             continue
-        mut = by_id.get(f"tiny-{r['family']}-offloading-python-mutation")
+        mut = by_id.get(f"{r['profile']}-offloading-python-mutation")
         mut_text = "-"
         if mut is not None and mut.get("reload_vs_cold"):
             proven = next((a["passed"] for a in mut["assertions"] if a["name"] == "reload_proven"), None)
@@ -59,8 +59,11 @@ def matrix_table(reports: Iterable[dict[str, Any]]) -> str:
         status = r["status"]
         if r.get("error"):
             status += f": {r['error'].splitlines()[-1][:70]}"
+        parallel = r["profile"].removeprefix(f"tiny-{r['family']}").lstrip("-")
+        name = f"{r['family']} {parallel}".strip()
         rows.append(
-            f"| {r['family']} ({'/'.join(r['architectures'])}) | {r['connector'].replace('Connector', '')} | "
+            f"| {name} ({'/'.join(r['architectures'])}) | {r.get('gpus_used') or 1} | "
+            f"{r['connector'].replace('Connector', '')} | "
             f"{r['frontend']} | {status} | {'-' if hits is None else int(hits)} | {_cpu_groups(r)} | "
             f"{_matches(r)} | {mut_text} | {r['timings'].get('case_s', 0):.0f} |"
         )

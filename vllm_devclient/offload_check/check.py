@@ -524,6 +524,7 @@ def run_case(
     report_fields: dict[str, Any] = {
         "model": config.model,
         "gpus": gpu_count(),
+        "gpus_used": p.gpus,
         "gpu_name": _gpu_name(),
         "server_env": {k: v for k, v in config.env.items() if k.startswith("VLLM_")},
     }

@@ -4,7 +4,9 @@
 profile's accuracy threshold and CPU tier size per connector. The real profiles are upstream's matrix
 exactly (:mod:`.upstream` holds the recorded copy, with its source commit; a CI test compares the two); the
 ``tiny-*`` profiles are this project's, one per family of :data:`.tiny.TINY_FAMILIES`, with no threshold
-(random weights answer nothing right) and a small CPU tier.
+(random weights answer nothing right) and a small CPU tier. :data:`TINY_PARALLEL` adds tiny stand-ins for
+upstream's several-GPU cases (``tiny-<family>-tp<N>-ep``): the same tiny model, served with tensor and expert
+parallelism and the large step's KV flags.
 
 A tiny profile's ``model`` is ``tiny:<family>``: :func:`resolve_model` maps it to
 ``$VLLM_DEVCLIENT_TINY_DIR/<family>`` when a case runs (never at import).
@@ -31,6 +33,7 @@ __all__ = [
     "PROFILES",
     "SMALL_MODEL_ENV",
     "TINY_DIR_ENV",
+    "TINY_PARALLEL",
     "CheckCase",
     "ConnectorSettings",
     "ModelProfile",
@@ -134,20 +137,35 @@ def _upstream_profile(name: str, family: str, architectures: tuple[str, ...], ci
     )
 
 
-def _tiny_profile(family: str, *, tiny_cpu_gib: float = 0.5) -> ModelProfile:
+# Upstream's kv-offload-large flags beyond the parallel sizes (DeepSeek-V4-Flash: fp8 KV, block size 256).
+LARGE_STEP_KV_ARGS = ("--kv-cache-dtype", "fp8", "--block-size", "256")
+# (family, tensor-parallel size): the several-GPU stand-ins. DeepSeek-V4 is the large step's own
+# architecture; DeepSeek-V2 (MLA + MoE) is the one that runs on the payload's vLLM (V4 needs DeepGEMM).
+TINY_PARALLEL: tuple[tuple[str, int], ...] = (("deepseek-v2", 2), ("deepseek-v2", 4), ("deepseek-v4", 4))
+
+
+def _tiny_profile(family: str, *, tiny_cpu_gib: float = 0.5, tensor_parallel: int = 1) -> ModelProfile:
     fam = TINY_FAMILIES[family]
+    parallel: tuple[str, ...] = ()
+    name = f"tiny-{family}"
+    if tensor_parallel > 1:
+        name += f"-tp{tensor_parallel}-ep"
+        parallel = ("--tensor-parallel-size", str(tensor_parallel), "--enable-expert-parallel")
+        if "--kv-cache-dtype" not in fam.server_args:  # DeepSeek-V4's family flags have them already
+            parallel += LARGE_STEP_KV_ARGS
     return ModelProfile(
-        name=f"tiny-{family}",
+        name=name,
         model=f"tiny:{family}",
         family=family,
         architectures=fam.architectures,
         connectors={c: ConnectorSettings(threshold=None, cpu_gib=tiny_cpu_gib) for c in CONNECTORS},
-        server_args=(*upstream.COMMON_SERVER_ARGS, "--dtype", "bfloat16", *fam.server_args),
+        gpus=tensor_parallel,
+        server_args=(*upstream.COMMON_SERVER_ARGS, "--dtype", "bfloat16", *fam.server_args, *parallel),
         startup_timeout=600.0,
         num_questions=16,
         num_shots=upstream.NUM_FEWSHOT,
         max_tokens=64,
-        served_model_name=f"tiny-{family}",
+        served_model_name=name,
         tiny=True,
         self_describing_events=True,
     )
@@ -190,6 +208,9 @@ def _build_profiles() -> dict[str, ModelProfile]:
     }
     for family in TINY_FAMILIES:
         profile = _tiny_profile(family)
+        profiles[profile.name] = profile
+    for family, tp in TINY_PARALLEL:
+        profile = _tiny_profile(family, tensor_parallel=tp)
         profiles[profile.name] = profile
     return profiles
 

@@ -123,7 +123,8 @@ class OffloadCheckReport(_Frozen):
     connector: str
     frontend: str
     connector_extra: dict[str, Any] = Field(default_factory=dict)
-    gpus: int | None = None
+    gpus: int | None = None  # visible to the case
+    gpus_used: int | None = None  # the server's tensor-parallel size
     gpu_name: str | None = None
     server_args: list[str] = Field(default_factory=list)
     server_env: dict[str, str] = Field(default_factory=dict)
