@@ -149,6 +149,19 @@ def test_gzip_and_chunked_answers_are_read(server: MisbehavingServer, pool_kind:
     assert _send(pool, _request(server)).json() == {"is_paused": True}
 
 
+@pytest.mark.parametrize("pool_kind", ["h11", "aiohttp"])
+def test_only_the_stated_headers_go_out(server: MisbehavingServer, pool_kind: str) -> None:
+    server.script("/is_paused", PAUSED)
+    pool = H11Pool() if pool_kind == "h11" else AiohttpPool()
+    stated = (("Accept", "application/json"), ("X-Trace", "a"), ("X-Trace", "b"))
+    request = _request(server)._replace(headers=stated)
+    assert _send(pool, request).json() == {"is_paused": False}
+    (seen,) = server.requests_to("/is_paused")
+    # Host is the transport's; nothing else is added (no automatic Accept-Encoding or User-Agent).
+    assert [k for k, _ in seen.headers if k != "host"] == ["accept", "x-trace", "x-trace"]
+    assert [v for k, v in seen.headers if k == "x-trace"] == ["a", "b"]
+
+
 def test_one_sync_client_is_safe_for_many_threads(server: MisbehavingServer) -> None:
     server.script("/is_paused", PAUSED)
     errors: list[BaseException] = []

@@ -12,6 +12,7 @@ one byte at a time hold a call past its deadline.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,13 +39,14 @@ class Origin:
     port: int
     prefix: str = ""
 
-    @property
+    # Cached: every request of a client asks for them (a frozen dataclass still has a __dict__ for this).
+    @functools.cached_property
     def host_header(self) -> str:
         default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == default else f"{host}:{self.port}"
 
-    @property
+    @functools.cached_property
     def root(self) -> str:
         return f"{self.scheme}://{self.host_header}"
 
