@@ -28,7 +28,7 @@ from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
-from .transports import TRANSPORT_KINDS, Origin, ResponseLike, TransportKind, WireRequest
+from .transports import Origin, ResponseLike, TransportKind, WireRequest, transport_kind
 
 __all__ = [
     "NOT_GIVEN",
@@ -202,11 +202,9 @@ class ClientConfig:
             raise InvalidParameterError(
                 "base_url carries a password and api_key is set: pass the credential one way only"
             )
-        chosen = transport if transport is not None else os.environ.get("VLLM_DEVCLIENT_TRANSPORT") or "auto"
-        if chosen not in TRANSPORT_KINDS:
-            raise InvalidParameterError(
-                f"transport must be one of {', '.join(TRANSPORT_KINDS)}, got {chosen!r}"
-            )
+        kind = transport_kind(
+            transport if transport is not None else os.environ.get("VLLM_DEVCLIENT_TRANSPORT") or "auto"
+        )
         return cls(
             url=url,
             api_key=key,
@@ -215,7 +213,7 @@ class ClientConfig:
             max_retries=check.non_negative_int(max_retries, "max_retries"),
             model=None if model is None else check.text(model, "model"),
             default_headers=check.header_map(default_headers, "default_headers"),
-            transport=chosen,  # type: ignore[arg-type]
+            transport=kind,
         )
 
 

@@ -98,8 +98,6 @@ def _normalise(urls: Iterable[str]) -> tuple[str, ...]:
         if url in out:
             raise InvalidParameterError(f"target {url} is listed twice; each server must appear once")
         out.append(url)
-    if not out:
-        raise InvalidParameterError("a fleet needs at least one target URL")
     return tuple(out)
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "WireResponse",
     "make_async_transport",
     "make_sync_transport",
+    "transport_kind",
 ]
 
 TransportKind = Literal["auto", "httpx"]
@@ -67,10 +68,15 @@ def _proxied(origin: Origin) -> bool:
     return not urllib.request.proxy_bypass_environment(origin.host, proxies)  # type: ignore[attr-defined]
 
 
+def transport_kind(value: object) -> TransportKind:
+    """`value` as a transport kind; InvalidParameterError naming the kinds when it is none."""
+    if value not in TRANSPORT_KINDS:
+        raise InvalidParameterError(f"transport must be one of {', '.join(TRANSPORT_KINDS)}, got {value!r}")
+    return value  # type: ignore[return-value]  # one of TRANSPORT_KINDS
+
+
 def _use_httpx(kind: TransportKind, origin: Origin) -> bool:
-    if kind not in TRANSPORT_KINDS:
-        raise InvalidParameterError(f"transport must be one of {', '.join(TRANSPORT_KINDS)}, got {kind!r}")
-    return kind == "httpx" or _proxied(origin)
+    return transport_kind(kind) == "httpx" or _proxied(origin)
 
 
 def make_sync_transport(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -27,6 +27,7 @@ __all__ = [
     "TransportTimeout",
     "WireRequest",
     "WireResponse",
+    "fold_headers",
 ]
 
 
@@ -69,6 +70,15 @@ class WireRequest(NamedTuple):
     @property
     def url(self) -> str:
         return self.origin.root + self.target
+
+
+def fold_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Header pairs as one mapping with lower-case names; a repeated header's values joined by ", "."""
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
 
 
 class WireResponse:

@@ -32,6 +32,7 @@ from .base import (
     TransportTimeout,
     WireRequest,
     WireResponse,
+    fold_headers,
 )
 
 __all__ = ["H11Pool"]
@@ -219,10 +220,7 @@ class H11Pool:
                     raise ProtocolViolation(f"invalid HTTP answer: {exc}") from None
             elif isinstance(event, h11.Response):
                 status = event.status_code
-                for name, value in event.headers:
-                    key = name.decode("latin-1")
-                    text = value.decode("latin-1")
-                    headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                headers = fold_headers((n.decode("latin-1"), v.decode("latin-1")) for n, v in event.headers)
             elif isinstance(event, h11.Data):
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):

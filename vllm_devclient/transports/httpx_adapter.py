@@ -134,8 +134,4 @@ class AsyncHttpxTransport:
 
 
 def _headers(response: httpx.Response) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in response.headers.multi_items():
-        key = name.lower()
-        out[key] = f"{out[key]}, {value}" if key in out else value
-    return out
+    return base.fold_headers(response.headers.multi_items())
