@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel
-
 from . import arguments as check
 from .answers import (
     Reader,
@@ -56,7 +54,6 @@ if TYPE_CHECKING:
     from .metrics import MetricsSnapshot
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
 
 PauseMode = Literal["abort", "wait", "keep"]
 WeightCheckAction = Literal["checksum", "reset", "compare"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
 from typing_extensions import Self, Unpack
 
@@ -16,13 +16,7 @@ from ..models import (
 from ._support import Pending, background, result_of
 from .waits import _AsyncWaits
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["AsyncWeightUpdate", "_AsyncFlows"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _AsyncFlows(_AsyncWaits):

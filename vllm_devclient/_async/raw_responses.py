@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from .._base_client import (
     RAW_MODE,
     RawResponse,
 )
 from .client import AsyncDevClient
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["AsyncRawResponses"]
 

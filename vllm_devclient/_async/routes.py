@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import Unpack
 
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from ..metrics import MetricsSnapshot
 
 __all__ = ["_AsyncRoutes"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _AsyncRoutes(_AsyncCore):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
+from typing import cast
 
 import httpx
 from typing_extensions import Unpack
@@ -36,13 +36,7 @@ from ..models import (
 )
 from .routes import _AsyncRoutes
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["_AsyncWaits"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 def _deadline(deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3) -> float:

@@ -7,7 +7,7 @@ The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operatio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 from typing_extensions import Self, Unpack
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["_SyncCore"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _SyncCore(BaseClient):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
 from typing_extensions import Self, Unpack
 
@@ -17,13 +17,7 @@ from ..models import (
 from ._support import Pending, background, result_of
 from .waits import _SyncWaits
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["WeightUpdate", "_SyncFlows"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _SyncFlows(_SyncWaits):

@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from .._base_client import (
     RAW_MODE,
     RawResponse,
 )
 from .client import DevClient
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["RawResponses"]
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import Unpack
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from ..metrics import MetricsSnapshot
 
 __all__ = ["_SyncRoutes"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _SyncRoutes(_SyncCore):

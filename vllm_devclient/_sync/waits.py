@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
+from typing import cast
 
 import httpx
 from typing_extensions import Unpack
@@ -37,13 +37,7 @@ from ..models import (
 )
 from .routes import _SyncRoutes
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["_SyncWaits"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 def _deadline(deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3) -> float:

@@ -13,7 +13,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from typing_extensions import Unpack
@@ -42,7 +42,6 @@ from .results import FleetError, FleetResult, OnResult, TargetOutcome
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class AsyncFleet:

@@ -11,14 +11,13 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import DevClientError
 
 __all__ = ["FleetError", "FleetResult", "OnResult", "TargetOutcome"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 @dataclass(frozen=True)

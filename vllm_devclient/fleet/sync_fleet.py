@@ -16,7 +16,7 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from typing_extensions import Unpack
@@ -37,7 +37,6 @@ from .results import FleetResult, OnResult
 __all__ = ["Fleet", "FleetWeightUpdate"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class _LoopThread:
