@@ -49,13 +49,17 @@ def empty_or_json(response: ResponseLike) -> Any:
     return None if not response.content.strip() else json_of(response)
 
 
+def _shape_error(exc: ValidationError) -> ShapeError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
+    return ShapeError(f"unexpected answer shape at {where}: {first['msg']}")
+
+
 def validated(model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
-        raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
+        raise _shape_error(exc) from None
     except RecursionError:
         raise ShapeError("the JSON answer is nested too deeply to read") from None
 
@@ -80,9 +84,7 @@ def model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
             # pydantic parses the JSON itself (in Rust): no json.loads, no intermediate dict.
             result = model.model_validate_json(content)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "answer"
-            raise ShapeError(f"unexpected answer shape at {where}: {first['msg']}") from None
+            raise _shape_error(exc) from None
         if known and not result.model_fields_set & known:
             keys = sorted(result.model_extra or {})[:10]
             raise ShapeError(f"expected any of {sorted(known)}, got keys {keys}")
@@ -111,12 +113,15 @@ def healthy(response: ResponseLike, ep: Endpoint[Any]) -> bool:
     return True
 
 
+_message_json = model_reader(MessageResult)
+
+
 def text_message(response: ResponseLike, ep: Endpoint[Any]) -> MessageResult:
     # The LoRA routes answer a plain-text sentence (Python) or JSON {"message": ...}.
     if not response.content.strip():
         return MessageResult(message=None)
     if "json" in response.headers.get("content-type", ""):
-        return model_reader(MessageResult)(response, ep)
+        return _message_json(response, ep)
     return MessageResult(message=response.text.strip())
 
 
