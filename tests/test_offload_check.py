@@ -731,6 +731,7 @@ def test_run_case_wires_server_check_and_report(tmp_path: Path, monkeypatch: pyt
     saved = OffloadCheckReport.model_validate_json((tmp_path / "small-simple-rust.json").read_text())
     assert saved == report
     assert report.case_id == "small-simple-rust" and report.num_questions == 2
+    assert report.num_shots == PROFILES["small"].num_shots == 6  # what the prompts were built with
     assert report.connector == "SimpleCPUOffloadConnector" and report.frontend_observed == "rust"
     assert report.status == "failed"  # nothing was offloaded by the scripted engine, and the check says so
     assert report.family == "llama" and report.architectures == ["LlamaForCausalLM"]

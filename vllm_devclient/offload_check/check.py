@@ -329,6 +329,7 @@ class ServerIO:
         *,
         concurrency: int | None = 1,
         max_tokens: int = 256,
+        num_shots: int = 5,
         model: str | None = None,
         watcher: EventWatcher | None = None,
         store_events: bool = True,
@@ -343,6 +344,7 @@ class ServerIO:
         self.prompts = list(prompts)
         self.concurrency = concurrency
         self.max_tokens = max_tokens
+        self.num_shots = num_shots  # what the prompts were built with, for the report
         self.model = model
         self.watcher = watcher
         # Settle on KV events only where the connector announces its CPU stores (vLLM 0.26's Simple one
@@ -376,6 +378,7 @@ class ServerIO:
                 prompts=self.prompts,
                 concurrency=concurrency,
                 max_tokens=self.max_tokens,
+                num_shots=self.num_shots,
                 model=self.model,
                 request_timeout=self.request_timeout,
                 progress=self.progress,
@@ -539,6 +542,7 @@ def run_case(
                 prompts,
                 concurrency=concurrency,
                 max_tokens=max_tokens if max_tokens is not None else p.max_tokens,
+                num_shots=p.num_shots,
                 model=config.served_model_name,
                 watcher=watcher,
                 store_events=settings.expect_cpu_store_events,
