@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from gpu_tests import MUTATION_EXTRA
 from gpu_tests.conftest import (
     concurrency,
     environment_skip_reason,
@@ -46,7 +47,6 @@ _SELECTED = [p.strip() for p in os.environ.get("VLLM_DEVCLIENT_GPU_PROFILES", ""
 if _SELECTED == ["tiny"]:
     _SELECTED = [n for n, p in PROFILES.items() if p.tiny]
 _PROFILES = _SELECTED or None
-MUTATION_EXTRA = {"spec_name": "CorruptingCPUOffloadingSpec", "spec_module_path": "gpu_tests.kv_corruption"}
 
 
 def _param(case: CheckCase) -> object:

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.profiles import PROFILES, gpu_count
+from gpu_tests import MUTATION_EXTRA
+from vllm_devclient.offload_check.profiles import PROFILES, CheckCase, connector_by_name, gpu_count
 from vllm_devclient.offload_check.tiny import TINY_FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Slowest first: hybrid families compile their SSM / GDN kernels on first use.
 FAMILY_ORDER = ("nemotron-h", "qwen3-next", "falcon-h1", "gemma4", "deepseek-v2", "gemma3", "llama", "mamba")
-MUTATION_EXTRA = {"spec_name": "CorruptingCPUOffloadingSpec", "spec_module_path": "gpu_tests.kv_corruption"}
 DUMMY_ARGS = ("--load-format", "dummy")
 _LOAD_SIGNS = ("load_weights", "weight_loader", "size mismatch", "safetensors", "KeyError", "shape")
 
@@ -98,6 +98,11 @@ def _case_args(
     return tuple(args)
 
 
+def _case_id(profile: str, connector: str, frontend: str, label: str = "") -> str:
+    """The id the check gives the case (and its report file)."""
+    return CheckCase(PROFILES[profile], connector_by_name(connector), frontend, label=label).id  # type: ignore[arg-type]
+
+
 def plan(
     families: Sequence[str],
     *,
@@ -132,7 +137,7 @@ def plan(
         for connector in ("offloading", "simple"):
             for frontend in ("python", "rust"):
                 args = _case_args(profile, connector, frontend, num_questions=num_questions, **common)
-                case_id = f"{profile}-{connector}-{frontend}"
+                case_id = _case_id(profile, connector, frontend)
                 jobs.append(Job(case_id, fam, "matrix", args, case_timeout_s, gpus=gpus))
         if mutation:
             args = _case_args(
@@ -144,7 +149,7 @@ def plan(
                 num_questions=num_questions,
                 **common,
             )
-            case_id = f"{profile}-offloading-python-mutation"
+            case_id = _case_id(profile, "offloading", "python", "mutation")
             jobs.append(Job(case_id, fam, "mutation", args, case_timeout_s, gpus=gpus))
     c = study_concurrency
     long_jobs: list[Job] = []
@@ -173,9 +178,8 @@ def plan(
                 )
                 if profile == "small":  # SmolLM2 writes long answers: bound them as the tiny profiles do
                     args = (*args, "--max-tokens", "64")
-                bucket.append(
-                    Job(f"{profile}-offloading-python-{label}{suffix}", fam, "study", args, case_timeout_s)
-                )
+                case_id = _case_id(profile, "offloading", "python", label + suffix)
+                bucket.append(Job(case_id, fam, "study", args, case_timeout_s))
     return [*long_jobs, *jobs, *study_mutations]
 
 
@@ -204,14 +208,14 @@ def default_launcher(env: dict[str, str], gpus: int = 1, command: Sequence[str] 
     return launch
 
 
-def _load_failure(report: dict[str, Any] | None, log_dir: Path, job: Job) -> bool:
+def _load_failure(report: dict[str, Any] | None, reports: Path, job: Job) -> bool:
     """Did the server die while loading the weights (so dummy weights may work)?"""
     if report is None or report.get("status") != "error":
         return False
     error = str(report.get("error") or "")
     if "exited with code" not in error:
         return False
-    server_log = log_dir.parent / "reports" / f"{job.case_id}.server.log"
+    server_log = reports / f"{job.case_id}.server.log"
     text = error + (server_log.read_text(errors="replace")[-20000:] if server_log.exists() else "")
     return any(sign in text for sign in _LOAD_SIGNS)
 
@@ -233,7 +237,7 @@ def run_jobs(
     everything stopped at ``deadline_s`` (seconds from now)."""
     from vllm_devclient.testing.processes import stop_group
 
-    log_dir = out / "logs"
+    log_dir, reports = out / "logs", out / "reports"
     log_dir.mkdir(parents=True, exist_ok=True)
     start = clock()
     queue = list(jobs)
@@ -254,7 +258,7 @@ def run_jobs(
             else:
                 status = "error"
             del running[case_id]
-            report_path = out / "reports" / f"{case_id}.json"
+            report_path = reports / f"{case_id}.json"
             report = (
                 json.loads(report_path.read_text()) if report_path.exists() and status != "killed" else None
             )
@@ -264,7 +268,7 @@ def run_jobs(
             result.job, result.status, result.wall_s = job, status, now - t0
             result.returncode, result.report = code, report
             result.attempts.append(f"{'dummy' if job.dummy else 'safetensors'}: {status}")
-            if dummy_fallback and not job.dummy and _load_failure(report, log_dir, job):
+            if dummy_fallback and not job.dummy and _load_failure(report, reports, job):
                 dummy_families.add(job.family)
                 queue.insert(0, job.with_dummy())
         can_start = now < deadline_s - expected_case_s and now - last_start >= stagger_s

@@ -19,7 +19,6 @@ yields a report (``status="error"``) with what was measured until then.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import os
 import subprocess
 import time
@@ -146,6 +145,30 @@ def _sequence(io: CheckIO, settings: CheckSettings, m: _Measured, clock: Callabl
         m.timings[f"agreement_c{c}_s"] = clock() - t0
 
 
+def _case_fields(case: CheckCase | None) -> dict[str, Any]:
+    """What a report says of its case (a check run without a case is "adhoc")."""
+    if case is None:
+        return {
+            "case_id": "adhoc",
+            "profile": "",
+            "family": "",
+            "architectures": [],
+            "connector": "",
+            "frontend": "",
+            "connector_extra": {},
+        }
+    p = case.profile
+    return {
+        "case_id": case.id,
+        "profile": p.name,
+        "family": p.family,
+        "architectures": list(p.architectures),
+        "connector": case.connector,
+        "frontend": case.frontend,
+        "connector_extra": dict(case.connector_extra),
+    }
+
+
 def run_check(
     io: CheckIO,
     settings: CheckSettings,
@@ -221,14 +244,8 @@ def run_check(
     profile = case.profile if case is not None else None
     version = m.version
     fields: dict[str, Any] = {
-        "case_id": case.id if case is not None else "adhoc",
-        "profile": profile.name if profile else "",
+        **_case_fields(case),
         "model": profile.model if profile else "",
-        "family": profile.family if profile else "",
-        "architectures": list(profile.architectures) if profile else [],
-        "connector": case.connector if case is not None else "",
-        "frontend": case.frontend if case is not None else "",
-        "connector_extra": dict(case.connector_extra) if case is not None else {},
         "num_questions": num_questions or (cold.num_questions if cold else 0),
         "num_shots": cold.num_shots if cold else None,
         "max_tokens": cold.max_tokens if cold else None,
@@ -257,7 +274,6 @@ def run_check(
         "error": error,
         "timings": {k: round(v, 3) for k, v in m.timings.items()},
         "phase_shares": {k: round(v / total, 3) for k, v in phases.items()} if total > 0 else {},
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     fields.update(report_fields or {})
     return OffloadCheckReport(**fields)
@@ -416,9 +432,6 @@ class ServerIO:
         )
 
 
-_CI_FLAGS = {"--enforce-eager": "enforce_eager", "--max-model-len": "max_model_len"}
-
-
 def server_config_for(
     case: CheckCase,
     *,
@@ -563,13 +576,7 @@ def run_case(
     except Exception as exc:  # the server never came up: an error report, not a crash of the matrix
         timings["server_startup_s"] = time.monotonic() - t0
         report = OffloadCheckReport(
-            case_id=case.id,
-            profile=p.name,
-            family=p.family,
-            architectures=list(p.architectures),
-            connector=case.connector,
-            frontend=case.frontend,
-            connector_extra=dict(case.connector_extra),
+            **_case_fields(case),
             num_questions=n,
             concurrency=concurrency,
             accuracy_threshold=threshold,
@@ -577,7 +584,6 @@ def run_case(
             status="error",
             error=f"{type(exc).__name__}: {exc}"[-4000:],
             timings={k: round(v, 3) for k, v in timings.items()},
-            created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **report_fields,
         )
     finally:

@@ -189,7 +189,15 @@ def load_split(
                 f"{path} does not exist ({origin}={explicit}): put GSM8K's {split}.jsonl there "
                 f"(from {GSM8K_URLS[split]}), or unset it to download into {default_cache_dir()}"
             )
+        if verify:
+            got = file_sha256(path)
+            if got != GSM8K_SHA256[split]:
+                raise GSM8KDataError(
+                    f"{path} has sha256 {got}, expected {GSM8K_SHA256[split]} (the canonical "
+                    f"{GSM8K_URLS[split]}); replace it, or pass verify=False to use it anyway"
+                )
     else:
+        # The cached file is used only when it hashes right; a download is checked before it is written.
         path = default_cache_dir() / f"{split}.jsonl"
         if not path.is_file() or (verify and file_sha256(path) != GSM8K_SHA256[split]):
             if not download:
@@ -198,13 +206,6 @@ def load_split(
                     "with train.jsonl and test.jsonl, or allow the download"
                 )
             _download(split, path, timeout=timeout, client=client)
-    if verify:
-        got = file_sha256(path)
-        if got != GSM8K_SHA256[split]:
-            raise GSM8KDataError(
-                f"{path} has sha256 {got}, expected {GSM8K_SHA256[split]} (the canonical "
-                f"{GSM8K_URLS[split]}); replace it, or pass verify=False to use it anyway"
-            )
     return _read_jsonl(path)
 
 

@@ -37,7 +37,6 @@ __all__ = [
     "CheckCase",
     "ConnectorSettings",
     "ModelProfile",
-    "case_server_args",
     "case_skip_reason",
     "connector_by_name",
     "gpu_count",
@@ -283,11 +282,6 @@ def matrix(
         if c in PROFILES[n].connectors
         for f in frontends
     ]
-
-
-def case_server_args(case: CheckCase) -> list[str]:
-    """The ``vllm serve`` flags a case adds to the launcher's (profile flags; the connector's come apart)."""
-    return list(case.profile.server_args)
 
 
 def resolve_model(profile: ModelProfile, env: Mapping[str, str] | None = None) -> str:

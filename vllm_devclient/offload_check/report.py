@@ -7,6 +7,7 @@ assertion held and no run lost more than the allowed share of its requests.
 
 from __future__ import annotations
 
+import datetime as _dt
 import socket
 from typing import Any, Literal
 
@@ -30,6 +31,10 @@ __all__ = [
 ]
 
 Status = Literal["passed", "failed", "error"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class _Frozen(BaseModel):
@@ -159,7 +164,7 @@ class OffloadCheckReport(_Frozen):
     error: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     phase_shares: dict[str, float] = Field(default_factory=dict)
-    created_at: str
+    created_at: str = Field(default_factory=_now)
     host: str = Field(default_factory=socket.gethostname)
     extra: dict[str, Any] = Field(default_factory=dict)
 

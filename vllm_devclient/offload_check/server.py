@@ -244,16 +244,6 @@ def build_env(config: ServerConfig, base: Mapping[str, str] | None = None) -> di
     return env
 
 
-def _tail(path: Path | None, lines: int) -> str:
-    if path is None or not path.exists():
-        return "(no log)"
-    with path.open("rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, fh.tell() - 256 * 1024))
-        data = fh.read().decode("utf-8", errors="replace")
-    return "\n".join(data.splitlines()[-lines:])
-
-
 class VllmServer:
     """A running ``vllm serve``; use as a context manager (``with VllmServer(cfg) as server: ...``)."""
 
@@ -278,7 +268,9 @@ class VllmServer:
         return None if self.process is None else self.process.pid
 
     def log_tail(self, lines: int = 60) -> str:
-        return _tail(self.log_path, lines)
+        from vllm_devclient.testing.processes import log_tail
+
+        return log_tail(self.log_path, lines, missing="(no log)")
 
     def start(self, wait: bool = True) -> VllmServer:
         if self.process is not None:

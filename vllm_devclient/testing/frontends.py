@@ -31,6 +31,7 @@ from ..errors import DevClientError
 from .engine import EngineCall, EngineStartupError, ScriptedEngine
 from .model_dir import make_model_dir
 from .processes import free_port, listener, spawn, stop_group
+from .processes import log_tail as _log_tail
 
 __all__ = [
     "INSTALL_HINT",
@@ -195,14 +196,7 @@ class Frontend:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the frontend's output."""
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        with open(self.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            text = f.read().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return _log_tail(self.log_path, lines)
 
     def start(self) -> Frontend:
         """Start engine and frontend and wait until ``/health`` answers 200."""

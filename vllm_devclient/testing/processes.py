@@ -32,6 +32,7 @@ __all__ = [
     "group_members",
     "is_running",
     "listener",
+    "log_tail",
     "parent_death_signal",
     "spawn",
     "stop_group",
@@ -231,3 +232,14 @@ def wait_until_bindable(host: str, *ports: int, timeout: float = 5.0) -> None:
                     if time.monotonic() > deadline:
                         raise
             time.sleep(0.05)
+
+
+def log_tail(path: str | os.PathLike[str] | None, lines: int = 40, *, missing: str = "") -> str:
+    """The last `lines` lines of a child's log file (read from its last 256 KiB); `missing` when none."""
+    if path is None or not os.path.exists(path):
+        return missing
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - 256 * 1024))
+        text = fh.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
