@@ -242,6 +242,15 @@ def test_close_leaves_no_socket_behind_on_a_shared_context() -> None:
     assert terminates_promptly(ctx), "a socket was left open"
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "1"])
+def test_a_wait_refuses_a_timeout_that_is_not_seconds(raw: RawPublisher, bad: object) -> None:
+    with KVEventSubscriber(raw.endpoint, replay_endpoint=raw.replay_endpoint) as sub:
+        with pytest.raises(KVEventSourceError, match="timeout"):
+            sub.wait_for_stored(1, timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(KVEventSourceError, match="quiet"):
+            sub.wait_until_quiet(quiet=bad, timeout=1)  # type: ignore[arg-type]
+
+
 def test_own_context_is_terminated(raw: RawPublisher) -> None:
     sub = KVEventSubscriber(raw.endpoint, replay_endpoint=raw.replay_endpoint)
     ctx = sub._ctx

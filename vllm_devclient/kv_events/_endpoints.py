@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._errors import KVEventSourceError
+from .. import arguments as check
+from ._errors import KVEventSourceError, source_arguments
 
 __all__ = ["KVEventEndpoint", "endpoints_from_sources", "host_of_url", "offset_endpoint", "resolve_endpoints"]
 
@@ -106,12 +107,8 @@ def resolve_endpoints(
     host: str | None = None,
 ) -> list[KVEventEndpoint]:
     """Endpoints for ranks 0..data_parallel_size-1 from rank 0's, as the publishers derive them."""
-    if (
-        isinstance(data_parallel_size, bool)
-        or not isinstance(data_parallel_size, int)
-        or data_parallel_size < 1
-    ):
-        raise KVEventSourceError(f"data_parallel_size must be an int >= 1, got {data_parallel_size!r}")
+    with source_arguments():
+        check.positive_int(data_parallel_size, "data_parallel_size")
     out: list[KVEventEndpoint] = []
     for rank in range(data_parallel_size):
         live = offset_endpoint(endpoint, rank)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..errors import DevClientError, InvalidParameterError, WaitTimeoutError
@@ -24,6 +26,17 @@ class KVEventsError(DevClientError):
 
 class KVEventSourceError(KVEventsError, InvalidParameterError):
     """An endpoint or source cannot be subscribed to as given; the message says what to pass instead."""
+
+
+@contextmanager
+def source_arguments() -> Iterator[None]:
+    """The package's argument checks (`vllm_devclient.arguments`), reported as KVEventSourceError."""
+    try:
+        yield
+    except KVEventSourceError:
+        raise
+    except InvalidParameterError as exc:
+        raise KVEventSourceError(str(exc)) from None
 
 
 class KVEventsTimeoutError(KVEventsError, WaitTimeoutError):

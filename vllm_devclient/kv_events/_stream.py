@@ -335,16 +335,19 @@ class EventStream:
             try:
                 wire = self._typed_decode(payload)
             except msgspec.DecodeError:
-                return self._pop_other((rank, seq, payload, False, (), None, False))
+                # Not the current shape: the typed decoder already failed, go straight to the generic one.
+                return self._pop_other((rank, seq, payload, False, (), None, False), self._decoder.decode_any)
             events: list[KVEvent] = wire.events  # type: ignore[assignment]  # invariant list, never mutated
             self.tally.add_events(events)
             return KVEventBatch(rank, seq, wire.ts, events, wire.data_parallel_rank)
         return self._pop_other(item)
 
-    def _pop_other(self, item: _Other) -> KVEventBatch:
+    def _pop_other(
+        self, item: _Other, decode: Callable[[bytes], tuple[float, list[KVEvent], int | None]] | None = None
+    ) -> KVEventBatch:
         rank, seq, payload, replayed, losses, restart, early = item
         try:
-            ts, events, dp_rank = self._decoder.decode(payload)
+            ts, events, dp_rank = (decode or self._decoder.decode)(payload)
             batch = KVEventBatch(rank, seq, ts, events, dp_rank, replayed, losses, restart)
         except (msgspec.DecodeError, ValueError) as exc:
             lost = EventsLost(rank, seq, seq, "undecodable", f"{type(exc).__name__}: {exc}")

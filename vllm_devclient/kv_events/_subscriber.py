@@ -34,8 +34,9 @@ from typing import Any, Protocol, TypedDict, cast
 import zmq
 import zmq.asyncio
 
+from .. import arguments as check
 from ._endpoints import KVEventEndpoint, endpoints_from_sources, resolve_endpoints
-from ._errors import KVEventsClosedError, KVEventSourceError, KVEventsTimeoutError
+from ._errors import KVEventsClosedError, KVEventSourceError, KVEventsTimeoutError, source_arguments
 from ._events import EventsLost, KVEventTally, PublisherRestarted
 from ._stream import EventStream, SubscriberStats
 
@@ -254,17 +255,11 @@ class SubscriberBase:
                 "pass either endpoint= (rank 0's endpoint; ranks 1.. derived as vLLM does) or sources= "
                 "(rank -> source, e.g. DevClient.kv_event_sources()), not both or neither"
             )
-        if not (isinstance(replay_timeout, int | float) and replay_timeout > 0):
-            raise KVEventSourceError(
-                f"replay_timeout must be a positive number of seconds, got {replay_timeout!r}"
-            )
-        if probe_interval is not None and not (
-            isinstance(probe_interval, int | float) and probe_interval > 0
-        ):
-            raise KVEventSourceError(f"probe_interval must be None or > 0 seconds, got {probe_interval!r}")
-        for name, value in (("rcvhwm", rcvhwm), ("max_buffered", max_buffered)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise KVEventSourceError(f"{name} must be an int >= 1, got {value!r}")
+        with source_arguments():
+            check.seconds(replay_timeout, "replay_timeout")
+            check.optional_seconds(probe_interval, "probe_interval")
+            check.positive_int(rcvhwm, "rcvhwm")
+            check.positive_int(max_buffered, "max_buffered")
         if endpoint is not None:
             self.endpoints = resolve_endpoints(
                 endpoint,
@@ -430,9 +425,7 @@ class SubscriberBase:
 
     @staticmethod
     def _check_wait_args(blocks: int, timeout: float, quiet: float = 1.0) -> None:
-        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
-            raise KVEventSourceError(f"blocks must be an int >= 0, got {blocks!r}")
-        if not isinstance(timeout, int | float) or timeout < 0:
-            raise KVEventSourceError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        if not isinstance(quiet, int | float) or quiet <= 0:
-            raise KVEventSourceError(f"quiet must be a number of seconds > 0, got {quiet!r}")
+        with source_arguments():
+            check.non_negative_int(blocks, "blocks")
+            check.seconds(timeout, "timeout", allow_zero=True)
+            check.seconds(quiet, "quiet")
