@@ -146,13 +146,11 @@ class _SyncFanOut(Generic[P, T]):
     def __get__(self, obj: Fleet | None, owner: type[Any]) -> Any:
         if obj is None:
             return self
-        method, name = self._method, self._method.__name__
+        name = self._method.__name__
+        fan = getattr(obj._fleet, name)  # AsyncFleet's fan-out of the same method
 
         def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            per_target = _shared_deadline(name, dict(kwargs))
-            return obj._run(
-                obj._fleet.map(lambda client: method(client, *args, **per_target()), operation=name)
-            )
+            return obj._run(fan(*args, **kwargs))
 
         fan_out.__name__ = fan_out.__qualname__ = name
         fan_out.__doc__ = self.__doc__

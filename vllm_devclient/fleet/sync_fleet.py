@@ -18,13 +18,13 @@ from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
-import httpx
 from typing_extensions import Unpack
 
-from .._base_client import RequestOptions, WeightUpdateOptions
+from .._base_client import RequestOptions, TimeoutArg, WeightUpdateOptions
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
 )
 from ..endpoints import PauseMode
@@ -81,8 +81,8 @@ class Fleet:
         urls: Iterable[str],
         *,
         api_key: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = False,
         on_result: OnResult | None = None,
