@@ -81,9 +81,7 @@ def error_json(error: BaseException, message: str | None = None) -> dict[str, An
         if error.param is not None:
             out["param"] = error.param
     if isinstance(error, EngineCallError):
-        # `.engine_method` from the next release on; `.method` until then.
-        engine_method = getattr(error, "engine_method", error.method)
-        out.update(engine_method=engine_method, engine_message=error.engine_message)
+        out.update(engine_method=error.engine_method, engine_message=error.engine_message)
     if isinstance(error, APIConnectionError):
         out["url"] = error.url
     if isinstance(error, WaitTimeoutError):

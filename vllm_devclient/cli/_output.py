@@ -29,7 +29,7 @@ def short_error(error: BaseException) -> str:
     if isinstance(error, DevModeDisabledError):
         return f"dev mode off: {error.status_code} on {error.path}"
     if isinstance(error, EngineCallError):
-        return f"engine call {getattr(error, 'engine_method', error.method)} failed: {error.engine_message}"
+        return f"engine call {error.engine_method} failed: {error.engine_message}"
     if isinstance(error, APIStatusError):
         return f"{error.status_code} on {error.http_method} {error.path}: {error.message}"
     if isinstance(error, BarrierTimeoutError):

@@ -123,7 +123,7 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
     except FrontendStartupError as exc:
         raise CommandError(f"a frontend did not start: {exc}", error=exc) from exc
     mismatches = list(report.sdk_mismatches)
-    by_design: dict[str, str] = dict(getattr(report, "documented_sdk_differences", {}))
+    by_design: dict[str, str] = dict(report.documented_sdk_differences)
     error = UnsuccessfulResultError(f"SDK mismatches: {', '.join(mismatches)}") if mismatches else None
 
     def human() -> None:

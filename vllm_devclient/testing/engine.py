@@ -230,7 +230,6 @@ class ScriptedEngine:
         self._call_cond = threading.Condition(self._lock)
         self._calls: list[EngineCall] = []
         self._scripts: dict[str, list[Action]] = {}
-        self._requests_added = 0
         self._held: dict[str, _Held] = {}
         self._hung: dict[int, tuple[int, str]] = {}  # call_id -> (client_index, method)
         # Messages the engine could not handle (it keeps running); empty when all is well.
@@ -341,7 +340,6 @@ class ScriptedEngine:
         with self._lock:
             self._scripts.clear()
             self._calls.clear()
-            self._requests_added = 0
             self._state = {"sleeping": False, "paused": False}
             self.hold_requests = False
         self.release_requests()
@@ -388,16 +386,15 @@ class ScriptedEngine:
             return [c for c in self._calls if c.method == method]
 
     def clear_calls(self) -> None:
-        """Forget the call log and the added-request count."""
+        """Forget the call log (and so the added-request count)."""
         with self._lock:
             self._calls.clear()
-            self._requests_added = 0
 
     @property
     def requests_added(self) -> int:
         """How many ADD (generation) requests arrived since the last reset."""
         with self._lock:
-            return self._requests_added
+            return sum(call.kind == "add" for call in self._calls)
 
     @property
     def held_request_ids(self) -> list[str]:
@@ -553,8 +550,6 @@ class ScriptedEngine:
     def _log(self, call: EngineCall) -> None:
         with self._call_cond:
             self._calls.append(call)
-            if call.kind == "add":
-                self._requests_added += 1
             self._call_cond.notify_all()
 
     def _handle(self, frames: list[bytes]) -> None:

@@ -83,6 +83,8 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
+from . import processes
+
 __all__ = [
     "Answer",
     "Behaviour",
@@ -463,9 +465,7 @@ class MisbehavingServer:
     def start(self) -> MisbehavingServer:
         if self._listener is not None:
             raise RuntimeError("this MisbehavingServer was already started")
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind((self.host, 0))
-        listener.listen(self._backlog)
+        listener = processes.listener(self.host, backlog=self._backlog)
         self._wake_r, self._wake_w = os.pipe()
         self._listener = listener
         self.port = int(listener.getsockname()[1])
