@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .. import arguments as check
 from ..fleet import AsyncFleet, FleetResult
 from ._envelope import Verdict, envelope, target_entry
 from ._exit import ExitCode, UnsuccessfulResultError, missing_extra_message
@@ -58,7 +59,9 @@ class Job:
 
 def execute(ctx: click.Context, settings: Settings, job: Job) -> NoReturn:
     start = time.perf_counter()
-    progress = FleetProgress(job.command, settings.urls, deadline=job.deadline, enabled=settings.progress)
+    # Keyed as the fleet reports its targets (a password in a URL masked), so each target's line finishes.
+    shown = tuple(check.base_url(url).url for url in settings.urls)
+    progress = FleetProgress(job.command, shown, deadline=job.deadline, enabled=settings.progress)
 
     async def go() -> FleetResult[Any]:
         async with settings.fleet(on_result=progress.finished) as fleet:
