@@ -381,3 +381,15 @@ def test_sync_fleet_closed_by_garbage_collection() -> None:
     del fleet
     gc.collect()
     assert len(_fleet_threads()) == before
+
+
+async def test_a_fleet_reads_deadline_and_its_old_name_as_the_client_does() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200)
+
+    async with fleet_over(handler) as fleet:
+        with pytest.raises(InvalidParameterError, match="deadline= only"):
+            await fleet.wait_until_ready(deadline=1.0, timeout=2.0)  # type: ignore[call-arg]
+        with pytest.warns(DeprecationWarning, match="pass deadline="):
+            result = await fleet.wait_until_ready(timeout=2.0)  # type: ignore[call-arg]
+    assert result.all_ok

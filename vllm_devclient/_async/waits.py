@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
-from typing import cast
 
-import httpx
 from typing_extensions import Unpack
 
 from .. import endpoints
@@ -16,6 +13,7 @@ from .._base_client import (
     NotGiven,
     RequestOptions,
     WaitOptions,
+    deadline_option,
 )
 from ..constants import (
     DEFAULT_BARRIER_DEADLINE,
@@ -29,7 +27,6 @@ from ..constants import (
     DEFAULT_WAIT_REQUEST_TIMEOUT,
 )
 from ..endpoints import Endpoint
-from ..errors import InvalidParameterError
 from ..models import (
     BarrierResult,
     Completion,
@@ -39,26 +36,6 @@ from .routes import _AsyncRoutes
 __all__ = ["_AsyncWaits"]
 
 
-def _deadline(deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3) -> float:
-    """`deadline=`, or the deprecated `timeout=` that meant it on waits and the barrier before 0.2."""
-    if timeout is NOT_GIVEN:
-        return default if isinstance(deadline, NotGiven) else deadline
-    if isinstance(timeout, httpx.Timeout):
-        raise InvalidParameterError(
-            "waits and the barrier take deadline= (seconds for the whole wait) and request_timeout= (seconds "
-            "for each try), not an httpx.Timeout"
-        )
-    if not isinstance(deadline, NotGiven):
-        raise InvalidParameterError("pass deadline= only (timeout= is its deprecated old name)")
-    warnings.warn(
-        "timeout= on waits and the barrier is deprecated: it is the deadline, pass deadline= (timeout= will "
-        "mean the HTTP timeout of one try, as on every other method)",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    return cast(float, timeout)
-
-
 def _wait_options(
     wait: WaitOptions, deadline: float, request_timeout: float, stacklevel: int
 ) -> tuple[float, float, ops.Backoff]:
@@ -66,7 +43,9 @@ def _wait_options(
     unknown = set(wait) - set(WaitOptions.__annotations__)
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    chosen = _deadline(wait.get("deadline", NOT_GIVEN), wait.get("timeout", NOT_GIVEN), deadline, stacklevel)
+    chosen = deadline_option(
+        wait.get("deadline", NOT_GIVEN), wait.get("timeout", NOT_GIVEN), deadline, stacklevel
+    )
     poll = ops.Backoff.of(wait.get("interval", DEFAULT_POLL_INTERVAL), DEFAULT_POLL_MAX_INTERVAL)
     return chosen, wait.get("request_timeout", request_timeout), poll
 
@@ -153,7 +132,7 @@ class _AsyncWaits(_AsyncRoutes):
         """
         op = ops.reset_prefix_cache_until_success(
             self._models,
-            deadline=_deadline(deadline, timeout, DEFAULT_BARRIER_DEADLINE),
+            deadline=deadline_option(deadline, timeout, DEFAULT_BARRIER_DEADLINE),
             reset_external=reset_external,
             reset_running_requests=reset_running_requests,
             step=step_engine,

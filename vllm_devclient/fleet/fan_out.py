@@ -13,6 +13,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from .. import arguments as check
+from .._base_client import NOT_GIVEN, deadline_option
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_BARRIER_DEADLINE,
@@ -59,7 +60,10 @@ def _shared_deadline(name: str, kwargs: dict[str, Any]) -> Callable[[], dict[str
     """For a deadline method: the keyword arguments of a target starting now, the deadline made absolute."""
     if name not in _DEADLINES:
         return lambda: kwargs
-    given = kwargs.pop("deadline", kwargs.pop("timeout", _DEADLINES[name]))
+    # The client's own reading of deadline= and its deprecated old name timeout= (both given: an error).
+    given = deadline_option(
+        kwargs.pop("deadline", NOT_GIVEN), kwargs.pop("timeout", NOT_GIVEN), _DEADLINES[name], 4
+    )
     end = time.monotonic() + check.seconds(given, "deadline")
     return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
 
