@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
-import inspect
 import json
 import sys
 import time
@@ -18,11 +17,10 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..errors import DevClientError
 from ._envelope import dumps, envelope, target_entry
-from ._exit import ExitCode, UnsuccessfulResultError
+from ._exit import ExitCode, UnsuccessfulResultError, combine
 from ._generate import SUBCOMMAND_EPILOG
 from ._output import tsv_cell
 from ._run import CommandError, Unavailable
@@ -152,15 +150,11 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
 
 
 def _evaluator() -> Callable[..., Any]:
-    try:  # where the GPU campaign keeps it, else the old path (an alias for one release after the move)
-        module = importlib.import_module("vllm_devclient.offload_check.gsm8k")
-    except ImportError:
-        try:
-            module = importlib.import_module("vllm_devclient.gsm8k")
-        except ImportError as exc:
-            raise Unavailable(exc, "gsm8k") from exc
-    evaluate: Callable[..., Any] = module.evaluate_gsm8k_async
-    return evaluate
+    try:
+        from vllm_devclient.offload_check.gsm8k import evaluate_gsm8k_async
+    except ImportError as exc:
+        raise Unavailable(exc, "gsm8k") from exc
+    return evaluate_gsm8k_async
 
 
 @click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
@@ -207,8 +201,7 @@ def gsm8k(
     ctx, settings = _settings(common)
     start = time.perf_counter()
     evaluate = _evaluator()
-    accepted = inspect.signature(evaluate).parameters
-    wanted: dict[str, Any] = {
+    kwargs: dict[str, Any] = {
         "num_questions": num_questions,
         "concurrency": concurrency,
         "num_shots": num_shots,
@@ -216,32 +209,16 @@ def gsm8k(
         "model": model,
         "api_key": settings.api_key,
         "data_dir": data_dir,
+        # The evaluator's own bar (tqdm, when installed) only on a terminal.
+        "progress": None if settings.progress and Console(stderr=True).is_terminal else False,
     }
     if settings.timeout_given:
-        wanted["request_timeout"] = settings.timeout
-    kwargs = {k: v for k, v in wanted.items() if k in accepted}
-    console = Console(stderr=True)
-    show = settings.progress and console.is_terminal
-    hook = next((name for name in ("on_result", "on_question") if name in accepted), None)
-    if "progress" in accepted:
-        # The evaluator's own bar (tqdm, when installed) only on a terminal, and only without a hook.
-        kwargs["progress"] = None if show and hook is None else False
-    bars = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not (show and hook is not None),
-    )
+        kwargs["request_timeout"] = settings.timeout
 
     async def one(url: str) -> tuple[Any, BaseException | None, float]:
-        task = bars.add_task(url, total=num_questions)
-        extra = {hook: lambda *_: bars.advance(task)} if hook is not None else {}
         began = time.perf_counter()
         try:
-            return await evaluate(url, **kwargs, **extra), None, time.perf_counter() - began
+            return await evaluate(url, **kwargs), None, time.perf_counter() - began
         except DevClientError as exc:
             return None, exc, time.perf_counter() - began
 
@@ -249,8 +226,7 @@ def gsm8k(
         return list(await asyncio.gather(*(one(url) for url in settings.urls)))
 
     try:
-        with bars:
-            outcomes = asyncio.run(every())
+        outcomes = asyncio.run(every())
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
     targets = {
@@ -260,7 +236,7 @@ def gsm8k(
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(targets, indent=2) + "\n")
-    code = int(envelope(None, elapsed_s=0, targets=targets)["exit_code"])
+    code = combine([int(t["exit_code"]) for t in targets.values()])
 
     def human() -> None:
         for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True):
