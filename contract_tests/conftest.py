@@ -154,6 +154,12 @@ def test_waits_to_be_interrupted_rust_only(rust_frontend):
 """
 
 
+_WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "import pytest; sys.exit(pytest.main(sys.argv[1:]))"
+)
+
+
 @dataclass
 class Child:
     case: str
@@ -196,16 +202,10 @@ def leftover_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             pids_file = tmp_path / f"pids-{i}.json"
             # The plugin is opt-in: loaded the way a user's project loads it.
             plugin = ["-p", "vllm_devclient.testing.pytest_plugin"]
-            cmd = [
-                sys.executable,
-                "-m",
-                "pytest",
-                f"test_child.py::{test}",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                *plugin,
-            ]
+            args = [f"test_child.py::{test}", "-q", "-p", "no:cacheprovider", *plugin]
+            # Ctrl-C as at a terminal: a shell starts background jobs with SIGINT ignored, and Python then
+            # installs no KeyboardInterrupt handler, so a suite run in the background would hang here.
+            cmd = [sys.executable, "-c", _WITH_CTRL_C, *args]
             proc = spawn(
                 cmd,
                 cwd=tmp_path,
