@@ -111,6 +111,21 @@ def texts(value: object, name: str) -> list[str]:
     return items
 
 
+def prompt(value: object, name: str) -> str | list[int]:
+    """A completion prompt: a string, or token ids (a list of ints >= 0, not empty)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise InvalidParameterError(f"{name} must be a string or a list of token ids, got {_shown(value)}")
+    items = list(value)
+    if not items:
+        raise InvalidParameterError(f"{name} as token ids must hold at least one id")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            raise InvalidParameterError(f"{name} token ids must be ints >= 0, got {_shown(item)} in it")
+    return items
+
+
 def _check_json(value: object, name: str) -> None:
     try:
         json.dumps(value, allow_nan=False)

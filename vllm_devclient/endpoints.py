@@ -382,7 +382,7 @@ def stop_profile() -> Endpoint[None]:
 
 def completion(
     model: str,
-    prompt: str,
+    prompt: str | Sequence[int],
     *,
     max_tokens: int,
     temperature: float,
@@ -391,7 +391,7 @@ def completion(
 ) -> Endpoint[Completion]:
     body: dict[str, Any] = {
         "model": check.text(model, "model"),
-        "prompt": check.text(prompt, "prompt", allow_empty=True),
+        "prompt": check.prompt(prompt, "prompt"),
         "max_tokens": check.positive_int(max_tokens, "max_tokens"),
         "temperature": check.number(temperature, "temperature", minimum=0),
     }

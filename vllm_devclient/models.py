@@ -17,6 +17,7 @@ __all__ = [
     "MessageResult",
     "ModelCard",
     "ModelList",
+    "PromptTokensDetails",
     "ResetPrefixCacheResult",
     "ServerInfo",
     "SleepResult",
@@ -135,10 +136,22 @@ class CompletionChoice(_Model):
     finish_reason: str | None = None
 
 
+class PromptTokensDetails(_Model):
+    """`usage.prompt_tokens_details` (servers started with `--enable-prompt-tokens-details`)."""
+
+    cached_tokens: int | None = None
+
+
 class CompletionUsage(_Model):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+    @property
+    def cached_tokens(self) -> int | None:
+        """Prompt tokens served from a cache (None when the server does not say)."""
+        return self.prompt_tokens_details.cached_tokens if self.prompt_tokens_details else None
 
 
 class Completion(_Model):

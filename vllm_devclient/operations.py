@@ -209,7 +209,7 @@ def served_model(
 
 def completion(
     cache: ModelCache,
-    prompt: str,
+    prompt: str | Sequence[int],
     *,
     model: str | None,
     max_tokens: int,

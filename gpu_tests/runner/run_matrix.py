@@ -1,16 +1,21 @@
-"""Run many offload-check cases at once on one GPU: the tiny-family matrix, mutations, the concurrency study.
+"""Run many offload-check cases at once on one GPU: every tiny family x connector x frontend, and per family
+one case that runs the whole mutation catalogue.
 
 Each case is its own ``python -m vllm_devclient.offload_check`` process (one ``vllm serve`` each, started
-once for all its runs), with a fixed small KV cache so that many servers share the GPU. ``--parallel``
-bounds how many run at once (CPU cores, not GPU memory, are what tiny servers compete for). A family whose
-safetensors the server cannot load is retried with ``--load-format dummy`` and the seeded initialiser of
-``tiny_init.py`` (the report's ``server_args`` say which weights a case used). Nothing is started after
-``--deadline-s`` minus the expected case time, and whatever still runs at the deadline is stopped, so a
-budgeted machine call always returns with the reports written so far.
+once for all its iterations) with the engine-side instruments of ``gpu_tests/kv_proof`` and a fixed small KV
+cache, so that many servers share the GPU. ``--parallel`` bounds how many run at once (CPU cores, not GPU
+memory, are what tiny servers compete for). A family whose safetensors the server cannot load is retried
+with ``--load-format dummy`` and the seeded initialiser of ``tiny_init.py``.
+
+The plan is measured, not guessed: :func:`expected_costs` reads each family's startup and per-run time from
+the committed reports (``gpu_tests/results/``), and :func:`split_parts` deals the families over ``--parts``
+device calls so that each call's simulated makespan, with the first call's setup, fits its budget.
+``--part K`` runs one of them. Nothing starts after ``--deadline-s`` minus the case's expected time, and a
+case still running at the deadline is stopped, so a budgeted call always returns with the reports written so
+far (a case writes its report after each iteration).
 
     python -m gpu_tests.runner.run_matrix --out OUT --families llama,gemma3 --parallel 10
-    python -m gpu_tests.runner.run_matrix --out OUT --families deepseek-v2-tp2-ep   # a several-GPU stand-in
-    python -m gpu_tests.runner.run_matrix --out OUT --families none --study gemma3,llama --study-concurrency 8
+    python -m gpu_tests.runner.run_matrix --out OUT --parts 2 --part 1 --dry-run
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -27,15 +33,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpu_tests import MUTATION_EXTRA
 from vllm_devclient.offload_check.profiles import PROFILES, CheckCase, connector_by_name, gpu_count
 from vllm_devclient.offload_check.tiny import TINY_FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Slowest first: hybrid families compile their SSM / GDN kernels on first use.
-FAMILY_ORDER = ("nemotron-h", "qwen3-next", "falcon-h1", "gemma4", "deepseek-v2", "gemma3", "llama", "mamba")
+RESULTS = REPO_ROOT / "gpu_tests" / "results"
+INSTRUMENTS = "gpu_tests.kv_proof.instruments:INSTRUMENTS"
 DUMMY_ARGS = ("--load-format", "dummy")
 _LOAD_SIGNS = ("load_weights", "weight_loader", "size mismatch", "safetensors", "KeyError", "shape")
+# Without a committed report for a family: the slowest measured startup and run, so it is planned early.
+FALLBACK_STARTUP_S, FALLBACK_RUN_S = 240.0, 30.0
+# Runs of a clean iteration (cold, warm, reload), of the first one's second cold and fingerprint runs, of a
+# later one's references (a second cold run and fingerprints of the probes that need them), and the share of
+# the probes a mutation iteration sends.
+RUNS_PER_ITERATION, FIRST_ITERATION_EXTRA, LATER_ITERATION_EXTRA, MUTATION_SHARE = 3, 2, 0.5, 0.3
 
 
 @dataclass(frozen=True)
@@ -44,9 +55,10 @@ class Job:
 
     case_id: str
     family: str
-    kind: str  # matrix | mutation | study
+    kind: str  # matrix | mutations
     args: tuple[str, ...]
     timeout_s: float
+    expected_s: float = 150.0
     dummy: bool = False
     gpus: int = 1
 
@@ -64,6 +76,64 @@ class JobResult:
     attempts: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What a family's case costs on the H200 under load, from its committed reports."""
+
+    startup_s: float
+    run_s: float  # one run of the whole probe set
+    source: str
+
+    def case_s(self, iterations: int, mutations: int = 0) -> float:
+        runs = iterations * RUNS_PER_ITERATION
+        if iterations:
+            runs += FIRST_ITERATION_EXTRA + (iterations - 1) * LATER_ITERATION_EXTRA
+        runs += mutations * (RUNS_PER_ITERATION + 1) * MUTATION_SHARE
+        return self.startup_s + self.run_s * runs + 4.0 * (iterations + mutations)
+
+
+def _report_runs(report: dict[str, Any]) -> list[float]:
+    """Per-run seconds of a report: format 2 keeps its runs; format 1 timed cold/warm/reload/cold2."""
+    if report.get("format") == 2:
+        return [
+            run["latency_s"]
+            for it in report.get("iterations", [])
+            if it.get("mutation") is None
+            for label, run in it.get("runs", {}).items()
+            if label in ("cold", "warm", "reload") or (label == "cold2" and it["label"] == "clean-1")
+        ]
+    t = report.get("timings") or {}
+    return [t[k] for k in ("cold_run_s", "warm_run_s", "reload_run_s", "cold2_run_s") if k in t]
+
+
+def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[str, Cost]:
+    """Median startup and run time per family from every committed report (format 1 runs, which had no
+    boundary probes, scaled by ``probe_scale``)."""
+    startups: dict[str, list[float]] = {}
+    runs: dict[str, list[float]] = {}
+    for path in sorted(results.rglob("tiny-*.json")):
+        report = json.loads(path.read_text())
+        family = report.get("family")
+        timings = report.get("timings") or {}
+        if not family or report.get("profile", "") != f"tiny-{family}" or "server_startup_s" not in timings:
+            continue
+        if report.get("concurrency") not in (1, None) or report.get("num_questions") != 16:
+            continue  # a study case (200 questions, concurrency 8) is another workload
+        if report.get("status") != "error":
+            startups.setdefault(family, []).append(float(timings["server_startup_s"]))
+        scale = 1.0 if report.get("format") == 2 else probe_scale
+        runs.setdefault(family, []).extend(r * scale for r in _report_runs(report))
+    out = {}
+    for family in set(startups) | set(runs):
+        s, r = startups.get(family), runs.get(family)
+        out[family] = Cost(
+            startup_s=statistics.median(s) if s else FALLBACK_STARTUP_S,
+            run_s=statistics.median(r) if r else FALLBACK_RUN_S,
+            source=f"{len(s or [])} startups, {len(r or [])} runs",
+        )
+    return out
+
+
 def _case_args(
     profile: str,
     connector: str,
@@ -72,29 +142,24 @@ def _case_args(
     report_dir: Path,
     gsm8k_dir: str | None,
     server_args: str,
+    iterations: int,
     label: str = "",
-    extra: dict[str, Any] | None = None,
-    env: dict[str, str] | None = None,
+    mutations: str = "",
     num_questions: int | None = None,
-    concurrency: int = 1,
-    agreement: Sequence[int] = (),
 ) -> tuple[str, ...]:
     args = ["--profile", profile, "--connector", connector, "--frontend", frontend]
-    args += ["--report-dir", str(report_dir), "--no-progress", "--concurrency", str(concurrency)]
+    args += ["--report-dir", str(report_dir), "--concurrency", "1", "--iterations", str(iterations)]
+    args += ["--instruments", INSTRUMENTS]
     if gsm8k_dir:
         args += ["--gsm8k-dir", gsm8k_dir]
     if server_args:
         args += ["--server-arg", server_args]
     if label:
         args += ["--label", label]
-    if extra:
-        args += ["--connector-extra", json.dumps(extra)]
-    for key, value in (env or {}).items():
-        args += ["--env", f"{key}={value}"]
+    if mutations:
+        args += ["--mutations", mutations]
     if num_questions is not None:
         args += ["--num-questions", str(num_questions)]
-    if agreement:
-        args += ["--agreement", ",".join(str(c) for c in agreement)]
     return tuple(args)
 
 
@@ -109,78 +174,119 @@ def plan(
     report_dir: Path,
     gsm8k_dir: str | None = None,
     server_args: str = "",
-    mutation: bool = True,
+    iterations: int = 3,
+    mutations: bool = True,
     num_questions: int | None = None,
-    study: Sequence[str] = (),
-    study_questions: int = 200,
-    study_concurrency: int = 8,
-    agreement: Sequence[int] = (1, 8, 64),
-    case_timeout_s: float = 540.0,
+    costs: dict[str, Cost] | None = None,
+    timeout_margin: float = 2.0,
 ) -> list[Job]:
-    """The jobs: the study's long cases first (they set the critical path), then every family x connector x
-    frontend with one mutation per family, then the study's mutations. A family is a tiny profile's name
-    without ``tiny-``: ``llama``, or a several-GPU stand-in such as ``deepseek-v2-tp2-ep``."""
-    unknown = [f for f in (*families, *study) if f"tiny-{f}" not in PROFILES and f != "small"]
+    """Every family x connector x frontend with ``iterations`` clean passes, and per family one case running
+    the mutation catalogue (each mutation its own cold, warm and reload); the most expensive first. A family is a tiny profile's name
+    without ``tiny-`` (``llama``, or a several-GPU stand-in such as ``deepseek-v2-tp2-ep``)."""
+    from gpu_tests.kv_proof.catalogue import MUTATIONS
+
+    unknown = [f for f in families if f"tiny-{f}" not in PROFILES]
     if unknown:
         known = sorted(n.removeprefix("tiny-") for n, p in PROFILES.items() if p.tiny)
-        raise SystemExit(f"unknown families {unknown}; known: {known} and small")
-
-    def order(name: str) -> int:
-        fam = PROFILES[f"tiny-{name}"].family
-        return FAMILY_ORDER.index(fam) if fam in FAMILY_ORDER else len(FAMILY_ORDER)
-
+        raise SystemExit(f"unknown families {unknown}; known: {known}")
+    costs = expected_costs() if costs is None else costs
     common = {"report_dir": report_dir, "gsm8k_dir": gsm8k_dir, "server_args": server_args}
     jobs: list[Job] = []
-    for fam in sorted(families, key=order):
+    for fam in families:
         profile = f"tiny-{fam}"
+        cost = costs.get(PROFILES[profile].family) or Cost(FALLBACK_STARTUP_S, FALLBACK_RUN_S, "fallback")
         gpus = PROFILES[profile].gpus
         for connector in ("offloading", "simple"):
             for frontend in ("python", "rust"):
-                args = _case_args(profile, connector, frontend, num_questions=num_questions, **common)
-                case_id = _case_id(profile, connector, frontend)
-                jobs.append(Job(case_id, fam, "matrix", args, case_timeout_s, gpus=gpus))
-        if mutation:
+                args = _case_args(
+                    profile, connector, frontend, iterations=iterations, num_questions=num_questions, **common
+                )
+                expected = cost.case_s(iterations)
+                jobs.append(
+                    Job(
+                        _case_id(profile, connector, frontend),
+                        fam,
+                        "matrix",
+                        args,
+                        expected * timeout_margin,
+                        expected,
+                        gpus=gpus,
+                    )
+                )
+        if mutations:
             args = _case_args(
                 profile,
                 "offloading",
                 "python",
-                label="mutation",
-                extra=MUTATION_EXTRA,
+                iterations=0,
+                label="mutations",
+                mutations="all",
                 num_questions=num_questions,
                 **common,
             )
-            case_id = _case_id(profile, "offloading", "python", "mutation")
-            jobs.append(Job(case_id, fam, "mutation", args, case_timeout_s, gpus=gpus))
-    c = study_concurrency
-    long_jobs: list[Job] = []
-    study_mutations: list[Job] = []
-    for fam in study:
-        profile = "small" if fam == "small" else f"tiny-{fam}"
-        for bi in (False, True):
-            label = f"c{c}-bi" if bi else f"c{c}"
-            env = {"VLLM_BATCH_INVARIANT": "1"} if bi else None
-            # The check (with the agreement runs) first; its mutation after the matrix.
-            for suffix, extra, agree, bucket in (
-                ("", None, agreement, long_jobs),
-                ("-mutation", MUTATION_EXTRA, (), study_mutations),
-            ):
-                args = _case_args(
-                    profile,
-                    "offloading",
-                    "python",
-                    label=label + suffix,
-                    env=env,
-                    extra=extra,
-                    num_questions=study_questions,
-                    concurrency=c,
-                    agreement=agree,
-                    **common,
-                )
-                if profile == "small":  # SmolLM2 writes long answers: bound them as the tiny profiles do
-                    args = (*args, "--max-tokens", "64")
-                case_id = _case_id(profile, "offloading", "python", label + suffix)
-                bucket.append(Job(case_id, fam, "study", args, case_timeout_s))
-    return [*long_jobs, *jobs, *study_mutations]
+            expected = cost.case_s(0, len(MUTATIONS))
+            case_id = _case_id(profile, "offloading", "python", "mutations")
+            jobs.append(Job(case_id, fam, "mutations", args, expected * timeout_margin, expected, gpus=gpus))
+    return sorted(jobs, key=lambda j: -j.expected_s)
+
+
+def makespan(jobs: Sequence[Job], parallel: int, stagger_s: float = 1.0) -> float:
+    """The simulated wall time of ``jobs`` (in their order) on ``parallel`` slots."""
+    slots = [0.0] * max(parallel, 1)
+    start = 0.0
+    for job in jobs:
+        i = min(range(len(slots)), key=slots.__getitem__)
+        start = max(slots[i], start + stagger_s)
+        slots[i] = start + job.expected_s
+    return max(slots, default=0.0)
+
+
+def split_parts(
+    jobs: Sequence[Job],
+    parts: int,
+    parallel: int,
+    first_offset_s: float = 80.0,
+    costs: dict[str, Cost] | None = None,
+    heavy_factor: float = 1.5,
+) -> list[list[Job]]:
+    """Deal the jobs over ``parts`` calls on one warm machine.
+
+    A family whose measured startup exceeds ``heavy_factor`` times the fastest family's compiles its
+    kernels at start (the hybrids' Triton kernels). With more than one call, its mutation case goes into the
+    first call, where it fills the shared Triton cache, and its other cases into the last call, expected to
+    start as fast as the fastest family (the reports measure whether they do). The other families are
+    dealt whole, the most expensive first, each to the call whose simulated end (the first call starts
+    ``first_offset_s`` late, after the setup) is earliest.
+    """
+    costs = costs or {}
+    out: list[list[Job]] = [[] for _ in range(parts)]
+    families: dict[str, list[Job]] = {}
+    for job in jobs:
+        families.setdefault(job.family, []).append(job)
+    startups = {
+        f: costs[PROFILES[f"tiny-{f}"].family].startup_s
+        for f in families
+        if PROFILES[f"tiny-{f}"].family in costs
+    }
+    fastest = min(startups.values(), default=0.0)
+    heavy = {f for f, s in startups.items() if parts > 1 and fastest and s > heavy_factor * fastest}
+    for fam in sorted(heavy):
+        saved = startups[fam] - fastest
+        for job in families.pop(fam):
+            if job.kind == "mutations":
+                out[0].append(job)
+            else:
+                out[-1].append(replace(job, expected_s=job.expected_s - saved))
+    order = sorted(families, key=lambda f: -sum(j.expected_s for j in families[f]))
+    for fam in order:
+
+        def end(k: int, fam: str = fam) -> float:
+            trial = sorted([*out[k], *families[fam]], key=lambda j: -j.expected_s)
+            return makespan(trial, parallel) + (first_offset_s if k == 0 else 0.0)
+
+        best = min(range(parts), key=end)
+        out[best].extend(families[fam])
+    return [sorted(part, key=lambda j: -j.expected_s) for part in out]
 
 
 Launcher = Callable[[Job, Path], "subprocess.Popen[bytes]"]
@@ -228,13 +334,12 @@ def run_jobs(
     deadline_s: float,
     launcher: Launcher,
     stagger_s: float = 1.0,
-    expected_case_s: float = 150.0,
     clock: Callable[[], float] = time.monotonic,
     poll_s: float = 0.5,
     dummy_fallback: bool = True,
 ) -> list[JobResult]:
-    """Run ``jobs`` with at most ``parallel`` at once; no new start after ``deadline_s - expected_case_s``,
-    everything stopped at ``deadline_s`` (seconds from now)."""
+    """Run ``jobs`` with at most ``parallel`` at once; a job starts only if its expected time fits before
+    ``deadline_s`` (seconds from now); everything still running then is stopped."""
     from vllm_devclient.testing.processes import stop_group
 
     log_dir, reports = out / "logs", out / "reports"
@@ -259,10 +364,8 @@ def run_jobs(
                 status = "error"
             del running[case_id]
             report_path = reports / f"{case_id}.json"
-            report = (
-                json.loads(report_path.read_text()) if report_path.exists() and status != "killed" else None
-            )
-            if report is not None:
+            report = json.loads(report_path.read_text()) if report_path.exists() else None
+            if report is not None and status != "killed":
                 status = str(report.get("status", "error"))
             result = results.setdefault(case_id, JobResult(job, status))
             result.job, result.status, result.wall_s = job, status, now - t0
@@ -271,50 +374,88 @@ def run_jobs(
             if dummy_fallback and not job.dummy and _load_failure(report, reports, job):
                 dummy_families.add(job.family)
                 queue.insert(0, job.with_dummy())
-        can_start = now < deadline_s - expected_case_s and now - last_start >= stagger_s
-        if queue and len(running) < parallel and can_start:
-            job = queue.pop(0)
-            if job.family in dummy_families and not job.dummy:
-                job = job.with_dummy()
-            proc = launcher(job, log_dir / f"{job.case_id}.log")
-            running[job.case_id] = (job, proc, now)
-            last_start = now
-            continue
-        if queue and not running and not can_start and now >= deadline_s - expected_case_s:
-            for job in queue:
-                results.setdefault(job.case_id, JobResult(job, "not_run"))
-            queue.clear()
+        if queue and len(running) < parallel and now - last_start >= stagger_s:
+            fits = [j for j in queue if now + j.expected_s <= deadline_s]
+            if fits:
+                job = fits[0]
+                queue.remove(job)
+                if job.family in dummy_families and not job.dummy:
+                    job = job.with_dummy()
+                proc = launcher(job, log_dir / f"{job.case_id}.log")
+                running[job.case_id] = (job, proc, now)
+                last_start = now
+                continue
+            if not running:
+                for job in queue:
+                    results.setdefault(job.case_id, JobResult(job, "not_run"))
+                queue.clear()
         time.sleep(poll_s)
     return [results[j.case_id] for j in jobs if j.case_id in results]
 
 
-def summarize(results: Sequence[JobResult], wall_s: float) -> dict[str, Any]:
+def verdict(job: Job, report: dict[str, Any] | None, status: str, server_log: str = "") -> str:
+    """``passed``, ``known_defect`` (failed only where a named vLLM defect explains it), ``failed``, or the
+    runner's own ``error``/``killed``/``not_run``."""
+    if report is None or status in ("killed", "not_run"):
+        return status
+    if status == "error" and "fa_gidx" in str(report.get("error") or "") + server_log:
+        return "unsupported"  # vLLM 0.26's SimpleCPUOffloadConnector needs a full-attention group
+    if status != "failed":
+        return status
+    defect_only = {"recurrent_state_consistent"}
+    failed = {
+        a["name"]
+        for it in report.get("iterations", [])
+        if it.get("mutation") is None
+        for a in it.get("assertions", [])
+        if a.get("evaluated", True) and not a["passed"]
+    }
+    case_failed = {
+        a["name"] for a in report.get("assertions", []) if a.get("evaluated", True) and not a["passed"]
+    }
+    if report.get("defects") and failed <= defect_only and not case_failed:
+        return "known_defect"
+    return "failed"
+
+
+def _server_log(reports: Path | None, case_id: str) -> str:
+    path = reports / f"{case_id}.server.log" if reports is not None else None
+    return path.read_text(errors="replace")[-200_000:] if path is not None and path.exists() else ""
+
+
+def summarize(results: Sequence[JobResult], wall_s: float, reports: Path | None = None) -> dict[str, Any]:
     rows = []
     for r in results:
         rep = r.report or {}
         timings = rep.get("timings") or {}
-        events = rep.get("events") or {}
+        mutations = {
+            it["mutation"]: (it.get("mutation_verdict") or {}).get("caught")
+            for it in rep.get("iterations", [])
+            if it.get("mutation")
+        }
         rows.append(
             {
                 "case_id": r.job.case_id,
                 "family": r.job.family,
                 "kind": r.job.kind,
                 "status": r.status,
+                "verdict": verdict(r.job, r.report, r.status, _server_log(reports, r.job.case_id)),
                 "weights": "dummy"
                 if r.job.dummy or "--load-format" in " ".join(r.job.args)
                 else "safetensors",
                 "attempts": r.attempts,
                 "wall_s": round(r.wall_s, 1),
+                "expected_s": round(r.job.expected_s, 1),
                 "startup_s": timings.get("server_startup_s"),
                 "check_s": timings.get("check_s"),
-                "assertions": {a["name"]: a["passed"] for a in rep.get("assertions", [])},
-                "missing_cpu_groups": events.get("missing_cpu_groups"),
+                "defects": [d["id"] for d in rep.get("defects", [])],
+                "mutations": mutations,
                 "error": (rep.get("error") or "")[:300] or None,
             }
         )
     counts: dict[str, int] = {}
     for row in rows:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
     return {"wall_s": round(wall_s, 1), "counts": counts, "cases": rows}
 
 
@@ -324,20 +465,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", required=True, help="folder for reports/, logs/ and matrix_summary.json")
     p.add_argument(
-        "--families",
-        default="default",
-        help="comma list (families, or stand-ins such as deepseek-v2-tp2-ep), 'default' or none",
+        "--families", default="default", help="comma list, 'default' (every default family) or 'all'"
     )
-    p.add_argument("--no-mutation", action="store_true")
+    p.add_argument("--iterations", type=int, default=3, help="clean passes per case")
+    p.add_argument("--no-mutations", action="store_true")
     p.add_argument("--num-questions", type=int, help="questions per run (default: the tiny profile's)")
-    p.add_argument("--study", default="", help="families (or 'small') for the concurrency study")
-    p.add_argument("--study-questions", type=int, default=200)
-    p.add_argument("--study-concurrency", type=int, default=8)
-    p.add_argument("--agreement", default="1,8,64")
-    p.add_argument("--parallel", type=int, default=10)
+    p.add_argument("--parallel", type=int, default=15)
+    p.add_argument("--parts", type=int, default=1, help="device calls the plan is dealt over")
+    p.add_argument("--part", type=int, default=1, help="which of them to run (1-based)")
+    p.add_argument("--setup-s", type=float, default=80.0, help="the first call's setup, before the matrix")
     p.add_argument("--deadline-s", type=float, default=3600.0)
-    p.add_argument("--expected-case-s", type=float, default=150.0)
-    p.add_argument("--case-timeout-s", type=float, default=540.0)
     p.add_argument("--gsm8k-dir", default=os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR"))
     p.add_argument(
         "--server-args",
@@ -349,29 +486,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if args.families == "default":
         families = [f for f, fam in TINY_FAMILIES.items() if fam.default]
-    elif args.families in ("", "none"):
-        families = []
+    elif args.families == "all":
+        families = [f for f, fam in TINY_FAMILIES.items() if f != "deepseek-v4"]
     else:
         families = [f.strip() for f in args.families.split(",") if f.strip()]
+    costs = expected_costs()
     jobs = plan(
         families,
+        costs=costs,
         report_dir=out / "reports",
         gsm8k_dir=args.gsm8k_dir,
         server_args=args.server_args,
-        mutation=not args.no_mutation,
+        iterations=args.iterations,
+        mutations=not args.no_mutations,
         num_questions=args.num_questions,
-        study=[s.strip() for s in args.study.split(",") if s.strip()],
-        study_questions=args.study_questions,
-        study_concurrency=args.study_concurrency,
-        agreement=[int(c) for c in args.agreement.split(",") if c.strip()],
-        case_timeout_s=args.case_timeout_s,
     )
+    parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
+    jobs = parts[args.part - 1]
     if args.dry_run:
+        for k, part in enumerate(parts, 1):
+            span = makespan(part, args.parallel) + (args.setup_s if k == 1 else 0.0)
+            print(
+                f"part {k}: {len(part)} cases, simulated {span:.0f} s, families {sorted({j.family for j in part})}"
+            )
         for job in jobs:
-            print(job.case_id, shlex.join(job.args))
+            print(f"{job.case_id} expected {job.expected_s:.0f}s: {shlex.join(job.args)}")
         return 0
     env = dict(os.environ)
-    # Engine processes import gpu_tests.kv_corruption (the mutation's spec) from the repository root.
+    # Engine processes import gpu_tests.kv_proof (the instruments) from the repository root.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     t0 = time.monotonic()
     results = run_jobs(
@@ -380,26 +522,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parallel=args.parallel,
         deadline_s=args.deadline_s,
         launcher=default_launcher(env, gpu_count()),
-        expected_case_s=args.expected_case_s,
     )
-    summary = summarize(results, time.monotonic() - t0)
-    (out / "matrix_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary = summarize(results, time.monotonic() - t0, out / "reports")
+    summary["part"] = f"{args.part}/{args.parts}"
+    (out / f"matrix_summary_part{args.part}.json").write_text(json.dumps(summary, indent=2) + "\n")
     for row in summary["cases"]:
-        failed = [k for k, v in row["assertions"].items() if not v]
         print(
-            f"{row['case_id']:52} {row['status']:8} {row['weights']:11} wall {row['wall_s']:6.1f}s "
-            f"startup {row['startup_s'] or 0:6.1f}s failed={failed} {row['error'] or ''}"[:260]
+            f"{row['case_id']:52} {row['verdict']:12} wall {row['wall_s']:6.1f}s (exp {row['expected_s']:5.0f}) "
+            f"startup {row['startup_s'] or 0:6.1f}s defects={row['defects']} mutations={row['mutations']} "
+            f"{row['error'] or ''}"[:300]
         )
     print(f"wall {summary['wall_s']} s, {summary['counts']}")
-    bad = {"error", "killed", "not_run"}
-    ok = all(
-        r.status == "passed"
-        if r.job.kind != "mutation" and not r.job.case_id.endswith("mutation")
-        else r.status == "failed"
-        for r in results
-        if r.status not in bad
-    )
-    return 0 if ok and not any(r.status in bad for r in results) else 1
+    good = {"passed", "known_defect", "unsupported"}
+    caught = all(all(v for v in row["mutations"].values()) for row in summary["cases"])
+    return 0 if caught and all(row["verdict"] in good for row in summary["cases"]) else 1
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class _AsyncWaits(_AsyncRoutes):
 
     async def completion(
         self,
-        prompt: str,
+        prompt: str | Sequence[int],
         *,
         model: str | None = None,
         max_tokens: int = 16,
@@ -69,7 +69,7 @@ class _AsyncWaits(_AsyncRoutes):
         """POST /v1/completions, greedy by default (never resent: it would run twice).
 
         Args:
-            prompt: the prompt text.
+            prompt: the prompt text, or its token ids.
             model: the model name; default the client's, else the first on /v1/models.
             max_tokens: tokens to generate.
             temperature: sampling temperature (0: greedy).

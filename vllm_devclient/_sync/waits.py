@@ -58,7 +58,7 @@ class _SyncWaits(_SyncRoutes):
 
     def completion(
         self,
-        prompt: str,
+        prompt: str | Sequence[int],
         *,
         model: str | None = None,
         max_tokens: int = 16,
@@ -70,7 +70,7 @@ class _SyncWaits(_SyncRoutes):
         """POST /v1/completions, greedy by default (never resent: it would run twice).
 
         Args:
-            prompt: the prompt text.
+            prompt: the prompt text, or its token ids.
             model: the model name; default the client's, else the first on /v1/models.
             max_tokens: tokens to generate.
             temperature: sampling temperature (0: greedy).

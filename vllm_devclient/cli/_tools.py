@@ -428,43 +428,45 @@ def fixtures_summary(fixtures: str, **common: Any) -> None:
 # ---- offload-check -----------------------------------------------------------------------------------------
 
 
-@click.command(
-    "offload-check",
-    epilog="Every option is the check's own: vllm-devclient offload-check -- --help lists them.",
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@global_options(top=False)
-def offload_check(args: tuple[str, ...], **common: Any) -> None:
-    """The offload-reload GSM8K check on a GPU machine (starts its own vllm serve): cold and warm runs,
-    GPU-only reset, reload run; exit 0 when every case passed, 1 when one failed, 2 on an error.
+def _check_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    try:
+        from ..offload_check.cli import check_options
+    except ImportError:  # the check's own needs are missing: the command says so when it runs
+        return f
+    return check_options(f)
+
+
+@click.command("offload-check", epilog=SUBCOMMAND_EPILOG, context_settings={"ignore_unknown_options": False})
+@_check_options
+@global_options(top=False, exclude=("concurrency",))
+def offload_check(**options: Any) -> None:
+    """The offload-reload check on a GPU machine (starts its own vllm serve per case): clean passes of cold,
+    warm, GPU-only reset and reload runs, then the armed mutations; exit 0 when every case passed, 1 when one
+    failed, 2 on an error. The JSON envelope carries each case's status, failures, defects and mutations.
     """
-    ctx, settings = _settings(common)
+    ctx, settings = _settings(options)
     start = time.perf_counter()
     try:
-        from ..offload_check import main as check_main
+        from ..offload_check.cli import result_of, run_from_options
     except ImportError as exc:
         raise Unavailable(exc) from exc
+    check = options  # _settings took the global options out
     out = sys.stderr if settings.json else sys.stdout
     try:
         with contextlib.redirect_stdout(out):
-            code = int(check_main(list(args)) or 0)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        code = exc.code if isinstance(exc.code, int) else 2
+            reports, code = run_from_options(**check)
+    except DevClientError as exc:
+        raise CommandError(str(exc), exit_code=ExitCode.USAGE, error=exc) from exc
     error = None
     if code != ExitCode.OK:
-        why = (
-            "stopped on an error (see stderr)"
-            if code == ExitCode.USAGE
-            else "failed a case (see the reports)"
-        )
-        error = UnsuccessfulResultError(f"the check {why}")
+        failed = [r.case_id for r in reports if r.status != "passed"]
+        error = UnsuccessfulResultError(f"the check did not pass: {failed}")
     _finish(
         ctx,
         settings,
         "offload-check",
         start,
-        result={"argv": list(args)},
+        result=result_of(reports, check["report_dir"]),
         code=code,
         error=error,
         human=lambda: None,

@@ -9,19 +9,23 @@ One concept per module:
 | :mod:`.tiny` | the tiny seeded models per architecture family, and their builder |
 | :mod:`.server` | a managed ``vllm serve`` (connector config, KV-events endpoints, readiness, shutdown) |
 | :mod:`.gsm8k` | GSM8K data (download, cache, checksums), prompts, scoring, the concurrent evaluator |
+| :mod:`.probes` | the check's prompts in token ids: questions, boundary probes, failure-shape fingerprints |
+| :mod:`.probe_files` | what the engine-side instruments write (splits, layout, byte ledger, load plans) |
 | :mod:`.events` | KV-cache events accounted per cache group (stores, removes, kinds, reference counts) |
-| :mod:`.judge` | the assertions, from what the runs measured |
+| :mod:`.check` | the sequence of iterations on one server, over a :class:`CheckIO` |
+| :mod:`.judge` | the verdicts, from what the iterations measured (also on a stored report: ``rejudge``) |
 | :mod:`.report` | the JSON report models |
-| :mod:`.check` | the sequence on one server, the real server I/O, one case end to end |
-| :mod:`.cli` | ``python -m vllm_devclient.offload_check`` |
+| :mod:`.case` | one case end to end on a real server (:class:`ServerIO`, :func:`run_case`) |
+| :mod:`.cli` | the check's one parser (``python -m vllm_devclient.offload_check`` and the CLI's) |
 
 Nothing here reads the environment or pins a setting at import: settings are read when a case runs.
 """
 
-from .check import CheckIO, ServerIO, run_case, run_check, server_config_for, settle
+from .case import Instruments, MutationSpec, ServerIO, run_case, server_config_for
+from .check import CheckIO, MutationPlan, run_check, settle
 from .cli import main
 from .events import EventWatcher, GroupEventAccount, KVEventsSummary, open_event_watcher
-from .judge import CheckSettings, compare_answers, judge
+from .judge import CheckSettings, judge_case, rejudge
 from .profiles import (
     PROFILES,
     CheckCase,
@@ -34,27 +38,13 @@ from .profiles import (
     model_available,
     resolve_model,
 )
-from .report import (
-    AgreementRow,
-    AnswerComparison,
-    AssertionResult,
-    Mismatch,
-    OffloadCheckReport,
-    RunSummary,
-    SettleResult,
-)
+from .report import AssertionResult, Iteration, OffloadCheckReport, SettleResult
 from .server import CONNECTORS, FRONTENDS, Connector, Frontend
-
-# The old module's watcher names: the per-group event watcher replaces the CPU-block counter.
-StoreWatcher = EventWatcher
-open_store_watcher = open_event_watcher
 
 __all__ = [
     "CONNECTORS",
     "FRONTENDS",
     "PROFILES",
-    "AgreementRow",
-    "AnswerComparison",
     "AssertionResult",
     "CheckCase",
     "CheckIO",
@@ -64,24 +54,24 @@ __all__ = [
     "EventWatcher",
     "Frontend",
     "GroupEventAccount",
+    "Instruments",
+    "Iteration",
     "KVEventsSummary",
-    "Mismatch",
     "ModelProfile",
+    "MutationPlan",
+    "MutationSpec",
     "OffloadCheckReport",
-    "RunSummary",
     "ServerIO",
     "SettleResult",
-    "StoreWatcher",
     "case_skip_reason",
-    "compare_answers",
     "connector_by_name",
     "gpu_count",
-    "judge",
+    "judge_case",
     "main",
     "matrix",
     "model_available",
     "open_event_watcher",
-    "open_store_watcher",
+    "rejudge",
     "resolve_model",
     "run_case",
     "run_check",

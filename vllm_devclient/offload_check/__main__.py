@@ -1,4 +1,4 @@
-"""``python -m vllm_devclient.offload_check``."""
+"""``python -m vllm_devclient.offload_check``: the check's own command (``cli.py``)."""
 
 import sys
 

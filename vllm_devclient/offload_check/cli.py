@@ -1,136 +1,240 @@
-"""``python -m vllm_devclient.offload_check``: run the check for the requested cases, one server per case."""
+"""The offload check's one parser, for the CLI and `python -m vllm_devclient.offload_check`.
+
+:func:`check_options` declares every option once; :func:`run_from_options` runs the cases. The stand-alone
+command prints each case's summary; ``vllm-devclient offload-check`` (``cli/_tools.py``) mounts the same
+options beside the global ones and puts :func:`result_of` into its JSON envelope.
+"""
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import json
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+import click
 
 from vllm_devclient.errors import DevClientError, InvalidParameterError
 
-from . import check
+from .case import Instruments, run_case
 from .profiles import PROFILES, CheckCase, connector_by_name
+from .report import OffloadCheckReport
 from .server import FRONTENDS, Frontend
 
-__all__ = ["main"]
+__all__ = ["check_options", "command", "load_instruments", "main", "result_of", "run_from_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT = {"passed": 0, "failed": 1, "error": 2}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m vllm_devclient.offload_check",
-        description="Offload-reload GSM8K check: cold (and warm) runs, GPU-only reset, reload run, "
-        "full reset, second cold run; one server per case.",
-    )
-    p.add_argument(
-        "--profile", default="small", choices=sorted(PROFILES), help="model profile (default small)"
-    )
-    p.add_argument("--model", help="model id or folder (default: the profile's)")
-    p.add_argument("--served-model-name")
-    p.add_argument(
-        "--connector",
-        default="OffloadingConnector",
-        help="OffloadingConnector, SimpleCPUOffloadConnector (or offloading, simple); comma-separated",
-    )
-    p.add_argument("--frontend", default="python", help="python, rust, or python,rust")
-    p.add_argument("--num-questions", type=int, help="GSM8K questions per run (default: the profile's)")
-    p.add_argument(
-        "--concurrency", type=int, default=1, help="requests in flight (default 1; 0: all at once)"
-    )
-    p.add_argument("--max-tokens", type=int, help="default: the profile's")
-    p.add_argument("--threshold", type=float, help="accuracy threshold (default: the profile's)")
-    p.add_argument("--cpu-gib", type=float, help="CPU tier size (default: the profile's for the connector)")
-    p.add_argument("--offload-block-size", type=int, help="OffloadingConnector block_size in tokens")
-    p.add_argument(
-        "--connector-extra", type=json.loads, default={}, help="JSON merged into kv_connector_extra_config"
-    )
-    p.add_argument("--label", default="", help="suffix for the case id (for example 'mutation')")
-    p.add_argument(
-        "--server-arg", action="append", default=[], help="extra vllm serve argument(s); repeatable"
-    )
-    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server; repeatable")
-    p.add_argument("--no-kv-events", action="store_true", help="do not subscribe to KV events")
-    p.add_argument("--kv-events-bind", choices=("subscriber", "publisher"), default="subscriber")
-    p.add_argument("--report-dir", default="offload-check-reports")
-    p.add_argument("--gsm8k-dir", help="folder with train.jsonl/test.jsonl (no download)")
-    p.add_argument("--startup-timeout", type=float)
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--no-warm-run", action="store_true", help="skip the warm reference run")
-    p.add_argument("--no-second-cold-run", action="store_true", help="skip the noise-floor run")
-    p.add_argument("--fast", action="store_true", help="both of the above: cold, reset, reload only")
-    p.add_argument(
-        "--agreement",
-        default="",
-        help="after the check, measure cold-vs-cold agreement at these concurrencies",
-    )
-    return p
+def _json(value: str | None) -> dict[str, Any]:
+    if not value:
+        return {}
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise click.BadParameter("must be a JSON object")
+    return data
 
 
-def _cases(args: argparse.Namespace) -> list[CheckCase]:
-    connectors = [connector_by_name(c) for c in args.connector.split(",") if c.strip()]
+def check_options(f: F) -> F:
+    """Every option of the check, for both doors."""
+    options = [
+        click.option("--profile", type=click.Choice(sorted(PROFILES)), default="small", show_default=True),
+        click.option("--model", default=None, help="Model id or folder.  [default: the profile's]"),
+        click.option("--served-model-name", default=None),
+        click.option(
+            "--connector",
+            default="OffloadingConnector",
+            show_default=True,
+            help="OffloadingConnector, SimpleCPUOffloadConnector (or offloading, simple); comma-separated.",
+        ),
+        click.option("--frontend", default="python", show_default=True, help="python, rust, or python,rust."),
+        click.option(
+            "--num-questions", type=click.IntRange(1), default=None, help="[default: the profile's]"
+        ),
+        click.option(
+            "--concurrency", type=click.IntRange(0), default=1, show_default=True, help="0: all at once."
+        ),
+        click.option("--max-tokens", type=click.IntRange(1), default=None, help="[default: the profile's]"),
+        click.option(
+            "--threshold", type=float, default=None, help="Accuracy threshold.  [default: the profile's]"
+        ),
+        click.option("--cpu-gib", type=float, default=None, help="CPU tier size.  [default: the profile's]"),
+        click.option(
+            "--offload-block-size", type=click.IntRange(1), default=None, help="Tokens per offloaded chunk."
+        ),
+        click.option("--connector-extra", default=None, help="JSON merged into kv_connector_extra_config."),
+        click.option("--label", default="", help="Suffix for the case id."),
+        click.option(
+            "--server-arg", multiple=True, help="Extra vllm serve argument(s), shell syntax; repeatable."
+        ),
+        click.option("--env", "env_items", multiple=True, help="KEY=VALUE for the server; repeatable."),
+        click.option(
+            "--iterations", type=click.IntRange(0), default=3, show_default=True, help="Clean passes."
+        ),
+        click.option(
+            "--instruments",
+            default=None,
+            help="MODULE:ATTR of the engine-side instruments (gpu_tests.kv_proof.instruments:INSTRUMENTS here).",
+        ),
+        click.option(
+            "--mutations", default="", help="Mutations to run after the clean passes: names, or 'all'."
+        ),
+        click.option("--boundary-probes", type=click.IntRange(0), default=4, show_default=True),
+        click.option("--mutation-questions", type=click.IntRange(1), default=4, show_default=True),
+        click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
+        click.option(
+            "--kv-events-bind",
+            type=click.Choice(["subscriber", "publisher"]),
+            default="subscriber",
+            show_default=True,
+        ),
+        click.option("--report-dir", default="offload-check-reports", show_default=True),
+        click.option(
+            "--gsm8k-dir", default=None, help="Folder with train.jsonl and test.jsonl (no download)."
+        ),
+        click.option("--startup-timeout", type=float, default=None),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def load_instruments(spec: str | None) -> Instruments | None:
+    """``MODULE:ATTR`` -> the :class:`Instruments` it names (None for none)."""
+    if not spec:
+        return None
+    module, _, attr = spec.partition(":")
+    try:
+        value = getattr(importlib.import_module(module), attr or "INSTRUMENTS")
+    except (ImportError, AttributeError) as exc:
+        raise InvalidParameterError(f"--instruments {spec}: {exc}") from exc
+    if not isinstance(value, Instruments):
+        raise InvalidParameterError(f"--instruments {spec} is a {type(value).__name__}, not Instruments")
+    return value
+
+
+def _cases(opts: dict[str, Any]) -> list[CheckCase]:
+    connectors = [connector_by_name(c) for c in opts["connector"].split(",") if c.strip()]
     frontends: list[Frontend] = []
-    for f in args.frontend.split(","):
+    for f in opts["frontend"].split(","):
         name = f.strip()
         if name not in FRONTENDS:
             raise InvalidParameterError(f"unknown frontend {f!r}: use python, rust or python,rust")
         frontends.append(name)
-    profile = PROFILES[args.profile]
-    if args.model:
-        profile = replace(profile, model=args.model)
+    profile = PROFILES[opts["profile"]]
+    if opts["model"]:
+        profile = replace(profile, model=opts["model"])
     env: dict[str, str] = {}
-    for item in args.env:
+    for item in opts["env_items"]:
         key, sep, value = item.partition("=")
         if not sep:
             raise InvalidParameterError(f"--env takes KEY=VALUE, not {item!r}")
         env[key] = value
+    extra = _json(opts["connector_extra"])
     return [
-        CheckCase(profile, c, f, connector_extra=args.connector_extra, label=args.label, env=env)
+        CheckCase(profile, c, f, connector_extra=extra, label=opts["label"], env=env)
         for c in connectors
         for f in frontends
     ]
 
 
+def run_from_options(
+    echo: Callable[[str], None] = print, **opts: Any
+) -> tuple[list[OffloadCheckReport], int]:
+    """Run every requested case; the exit code is 0 when all passed, 1 when one failed, 2 on an error."""
+    cases = _cases(opts)
+    instruments = load_instruments(opts["instruments"])
+    names = [m.strip() for m in opts["mutations"].split(",") if m.strip()]
+    if names == ["all"]:
+        names = list(instruments.mutations) if instruments is not None else []
+    threshold: float | Literal["profile"] | None = (
+        "profile" if opts["threshold"] is None else opts["threshold"]
+    )
+    overrides: dict[str, Any] = {
+        "extra_args": [a for chunk in opts["server_arg"] for a in shlex.split(chunk)]
+    }
+    for key in ("served_model_name", "cpu_gib", "offload_block_size", "startup_timeout"):
+        if opts[key] is not None:
+            overrides[key] = opts[key]
+    reports = []
+    worst = 0
+    for case in cases:
+        report = run_case(
+            case,
+            report_dir=opts["report_dir"],
+            num_questions=opts["num_questions"],
+            concurrency=opts["concurrency"] or None,
+            max_tokens=opts["max_tokens"],
+            accuracy_threshold=threshold,
+            iterations=opts["iterations"],
+            mutations=names if case.connector == "OffloadingConnector" else (),
+            instruments=instruments,
+            boundary_probes=opts["boundary_probes"],
+            mutation_questions=opts["mutation_questions"],
+            use_kv_events=not opts["no_kv_events"],
+            kv_events_bind=opts["kv_events_bind"],
+            gsm8k_dir=opts["gsm8k_dir"],
+            **overrides,
+        )
+        echo(report.summary())
+        reports.append(report)
+        worst = max(worst, EXIT[report.status])
+    return reports, worst
+
+
+def result_of(reports: Sequence[OffloadCheckReport], report_dir: str) -> dict[str, Any]:
+    """What the JSON envelope carries: per case its status, failed assertions, defects and mutations."""
+    return {
+        "report_dir": report_dir,
+        "cases": [
+            {
+                "case_id": r.case_id,
+                "status": r.status,
+                "report": f"{r.case_id}.json",
+                "failures": [f"{a.name}: {a.message}" for a in r.failures()],
+                "defects": [d.id for d in r.defects],
+                "mutations": {
+                    it.mutation: it.mutation_verdict.caught
+                    for it in r.mutations()
+                    if it.mutation and it.mutation_verdict is not None
+                },
+                "error": r.error,
+            }
+            for r in reports
+        ],
+    }
+
+
+def command(name: str = "offload-check") -> click.Command:
+    @click.command(name)
+    @check_options
+    def offload_check(**opts: Any) -> None:
+        """The offload-reload check on a GPU machine (starts its own vllm serve per case): clean passes
+        of cold, warm, GPU-only reset and reload runs, then the armed mutations; exit 0 when every case
+        passed, 1 when one failed, 2 on an error."""
+        try:
+            _, code = run_from_options(**opts)
+        except DevClientError as exc:
+            click.echo(f"error: {exc}", err=True)
+            code = 2
+        sys.exit(code)
+
+    return offload_check
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the check for each requested case; exit 0 when all passed, 1 when one failed, 2 on an error."""
-    args = _parser().parse_args(argv)
+    """``python -m vllm_devclient.offload_check``: the exit code."""
     try:
-        cases = _cases(args)
-        extra_args = [a for chunk in args.server_arg for a in shlex.split(chunk)]
-        threshold: float | Literal["profile"] | None = "profile" if args.threshold is None else args.threshold
-        agreement = [int(c) for c in args.agreement.split(",") if c.strip()]
-        worst = 0
-        for case in cases:
-            overrides: dict[str, Any] = {"extra_args": extra_args}
-            for key, value in (
-                ("served_model_name", args.served_model_name),
-                ("cpu_gib", args.cpu_gib),
-                ("offload_block_size", args.offload_block_size),
-                ("startup_timeout", args.startup_timeout),
-            ):
-                if value is not None:
-                    overrides[key] = value
-            report = check.run_case(
-                case,
-                report_dir=args.report_dir,
-                num_questions=args.num_questions,
-                concurrency=args.concurrency or None,
-                max_tokens=args.max_tokens,
-                accuracy_threshold=threshold,
-                use_kv_events=not args.no_kv_events,
-                kv_events_bind=args.kv_events_bind,
-                gsm8k_dir=args.gsm8k_dir,
-                progress=False if args.no_progress else None,
-                warm_run=not (args.no_warm_run or args.fast),
-                second_cold_run=not (args.no_second_cold_run or args.fast),
-                agreement_concurrencies=agreement,
-                **overrides,
-            )
-            print(report.summary(), flush=True)
-            worst = max(worst, {"passed": 0, "failed": 1, "error": 2}[report.status])
-    except DevClientError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return worst
+        command().main(
+            args=list(argv) if argv is not None else None, prog_name="python -m vllm_devclient.offload_check"
+        )
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return 0

@@ -93,9 +93,13 @@ class GSM8KItem:
 
 @dataclass(frozen=True)
 class GSM8KPrompt:
+    """One prompt: its text, or (``token_ids``) the exact tokens to send; ``max_tokens`` overrides a run's."""
+
     index: int
     prompt: str
-    label: int
+    label: int | None
+    token_ids: tuple[int, ...] | None = None
+    max_tokens: int | None = None
 
 
 def default_cache_dir() -> Path:
@@ -256,7 +260,7 @@ class QuestionResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     index: int
-    label: int
+    label: int | None
     text: str
     prediction: int | None
     correct: bool
@@ -265,6 +269,8 @@ class QuestionResult(BaseModel):
     finish_reason: str | None = None
     error: str | None = None
     attempts: int = 1
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details, where the server reports it
 
 
 class GSM8KResult(BaseModel):
@@ -367,9 +373,9 @@ async def _ask(client: AsyncDevClient, prompt: GSM8KPrompt, s: _Sampling) -> Que
         attempts += 1
         try:
             done = await client.completion(
-                prompt.prompt,
+                list(prompt.token_ids) if prompt.token_ids is not None else prompt.prompt,
                 model=s.model,
-                max_tokens=s.max_tokens,
+                max_tokens=prompt.max_tokens or s.max_tokens,
                 temperature=s.temperature,
                 seed=s.seed,
                 stop=list(STOP),
@@ -401,6 +407,8 @@ async def _ask(client: AsyncDevClient, prompt: GSM8KPrompt, s: _Sampling) -> Que
             latency_s=time.perf_counter() - start,
             finish_reason=done.finish_reason,
             attempts=attempts,
+            prompt_tokens=done.usage.prompt_tokens if done.usage is not None else None,
+            cached_tokens=done.usage.cached_tokens if done.usage is not None else None,
         )
 
 

@@ -1,8 +1,13 @@
-"""What one case of the offload check measured, as JSON-ready models, and the one-screen summary.
+"""What one case of the offload check measured and concluded, as JSON-ready models, and its summary.
 
-A report is written even when a case errors half-way: the runs and windows measured until then are kept,
-``status`` is ``"error"`` and ``error`` says what went wrong. ``status`` is ``"passed"`` only when every
-assertion held and no run lost more than the allowed share of its requests.
+A report keeps the raw measurements (every probe's answer and split, the metric windows, the byte ledger of
+each reload, the load plans) beside the verdicts, so :func:`vllm_devclient.offload_check.judge.rejudge`
+can recompute every verdict from a committed report without a GPU. Answer texts are stored once per report
+(``texts``, by digest) and referenced from the runs.
+
+``status`` is ``"passed"`` only when every evaluated assertion of every clean iteration held and no run lost
+more than the allowed share of its requests; an assertion that could not be evaluated says so
+(``evaluated: false``) and never counts as a pass or a failure.
 """
 
 from __future__ import annotations
@@ -17,20 +22,26 @@ from vllm_devclient.metrics import MetricsDelta
 from vllm_devclient.models import BarrierResult
 
 from .events import KVEventsSummary
-from .gsm8k import GSM8KResult
+from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan
 
 __all__ = [
     "AgreementRow",
-    "AnswerComparison",
+    "Answer",
     "AssertionResult",
-    "Mismatch",
+    "Comparison",
+    "Defect",
+    "Iteration",
+    "MutationVerdict",
     "OffloadCheckReport",
-    "RunSummary",
+    "ProbeInfo",
+    "Run",
     "SettleResult",
+    "Split",
     "Status",
 ]
 
 Status = Literal["passed", "failed", "error"]
+Verdict = Literal["agree", "differ", "not_comparable", "nondeterministic", "no_answer"]
 
 
 def _now() -> str:
@@ -41,40 +52,60 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-class RunSummary(_Frozen):
-    """One GSM8K run, without the per-question texts (they stay in the GSM8KResult)."""
+class ProbeInfo(_Frozen):
+    """A prompt of the case (its ids are not kept: ``key`` is their hash, ``length`` their count)."""
 
-    accuracy: float
-    invalid_rate: float
-    num_questions: int
+    id: str
+    kind: str
+    question: int
+    length: int
+    key: str
+    max_tokens: int
+    label: int | None = None
+    boundary: int | None = None
+    base: str | None = None
+    shape: str | None = None
+    state_at: int | None = None
+
+
+class Split(_Frozen):
+    """How the engine served a prompt: from the GPU prefix cache, loaded by the connector, computed."""
+
+    prompt: int
+    local: int
+    external: int
+
+    @property
+    def cached(self) -> int:
+        return self.local + self.external
+
+    @property
+    def computed(self) -> int:
+        return self.prompt - self.cached
+
+
+class Answer(_Frozen):
+    probe: str
+    text: str | None  # digest into OffloadCheckReport.texts; None when the request failed
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    prediction: int | None = None
+    error: str | None = None
+    split: Split | None = None  # from the recording scheduler
+    usage_cached: int | None = None  # usage.prompt_tokens_details.cached_tokens, where reported
+    request_id: str | None = None
+
+
+class Run(_Frozen):
+    label: str
     concurrency: int | None
     latency_s: float
-    questions_per_s: float
-    output_tokens: int
-    output_tokens_per_s: float
-    mean_request_latency_s: float
+    answers: list[Answer]
+    accuracy: float | None = None  # over the GSM8K questions only
     failed_requests: int = 0
-    retried_requests: int = 0
-    errors: list[str] = Field(default_factory=list)
-    predictions: list[int | None]
 
-    @classmethod
-    def of(cls, result: GSM8KResult) -> RunSummary:
-        return cls(
-            accuracy=result.accuracy,
-            invalid_rate=result.invalid_rate,
-            num_questions=result.num_questions,
-            concurrency=result.concurrency,
-            latency_s=result.latency_s,
-            questions_per_s=result.questions_per_s,
-            output_tokens=result.output_tokens,
-            output_tokens_per_s=result.output_tokens_per_s,
-            mean_request_latency_s=result.mean_request_latency_s,
-            failed_requests=result.failed_requests,
-            retried_requests=result.retried_requests,
-            errors=result.errors[:5],
-            predictions=[q.prediction for q in result.questions],
-        )
+    def by_probe(self) -> dict[str, Answer]:
+        return {a.probe: a for a in self.answers}
 
 
 class SettleResult(_Frozen):
@@ -88,38 +119,92 @@ class SettleResult(_Frozen):
     timed_out: bool = False
 
 
-class AnswerComparison(_Frozen):
-    matches: int
-    total: int
-    rate: float
-    mismatched: list[int]
-
-
 class AssertionResult(_Frozen):
     name: str
     passed: bool
     message: str
-    skipped: bool = False
+    evaluated: bool = True
+
+    @property
+    def outcome(self) -> str:
+        return ("passed" if self.passed else "failed") if self.evaluated else "not evaluated"
 
 
-class Mismatch(_Frozen):
-    index: int
-    cold: str
-    other: str
+class Comparison(_Frozen):
+    """One probe's reload answer against its like-for-like reference."""
+
+    probe: str
+    verdict: Verdict
+    reference: str | None = None  # the run compared with
+    reason: str = ""
+    reload_split: Split | None = None
+    reference_split: Split | None = None
+    shape: str | None = None  # the failure shape whose fingerprint the reload answer matches
+    restored_ahead: int | None = None  # tokens a recurrent state stood past the cached count
+
+
+class MutationVerdict(_Frozen):
+    name: str
+    applied: int
+    expected: list[str]  # assertions the catalogue says must catch it
+    failed: list[str]  # assertions that did fail
+    caught: bool
+    message: str = ""
+
+
+class Iteration(_Frozen):
+    """One pass of the sequence: full reset, cold, warm, settle, GPU-only reset, reload (mutated or not), and
+    where needed full reset, second cold and fingerprint runs."""
+
+    label: str
+    mutation: str | None = None
+    mutation_group: int | None = None
+    runs: dict[str, Run] = Field(default_factory=dict)
+    windows: dict[str, MetricsDelta] = Field(default_factory=dict)
+    settle: SettleResult | None = None
+    barriers: dict[str, BarrierResult] = Field(default_factory=dict)
+    cpu_blocks_stored: int | None = None
+    ledger: LedgerSnapshot | None = None  # the reload run's share of the byte ledger
+    loads: list[LoadPlan] = Field(default_factory=list)  # the reload run's load plans
+    instruments_applied: dict[str, int] = Field(default_factory=dict)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    assertions: list[AssertionResult] = Field(default_factory=list)
+    mutation_verdict: MutationVerdict | None = None
+    status: Status = "error"
+    error: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    def assertion(self, name: str) -> AssertionResult:
+        for item in self.assertions:
+            if item.name == name:
+                return item
+        raise KeyError(name)
+
+
+class Defect(_Frozen):
+    """A named defect of the served vLLM, with the evidence the check found."""
+
+    id: str
+    title: str
+    url: str
+    probes: list[str]
+    evidence: list[str]
 
 
 class AgreementRow(_Frozen):
-    """Greedy answers of two cold runs at one concurrency (and against the concurrency-1 reference)."""
+    """Two cold runs at one concurrency, probe by probe (and against the concurrency-1 answers)."""
 
     concurrency: int
-    cold_vs_cold: AnswerComparison
-    vs_sequential: AnswerComparison | None = None
+    agree: int
+    total: int
+    vs_sequential: int | None = None
     latency_s: float
 
 
 class OffloadCheckReport(_Frozen):
     """Everything one case measured; written as JSON next to the results."""
 
+    format: int = 2
     case_id: str
     profile: str
     model: str
@@ -128,8 +213,8 @@ class OffloadCheckReport(_Frozen):
     connector: str
     frontend: str
     connector_extra: dict[str, Any] = Field(default_factory=dict)
-    gpus: int | None = None  # visible to the case
-    gpus_used: int | None = None  # the server's tensor-parallel size
+    gpus: int | None = None
+    gpus_used: int | None = None
     gpu_name: str | None = None
     server_args: list[str] = Field(default_factory=list)
     server_env: dict[str, str] = Field(default_factory=dict)
@@ -143,22 +228,17 @@ class OffloadCheckReport(_Frozen):
     vllm_version: str | None = None
     rust_frontend_version: str | None = None
     frontend_observed: str | None = None
-    kv_events: bool = False
-    runs: dict[str, RunSummary] = Field(default_factory=dict)
-    windows: dict[str, MetricsDelta] = Field(default_factory=dict)
-    cpu_blocks_stored: dict[str, int | None] = Field(default_factory=dict)
+    layout: list[GroupLayout] = Field(default_factory=list)
+    blocks_per_chunk: int = 1
+    probes: list[ProbeInfo] = Field(default_factory=list)
+    texts: dict[str, str] = Field(default_factory=dict)
+    iterations: list[Iteration] = Field(default_factory=list)
     events: KVEventsSummary | None = None
     reset_visible: bool | None = None
-    settle: dict[str, SettleResult] = Field(default_factory=dict)
-    barriers: dict[str, BarrierResult] = Field(default_factory=dict)
-    reload_vs_cold: AnswerComparison | None = None
-    reload_vs_warm: AnswerComparison | None = None
-    warm_vs_cold: AnswerComparison | None = None
-    noise_floor: AnswerComparison | None = None
-    noise_floor_measured: bool = True
-    mismatch_examples: list[Mismatch] = Field(default_factory=list)
     agreement: list[AgreementRow] = Field(default_factory=list)
-    assertions: list[AssertionResult] = Field(default_factory=list)
+    assertions: list[AssertionResult] = Field(default_factory=list)  # over the whole case
+    defects: list[Defect] = Field(default_factory=list)
+    instrument_errors: list[str] = Field(default_factory=list)
     status: Status = "error"
     passed: bool = False
     error: str | None = None
@@ -168,14 +248,24 @@ class OffloadCheckReport(_Frozen):
     host: str = Field(default_factory=socket.gethostname)
     extra: dict[str, Any] = Field(default_factory=dict)
 
-    def assertion(self, name: str) -> AssertionResult:
+    def clean(self) -> list[Iteration]:
+        return [it for it in self.iterations if it.mutation is None]
+
+    def mutations(self) -> list[Iteration]:
+        return [it for it in self.iterations if it.mutation is not None]
+
+    def assertion(self, name: str, iteration: int = 0) -> AssertionResult:
+        """An assertion of the case, else of its ``iteration``-th clean iteration."""
         for item in self.assertions:
             if item.name == name:
                 return item
-        raise KeyError(name)
+        return self.clean()[iteration].assertion(name)
 
     def failures(self) -> list[AssertionResult]:
-        return [a for a in self.assertions if not a.passed]
+        out = [a for a in self.assertions if a.evaluated and not a.passed]
+        for it in self.clean():
+            out += [a for a in it.assertions if a.evaluated and not a.passed]
+        return out
 
     def summary(self) -> str:
         head = (
@@ -186,44 +276,30 @@ class OffloadCheckReport(_Frozen):
         lines = [head]
         if self.error:
             lines.append(f"  error: {self.error[:500]}")
-        reload = self.windows.get("reload")
-        if reload is not None:
+        if self.layout:
             lines.append(
-                f"  reload: external hits +{_fmt(reload.external_prefix_cache_hits)} tokens, CPU->GPU "
-                f"+{_fmt(reload.cpu_to_gpu_bytes)} bytes, "
-                f"CPU blocks stored (cold) {self.cpu_blocks_stored.get('cold')}"
+                "  groups: " + ", ".join(f"g{g.index} {g.kind} block {g.block_size}" for g in self.layout)
             )
-        if self.events is not None:
-            groups = ", ".join(
-                f"{g.medium}/g{g.group_idx}({g.kind or '?'}) +{g.stored_blocks}" for g in self.events.groups
-            )
-            lines.append(f"  events per group: {groups}; cleared {self.events.cleared}")
-        if self.reload_vs_cold is not None and self.noise_floor is not None:
-            warm = self.reload_vs_warm
-            lines.append(
-                f"  answers: reload matches cold {self.reload_vs_cold.matches}/{self.reload_vs_cold.total}"
-                + (f", warm {warm.matches}/{warm.total}" if warm is not None else "")
-                + f"; noise floor {self.noise_floor.matches}/{self.noise_floor.total}"
-                + ("" if self.noise_floor_measured else " (assumed: second cold run off)")
-            )
-        if self.runs:
-            failed = sum(r.failed_requests for r in self.runs.values())
-            lines.append(
-                "  accuracy: "
-                + ", ".join(f"{k} {v.accuracy:.3f}" for k, v in self.runs.items())
-                + f" (threshold {self.accuracy_threshold}); failed requests {failed}"
-            )
-        for row in self.agreement:
-            seq = row.vs_sequential
-            lines.append(
-                f"  agreement at concurrency {row.concurrency}: cold vs cold {row.cold_vs_cold.matches}/"
-                f"{row.cold_vs_cold.total}" + (f", vs concurrency 1 {seq.matches}/{seq.total}" if seq else "")
-            )
-        lines += [f"  [{'ok' if a.passed else 'FAIL'}] {a.name}: {a.message}" for a in self.assertions]
+        for it in self.iterations:
+            counts: dict[str, int] = {}
+            for c in it.comparisons:
+                counts[c.verdict] = counts.get(c.verdict, 0) + 1
+            verdicts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            lines.append(f"  {it.label}: {it.status.upper()} ({verdicts})")
+            if it.mutation_verdict is not None:
+                mv = it.mutation_verdict
+                lines.append(
+                    f"    mutation {mv.name}: applied {mv.applied}, caught {mv.caught} by {mv.failed} "
+                    f"(expected {mv.expected}) {mv.message}"
+                )
+            lines += [
+                f"    [{a.outcome}] {a.name}: {a.message}"
+                for a in it.assertions
+                if not (a.passed and a.evaluated)
+            ]
+        lines += [f"  [{a.outcome}] {a.name}: {a.message}" for a in self.assertions]
+        for d in self.defects:
+            lines.append(f"  defect {d.id}: {d.title} on {len(d.probes)} probes ({d.url})")
         if self.timings:
             lines.append("  timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items()))
         return "\n".join(lines)
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f}"

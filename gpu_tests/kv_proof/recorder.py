@@ -1,0 +1,87 @@
+"""Test-only: vLLM's scheduler, recording how each request's prompt was served and the KV-cache layout.
+
+Given to ``vllm serve`` with ``--scheduler-cls gpu_tests.kv_proof.recorder.RecordingScheduler`` and
+``VLLM_DEVCLIENT_PROBE_DIR`` set. It is vLLM's own ``AsyncScheduler`` (the class vLLM 0.26 picks by default,
+so nothing about scheduling changes) plus two writes:
+
+- at start, ``layout.json``: each KV-cache group's index, kind, block size and layers;
+- each time a request is first scheduled to compute, one line in ``splits-<pid>.jsonl``: its prompt tokens,
+  the tokens the GPU prefix cache served (``local``), the tokens a connector loaded (``external``) and a hash
+  of its prompt token ids (``probe_files.prompt_key``), read from the request's own prefill statistics
+  before the scheduler hands them to the frontend. Works with every connector, and with none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+from vllm_devclient.offload_check.probe_files import LAYOUT_FILE, PROBE_DIR_ENV, prompt_key
+
+
+def _kind(spec: Any) -> str:
+    names = [c.__name__ for c in type(spec).__mro__]
+    for cls, kind in (
+        ("MambaSpec", "mamba"),
+        ("SlidingWindowSpec", "sliding"),
+        ("ChunkedLocalAttentionSpec", "sliding"),
+        ("MLAAttentionSpec", "mla"),
+        ("FullAttentionSpec", "full"),
+    ):
+        if cls in names:
+            return kind
+    return type(spec).__name__
+
+
+class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        root = os.environ.get(PROBE_DIR_ENV)
+        self._probe_path: Path | None = None
+        self._probe_seq = 0
+        if not root:
+            return
+        path = Path(root)
+        path.mkdir(parents=True, exist_ok=True)
+        self._probe_path = path / f"splits-{os.getpid()}.jsonl"
+        groups = [
+            {
+                "index": i,
+                "kind": _kind(g.kv_cache_spec),
+                "spec": type(g.kv_cache_spec).__name__,
+                "block_size": int(g.kv_cache_spec.block_size),
+                "layers": list(g.layer_names),
+            }
+            for i, g in enumerate(self.kv_cache_config.kv_cache_groups)
+        ]
+        (path / LAYOUT_FILE).write_text(json.dumps({"groups": groups}, indent=1))
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        output = super().schedule(*args, **kwargs)
+        if self._probe_path is not None and output.scheduled_new_reqs:
+            lines = []
+            for new in output.scheduled_new_reqs:
+                request = self.requests.get(new.req_id)
+                stats = getattr(request, "prefill_stats", None)
+                if request is None or stats is None or not stats.num_prompt_tokens:
+                    continue
+                lines.append(
+                    {
+                        "seq": self._probe_seq,
+                        "pid": os.getpid(),
+                        "request_id": str(new.req_id),
+                        "key": prompt_key(request.prompt_token_ids or []),
+                        "prompt_tokens": int(stats.num_prompt_tokens),
+                        "local": int(stats.num_local_cached_tokens),
+                        "external": int(stats.num_external_cached_tokens),
+                    }
+                )
+                self._probe_seq += 1
+            if lines:
+                with self._probe_path.open("a") as fh:
+                    fh.write("".join(json.dumps(line) + "\n" for line in lines))
+        return output

@@ -1,0 +1,227 @@
+"""A vLLM server with a CPU-offloading connector, reduced to what the offload check observes, for CPU tests.
+
+It serves token-id prompts the way vLLM 0.26 splits them: the GPU prefix cache hits whole blocks up to
+``len - 1``; the OffloadingConnector looks up chunks up to ``len - 1`` when the model has a sliding-window or
+recurrent group (``len`` otherwise) and so, on a prompt ending exactly on a block, reports ``len - 1``
+cached while restoring the last block; the SimpleCPUOffloadConnector splits as the GPU cache does. Greedy
+text is a function of what the model really computed: the tokens, and (``split_sensitive``) the cached
+count, as near-ties on random weights make it; a recurrent state restored ``d`` tokens ahead computes
+``P[:c+d] + P[c:]``; a corrupted load computes something else. Switches: ``fixed`` (vLLM after #51100:
+recurrent hits round down to the block), ``corrupt`` (probe ids whose reload is wrong), ``noise`` (run label
+-> probe ids that decode differently), and the instruments' mutations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
+from vllm_devclient.models import BarrierResult, VersionInfo
+from vllm_devclient.offload_check.events import GroupEventAccount
+from vllm_devclient.offload_check.probe_files import (
+    GroupLayout,
+    LedgerCounts,
+    LedgerSnapshot,
+    LoadGroup,
+    LoadPlan,
+    MutationOrder,
+)
+from vllm_devclient.offload_check.probes import Probe
+from vllm_devclient.offload_check.report import Answer, Run, SettleResult, Split
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:10]
+
+
+@dataclass
+class FakeServer:
+    layout: list[GroupLayout]
+    connector: str = "OffloadingConnector"
+    frontend: str = "python"
+    split_sensitive: bool = True
+    fixed: bool = False
+    ledger_on: bool = True
+    corrupt: set[str] = field(default_factory=set)
+    noise: dict[str, set[str]] = field(default_factory=dict)
+    raise_in: str | None = None
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.block = min(g.block_size for g in self.layout)
+        self.recurrent = any(g.recurrent for g in self.layout)
+        self.sliding = any(g.kind == "sliding" for g in self.layout)
+        self.gpu: set[tuple[int, ...]] = set()
+        self.cpu: set[tuple[int, ...]] = set()
+        self.c = dict.fromkeys(("queries", "hits", "ext_queries", "ext_hits", "load", "store"), 0)
+        self.order: MutationOrder | None = None
+        self.ledger_state = LedgerSnapshot(pid=1)
+        self.plans: list[LoadPlan] = []
+        self.sched_applied: dict[str, int] = {}
+        self.account = GroupEventAccount()
+        self.now = 100.0
+        self.calls: list[str] = []
+        self.request_seq = 0
+
+    # -- the engine
+    def _split(self, ids: tuple[int, ...]) -> tuple[int, int]:
+        n, b = len(ids), self.block
+        local = 0
+        for k in range((n - 1) // b, 0, -1):
+            if ids[: k * b] in self.gpu:
+                local = k * b
+                break
+        if self.connector == "SimpleCPUOffloadConnector":
+            hit = 0
+            for k in range((n - 1) // b, 0, -1):
+                if ids[: k * b] in self.cpu:
+                    hit = k * b
+                    break
+        else:
+            max_hit = n - 1 if (self.sliding or self.recurrent) else n
+            if self.fixed and self.recurrent:
+                max_hit = max_hit // b * b
+            chunks = 0
+            for k in range(1, -(-max_hit // b) + 1):
+                if ids[: k * b] in self.cpu:
+                    chunks = k
+                else:
+                    break
+            hit = min(max_hit, chunks * b)
+            if hit - local < b:  # the connector never loads less than a chunk
+                hit = local
+            if self.order is not None and self.order.name == "state_ahead" and hit > local:
+                self.sched_applied["state_ahead"] = self.sched_applied.get("state_ahead", 0) + 1
+                hit -= 1
+        return local, max(0, hit - local)
+
+    def _answer(self, probe: Probe, label: str) -> Answer:
+        ids = probe.token_ids
+        local, external = self._split(ids)
+        cached = local + external
+        self.request_seq += 1
+        rid = f"req-{self.request_seq}"
+        self.c["queries"] += len(ids)
+        self.c["hits"] += local
+        self.c["ext_queries"] += len(ids) - local
+        self.c["ext_hits"] += external
+        effective, effective_cached = ids, cached
+        corrupted = False
+        if external:
+            self.c["load"] += external * 64
+            first = local // self.block
+            blocks = -(-cached // self.block) - first
+            groups = [LoadGroup(group=g.index, first_block=first, blocks=blocks, tokens_per_block=g.block_size) for g in self.layout]
+            self.plans.append(
+                LoadPlan(seq=len(self.plans), pid=1, request_id=rid, job_id=len(self.plans), local=local, external=external, groups=groups)
+            )
+            if self.recurrent and cached % self.block:
+                ahead = -(-cached // self.block) * self.block - cached
+                effective = ids[: cached + ahead] + ids[cached:]
+                effective_cached = cached + ahead
+            corrupted = self._load_ledger(blocks)
+        if probe.id in self.corrupt and label == "reload":
+            corrupted = True
+        key = (effective, effective_cached if self.split_sensitive else 0, corrupted)
+        text = f"t{_h(*key)}" + ("~" if probe.id in self.noise.get(label, set()) else "")
+        digest = _h(text)
+        self.texts[digest] = text
+        for k in range(1, len(ids) // self.block + 1):
+            self.gpu.add(ids[: k * self.block])
+            if ids[: k * self.block] not in self.cpu:
+                self.cpu.add(ids[: k * self.block])
+                self.c["store"] += 64
+        split = Split(prompt=len(ids), local=local, external=external)
+        return Answer(probe=probe.id, text=digest, output_tokens=8, split=split, request_id=rid)
+
+    def _load_ledger(self, blocks: int) -> bool:
+        """Account a load in the byte ledger; True when the armed mutation corrupts its bytes."""
+        s = self.ledger_state
+        ops = blocks * len(self.layout)
+        name = self.order.name if self.order is not None else ""
+        bad = ops if name in ("zero_fill", "off_by_one", "one_group", "one_layer") else 0
+        if name == "swap_blocks" and blocks >= 2:
+            bad = 2
+        if name == "single_element":
+            bad = 1
+        applied = dict(s.mutations_applied)
+        if bad:
+            applied[name] = applied.get(name, 0) + 1
+        self.ledger_state = s.model_copy(
+            update={
+                "loads": s.loads + LedgerCounts(jobs=1, ops=ops, bytes=ops * 64),
+                "verified": s.verified + ops - bad,
+                "mismatched": s.mismatched + bad,
+                "groups": [g.index for g in self.layout],
+                "tensors": list(range(len(self.layout))),
+                "layers": [f"layers.{g.index}" for g in self.layout],
+                "loaded_blocks_by_group": {
+                    str(g.index): s.loaded_blocks_by_group.get(str(g.index), 0) + blocks for g in self.layout
+                },
+                "mutations_applied": applied,
+            }
+        )
+        return bad > 0
+
+    # -- CheckIO
+    def version(self) -> VersionInfo:
+        return VersionInfo(version="0.26.0", rust_frontend_version="0.1.0" if self.frontend == "rust" else None)
+
+    def metrics(self) -> MetricsSnapshot:
+        self.now += 1
+        c = self.c
+        body = "\n".join(
+            [
+                f'vllm:prefix_cache_queries_total{{model_name="m"}} {c["queries"]}',
+                f'vllm:prefix_cache_hits_total{{model_name="m"}} {c["hits"]}',
+                f'vllm:external_prefix_cache_queries_total{{model_name="m"}} {c["ext_queries"]}',
+                f'vllm:external_prefix_cache_hits_total{{model_name="m"}} {c["ext_hits"]}',
+                f'vllm:kv_offload_total_bytes_total{{model_name="m",transfer_type="CPU_to_GPU"}} {c["load"]}',
+                f'vllm:kv_offload_total_bytes_total{{model_name="m",transfer_type="GPU_to_CPU"}} {c["store"]}',
+                "",
+            ]
+        )
+        return parse_metrics(body, "text/plain; version=0.0.4", taken_at=self.now)
+
+    def run(self, label: str, probes: Sequence[Probe]) -> Run:
+        self.calls.append(f"run:{label}")
+        if label == self.raise_in:
+            raise ConnectionError("server went away")
+        answers = [self._answer(p, label) for p in probes]
+        return Run(label=label, concurrency=1, latency_s=0.1, answers=answers, accuracy=0.0)
+
+    def step_engine(self) -> None:
+        self.calls.append("step")
+
+    def mark_stores(self) -> None:
+        pass
+
+    def settle_stores(self) -> SettleResult:
+        return SettleResult(method="steps", seconds=0.0, engine_steps=3)
+
+    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
+        self.calls.append(f"reset:{reset_external}")
+        self.gpu.clear()
+        if reset_external:
+            self.cpu.clear()
+        return BarrierResult(attempts=1, engine_steps=0, elapsed_s=0.01)
+
+    def cpu_blocks_stored(self) -> int | None:
+        return None
+
+    def events(self) -> GroupEventAccount | None:
+        return None
+
+    def ledger(self) -> LedgerSnapshot | None:
+        return self.ledger_state if self.ledger_on else None
+
+    def loads(self) -> list[LoadPlan]:
+        return list(self.plans)
+
+    def scheduler_mutations(self) -> dict[str, int]:
+        return dict(self.sched_applied)
+
+    def arm(self, order: MutationOrder | None) -> None:
+        self.order = order

@@ -1,0 +1,340 @@
+"""What the engine-side instruments write for the check, and what the check writes for them. No I/O at import.
+
+The instruments (``gpu_tests/kv_proof/``: a recording scheduler given with ``--scheduler-cls``, and an
+offloading spec given through ``kv_connector_extra_config``) run inside vLLM's engine processes. They meet the
+check in one folder per server, named by the environment variable :data:`PROBE_DIR_ENV`:
+
+- ``layout.json``: the KV-cache groups (index, kind, block size, layers), written by the scheduler at start.
+- ``splits-<pid>.jsonl``: one line per request when its prefill is scheduled: prompt tokens, tokens from the
+  GPU prefix cache (``local``), tokens loaded by the connector (``external``), tokens computed; plus a hash of
+  the prompt token ids, which is how the check finds its request (:func:`prompt_key`).
+- ``loads-<pid>.jsonl``: one line per OffloadingConnector load job, written where the scheduler plans it: the
+  request, the cached-token count it serves, and per group the first logical GPU block and the block count.
+- ``ledger-<pid>.json``: the byte ledger of the offloading worker, rewritten as transfers finish (cumulative
+  counts, so the check takes differences between two reads).
+- ``mutation.json``: written by the check, read by the instruments before each load: the mutation to apply
+  now (absent or ``{}``: none).
+
+Every model here is the JSON the instruments write, so a change on one side fails the other's tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "LAYOUT_FILE",
+    "MUTATION_FILE",
+    "PROBE_DIR_ENV",
+    "RECURRENT_KINDS",
+    "GroupLayout",
+    "LedgerCounts",
+    "LedgerSnapshot",
+    "LoadPlan",
+    "Mismatch",
+    "MutationOrder",
+    "ProbeFiles",
+    "SplitRecord",
+    "prompt_key",
+]
+
+PROBE_DIR_ENV = "VLLM_DEVCLIENT_PROBE_DIR"
+LAYOUT_FILE = "layout.json"
+MUTATION_FILE = "mutation.json"
+# Groups whose cache holds a recurrent state (one state per block boundary), not per-token KV.
+RECURRENT_KINDS = frozenset({"mamba"})
+
+
+def prompt_key(token_ids: Iterable[int]) -> str:
+    """The hash both sides compute over a prompt's token ids (the scheduler writes, the check looks up)."""
+    return hashlib.sha1(",".join(str(int(t)) for t in token_ids).encode()).hexdigest()[:16]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class GroupLayout(_Model):
+    """One KV-cache group: ``kind`` is ``full``, ``sliding``, ``mamba``, ``mla`` or the spec's class name."""
+
+    index: int
+    kind: str
+    block_size: int
+    spec: str = ""
+    layers: list[str] = Field(default_factory=list)
+
+    @property
+    def recurrent(self) -> bool:
+        return self.kind in RECURRENT_KINDS
+
+
+class SplitRecord(_Model):
+    """How one request's prompt was served when its prefill was first scheduled."""
+
+    seq: int
+    pid: int
+    request_id: str
+    key: str
+    prompt_tokens: int
+    local: int
+    external: int
+
+    @property
+    def cached(self) -> int:
+        return self.local + self.external
+
+    @property
+    def computed(self) -> int:
+        return self.prompt_tokens - self.cached
+
+
+class LoadGroup(_Model):
+    group: int
+    first_block: int  # logical index of the first GPU block loaded, within the request
+    blocks: int
+    tokens_per_block: int
+
+    @property
+    def end_token(self) -> int:
+        """The token position the loaded blocks reach: where a restored recurrent state stands."""
+        return (self.first_block + self.blocks) * self.tokens_per_block
+
+
+class LoadPlan(_Model):
+    """One OffloadingConnector load job as the scheduler planned it."""
+
+    seq: int
+    pid: int
+    request_id: str
+    job_id: int
+    local: int
+    external: int
+    groups: list[LoadGroup]
+    gpu_block_ids: list[int] = Field(default_factory=list)
+    mutation: str | None = None
+
+    @property
+    def cached(self) -> int:
+        return self.local + self.external
+
+
+class Mismatch(_Model):
+    """A reloaded block whose bytes differ from what was stored (or that was never stored)."""
+
+    job_id: int
+    group: int
+    layer: str
+    tensor: int
+    gpu_block: int
+    cpu_block: int
+    sub_block: int
+    stored: str | None
+    landed: str
+
+
+class LedgerCounts(_Model):
+    jobs: int = 0
+    ops: int = 0  # one op = one block of one layer tensor
+    bytes: int = 0
+
+    def __add__(self, other: LedgerCounts) -> LedgerCounts:
+        return LedgerCounts(
+            jobs=self.jobs + other.jobs, ops=self.ops + other.ops, bytes=self.bytes + other.bytes
+        )
+
+    def __sub__(self, other: LedgerCounts) -> LedgerCounts:
+        return LedgerCounts(
+            jobs=self.jobs - other.jobs, ops=self.ops - other.ops, bytes=self.bytes - other.bytes
+        )
+
+
+def _counter_op(a: dict[str, int], b: dict[str, int], sign: int) -> dict[str, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+    return {k: v for k, v in out.items() if v}
+
+
+class LedgerSnapshot(_Model):
+    """The offloading worker's byte ledger (cumulative since the worker started)."""
+
+    pid: int = 0
+    stores: LedgerCounts = Field(default_factory=LedgerCounts)
+    loads: LedgerCounts = Field(default_factory=LedgerCounts)
+    # loads compared with the digest taken when the block was stored
+    verified: int = 0
+    mismatched: int = 0
+    unverified: int = 0  # loaded from a CPU location this ledger never saw stored
+    # stores whose CPU copy differs from the GPU source at completion (source changed, or a wrong copy)
+    store_copy_mismatched: int = 0
+    groups: list[int] = Field(default_factory=list)
+    tensors: list[int] = Field(default_factory=list)
+    layers: list[str] = Field(default_factory=list)
+    loaded_blocks_by_group: dict[str, int] = Field(default_factory=dict)
+    mismatch_examples: list[Mismatch] = Field(default_factory=list)
+    mutations_applied: dict[str, int] = Field(default_factory=dict)
+    mutation_notes: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def loaded_blocks(self) -> int:
+        return sum(self.loaded_blocks_by_group.values())
+
+    def since(self, before: LedgerSnapshot | None) -> LedgerSnapshot:
+        """What happened between ``before`` and this snapshot (sets of groups and layers: those loaded in the
+        window, as far as the examples and counters tell; the cumulative ones where they do not)."""
+        b = before or LedgerSnapshot()
+        return LedgerSnapshot(
+            pid=self.pid,
+            stores=self.stores - b.stores,
+            loads=self.loads - b.loads,
+            verified=self.verified - b.verified,
+            mismatched=self.mismatched - b.mismatched,
+            unverified=self.unverified - b.unverified,
+            store_copy_mismatched=self.store_copy_mismatched - b.store_copy_mismatched,
+            groups=self.groups,
+            tensors=self.tensors,
+            layers=self.layers,
+            loaded_blocks_by_group=_counter_op(self.loaded_blocks_by_group, b.loaded_blocks_by_group, -1),
+            mismatch_examples=[e for e in self.mismatch_examples if e not in b.mismatch_examples],
+            mutations_applied=_counter_op(self.mutations_applied, b.mutations_applied, -1),
+            mutation_notes=self.mutation_notes[len(b.mutation_notes) :],
+            errors=self.errors[len(b.errors) :],
+        )
+
+    @classmethod
+    def combine(cls, parts: Sequence[LedgerSnapshot]) -> LedgerSnapshot | None:
+        """One ledger from the workers' (one per tensor-parallel rank); None when there is none."""
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        total = LedgerSnapshot(pid=parts[0].pid)
+        fields: dict[str, Any] = total.model_dump()
+        for p in parts:
+            fields["stores"] = LedgerCounts.model_validate(fields["stores"]) + p.stores
+            fields["loads"] = LedgerCounts.model_validate(fields["loads"]) + p.loads
+            for name in ("verified", "mismatched", "unverified", "store_copy_mismatched"):
+                fields[name] += getattr(p, name)
+            for name in ("groups", "tensors", "layers"):
+                fields[name] = sorted(set(fields[name]) | set(getattr(p, name)))
+            for name in ("loaded_blocks_by_group", "mutations_applied"):
+                fields[name] = _counter_op(fields[name], getattr(p, name), 1)
+            fields["mismatch_examples"] = [*fields["mismatch_examples"], *p.mismatch_examples][:8]
+            fields["mutation_notes"] = [*fields["mutation_notes"], *p.mutation_notes]
+            fields["errors"] = [*fields["errors"], *p.errors]
+        return cls.model_validate(fields)
+
+
+class MutationOrder(_Model):
+    """What the check asks the instruments to do to the next loads (``name`` empty: nothing)."""
+
+    name: str = ""
+    group: int | None = None  # the group a one-group / one-layer mutation aims at
+    token: int = 0  # an identifier the check picks, echoed in the instruments' notes
+
+
+class ProbeFiles:
+    """The check's side of the folder: read what the instruments wrote, write the mutation order."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def prepare(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for path in self.root.glob("*"):
+            if path.is_file():
+                path.unlink()
+
+    def layout(self) -> list[GroupLayout] | None:
+        path = self.root / LAYOUT_FILE
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return [GroupLayout.model_validate(g) for g in data.get("groups", [])]
+
+    def _lines(self, prefix: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for path in sorted(self.root.glob(f"{prefix}-*.jsonl")):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:  # a line being written right now
+                        continue
+        return rows
+
+    def splits(self) -> list[SplitRecord]:
+        return sorted(
+            (SplitRecord.model_validate(r) for r in self._lines("splits")), key=lambda r: (r.pid, r.seq)
+        )
+
+    def loads(self) -> list[LoadPlan]:
+        rows = [r for r in self._lines("loads") if "job_id" in r]
+        return sorted((LoadPlan.model_validate(r) for r in rows), key=lambda r: (r.pid, r.seq))
+
+    def instrument_errors(self) -> list[str]:
+        """What the instruments could not do (a load-plan line that failed, a ledger error)."""
+        errors = [str(r["error"]) for r in self._lines("loads") if "error" in r]
+        for ledger in self.ledgers():
+            errors += ledger.errors
+        return errors
+
+    def scheduler_mutations(self) -> dict[str, int]:
+        """Mutations applied on the scheduler's side (``state_ahead``), by name."""
+        counts: dict[str, int] = {}
+        for path in self.root.glob("scheduler-*.json"):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for name, n in (data.get("mutations_applied") or {}).items():
+                counts[name] = counts.get(name, 0) + int(n)
+        return counts
+
+    def ledgers(self) -> list[LedgerSnapshot]:
+        out = []
+        for path in sorted(self.root.glob("ledger-*.json")):
+            try:
+                out.append(LedgerSnapshot.model_validate_json(path.read_text()))
+            except ValueError:  # being rewritten: the next read gets it
+                continue
+        return out
+
+    def order(self, order: MutationOrder | None) -> None:
+        """Arm (with None: disarm) a mutation: written atomically, read by the instruments at each load."""
+        path = self.root / MUTATION_FILE
+        if order is None or not order.name:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(order.model_dump_json())
+        os.replace(tmp, path)
+
+
+def read_order(root: str | os.PathLike[str]) -> MutationOrder | None:
+    """The instruments' side: the mutation armed now, or None."""
+    path = Path(root) / MUTATION_FILE
+    try:
+        order = MutationOrder.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return order if order.name else None
+
+
+def match_splits(
+    keys: Sequence[str], records: Sequence[SplitRecord], *, after: int = 0
+) -> list[SplitRecord | None]:
+    """For each prompt key (in the order the requests were sent), the first unclaimed record with that key
+    among ``records[after:]``; None where there is none. Repeated prompts claim records in order."""
+    pool: dict[str, list[SplitRecord]] = {}
+    for rec in records[after:]:
+        pool.setdefault(rec.key, []).append(rec)
+    return [pool[k].pop(0) if pool.get(k) else None for k in keys]
