@@ -481,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="--gpu-memory-utilization 0.05 --kv-cache-memory-bytes 1073741824",
         help="vllm serve flags for every case (fixed KV cache: skips memory profiling that others disturb)",
     )
+    p.add_argument("--only", default="", help="comma list: run only the cases whose id contains one of these")
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -503,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
     jobs = parts[args.part - 1]
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        jobs = [j for j in jobs if any(w in j.case_id for w in wanted)]
     if args.dry_run:
         for k, part in enumerate(parts, 1):
             span = makespan(part, args.parallel) + (args.setup_s if k == 1 else 0.0)

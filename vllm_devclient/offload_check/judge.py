@@ -17,8 +17,10 @@ Per iteration:
    the cached-token count. A load whose recurrent group reaches past it (``restored_ahead`` tokens) means the
    state already holds tokens the engine computes again; without load plans, a cached count off the group's
    block grid means the same.
-5. ``accuracy_held``: cold and reload accuracy >= threshold - tolerance; "not evaluated" without a threshold.
-6. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
+5. ``boundaries_reached``: for every boundary size, a boundary probe and a control were loaded by the
+   connector in the reload run (else the iteration proves nothing about boundaries).
+6. ``accuracy_held``: cold and reload accuracy >= threshold - tolerance; "not evaluated" without a threshold.
+7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
 
 A mutation iteration is ``caught`` when its instrument ran, the reload was still proven, and one of the
@@ -306,6 +308,40 @@ def _recurrent_state_consistent(
     )
 
 
+def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> AssertionResult:
+    """Every boundary size had a boundary probe and a control whose reload the connector served: otherwise
+    the iteration says nothing about the block and chunk boundaries."""
+    name = "boundaries_reached"
+    sizes = sorted({p.boundary for p in probes if p.boundary is not None})
+    if not sizes:
+        return AssertionResult(
+            name=name,
+            passed=True,
+            evaluated=False,
+            message="no boundary probes (the KV-cache layout is unknown)",
+        )
+    reload = it.runs["reload"].by_probe()
+    missing = []
+    notes = []
+    for size in sizes:
+        for kind in ("boundary", "control"):
+            ids = [p.id for p in probes if p.boundary == size and p.kind == kind]
+            loaded = [
+                i
+                for i in ids
+                if (a := reload.get(i)) is not None and a.split is not None and a.split.external > 0
+            ]
+            if ids and not loaded:
+                missing.append(
+                    f"no {kind} probe of size {size} was loaded by the connector ({len(ids)} sent)"
+                )
+            elif ids:
+                notes.append(f"{kind} {size}: {len(loaded)}/{len(ids)} loaded")
+    if missing:
+        return AssertionResult(name=name, passed=False, message="; ".join(missing))
+    return AssertionResult(name=name, passed=True, message="; ".join(notes))
+
+
 def _accuracy_held(settings: CheckSettings, runs: Mapping[str, Run]) -> AssertionResult:
     if settings.accuracy_threshold is None:
         return AssertionResult(
@@ -366,6 +402,7 @@ def judge_iteration(
         _answers_unchanged(comparisons),
         _kv_bytes_identical(settings, it),
         _recurrent_state_consistent(it, comparisons, by_id, layout),
+        _boundaries_reached(it, probes),
         _accuracy_held(settings, it.runs),
         requests_ok(it.runs, settings.max_failed_rate),
     ]

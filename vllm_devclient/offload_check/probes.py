@@ -7,15 +7,15 @@ KV-cache block and chunk sizes, so the check cuts prompts at exact token counts 
 - ``boundary``: questions cut to end exactly on a multiple of a boundary size (each group's block size, and
   the connector's chunk size where ``blocks_per_chunk > 1``). At a boundary the GPU prefix cache and the
   OffloadingConnector serve different splits, and recurrent state is restored at the block's end.
-- ``control``: other questions cut :data:`CONTROL_OFFSET` tokens short of a boundary.
+- ``control``: other prompts cut :data:`CONTROL_OFFSET` tokens short of a boundary.
 - ``fingerprint``: built after a reload from a probe ``P`` whose reload cached ``c`` tokens, one per known
   failure shape, where a state restored at token ``s > c`` is equivalent to the prompt ``P[:s] + P[c:]``
   (the tokens between ``c`` and ``s`` computed twice): ``last_token_doubled`` (``s = c + 1``, vLLM #51094's
   shape) and ``later_block_state`` (``s = c + block``). Served with ``P``'s blocks in the GPU prefix cache,
   the shape prompt computes ``P[c:]`` on top of the state at ``s``, which is what a reload with that bug does.
 
-Cut prompts end past the few-shot prefix all questions share (:func:`shared_prefix`) and come from
-questions no other probe uses, so no probe is another's prefix.
+A boundary probe or control has its own question and its own few-shot examples, so it shares no block
+with any other probe and its reload loads every one of its blocks from the CPU tier.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = [
     "boundary_sizes",
     "build_probes",
     "fingerprint",
-    "shared_prefix",
 ]
 
 ProbeKind = Literal["gsm8k", "boundary", "control", "fingerprint"]
@@ -73,18 +72,6 @@ class Probe:
         return GSM8KPrompt(index, "", self.label, token_ids=self.token_ids, max_tokens=self.max_tokens)
 
 
-def shared_prefix(token_lists: Sequence[Sequence[int]]) -> int:
-    """The length of the longest common prefix of ``token_lists`` (0 for fewer than two)."""
-    if len(token_lists) < 2:
-        return 0
-    first = token_lists[0]
-    n = min(len(t) for t in token_lists)
-    for i in range(n):
-        if any(t[i] != first[i] for t in token_lists[1:]):
-            return i
-    return n
-
-
 def boundary_sizes(block_sizes: Iterable[int], blocks_per_chunk: int = 1) -> list[int]:
     """Every size a prompt should end on: each group's block size, and the chunk size when larger."""
     sizes = {b for b in block_sizes if b > 0}
@@ -104,36 +91,38 @@ def build_probes(
     sizes: Sequence[int] = (),
     per_size: int = 4,
     probe_max_tokens: int = 32,
-    candidates: int = 160,
 ) -> list[Probe]:
     """The GSM8K questions, then for each size ``per_size`` boundary probes and as many controls.
 
-    Boundary probes and controls are cut from questions no other probe uses (test items after the first
-    ``num_questions``, each used once), so no probe is a prefix of another: each one's own blocks are
-    stored by its cold run and loaded by its reload, never served by an earlier probe of the same run. A
-    cut must land past the shared few-shot prefix; a size no question is long enough for gets fewer probes.
+    Each boundary probe and control is a test item no other probe uses, after few-shot examples no other
+    probe uses (train items after the first ``num_shots``): no two probes share a block, so each one's blocks
+    are stored by its own cold run and all loaded back by its reload, whatever the block size. (With the
+    questions' shared few-shot prefix a probe's blocks would already sit in the GPU prefix cache, loaded by an
+    earlier probe of the same run, and a reload of less than a chunk is never made.) A size no prompt is long
+    enough for gets fewer probes.
     """
-    pool = build_prompts(train, test, max(num_questions, min(candidates, len(test))), num_shots)
-    encoded = [(p, tuple(encode(p.prompt))) for p in pool]
+    questions = build_prompts(train, test, num_questions, num_shots)
     probes = [
-        Probe(f"q{p.index:02d}", "gsm8k", ids, p.index, p.label, max_tokens)
-        for p, ids in encoded[:num_questions]
+        Probe(f"q{p.index:02d}", "gsm8k", tuple(encode(p.prompt)), p.index, p.label, max_tokens)
+        for p in questions
     ]
-    prefix = shared_prefix([ids for _, ids in encoded])
-    spare = list(encoded[num_questions:])
+    next_question = num_questions
+    next_shots = num_shots
     for size in sizes:
         for kind, offset in (("boundary", 0), ("control", CONTROL_OFFSET)):
             made = 0
-            for item in list(spare):
-                if made >= per_size:
-                    break
-                p, ids = item
+            while made < per_size and next_question < len(test) and next_shots + num_shots <= len(train):
+                shots = train[next_shots : next_shots + num_shots]
+                (item,) = build_prompts(shots, test[next_question : next_question + 1], 1, num_shots)
+                index = next_question
+                next_question += 1
+                next_shots += num_shots
+                ids = tuple(encode(item.prompt))
                 cut = len(ids) // size * size - offset
-                if cut - CONTROL_OFFSET <= prefix or cut < size:
+                if cut < size:
                     continue
-                spare.remove(item)
-                tag = f"{kind[0]}{size}-q{p.index:02d}"
-                probes.append(Probe(tag, kind, ids[:cut], p.index, None, probe_max_tokens, size))  # type: ignore[arg-type]
+                tag = f"{kind[0]}{size}-q{index:02d}"
+                probes.append(Probe(tag, kind, ids[:cut], index, None, probe_max_tokens, size))  # type: ignore[arg-type]
                 made += 1
     return probes
 
