@@ -1,1 +1,1 @@
-"""The GPU suite: the offload-reload check on real servers, and its engine-side instruments (see README.md)."""
+"""The GPU suite: the offload-reload check on real servers and its engine-side instruments (README.md)."""

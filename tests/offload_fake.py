@@ -8,7 +8,8 @@ text is a function of what the model really computed: the tokens, and (``split_s
 count, as near-ties on random weights make it; a recurrent state restored ``d`` tokens ahead computes
 ``P[:c+d] + P[c:]``; a corrupted load computes something else. Switches: ``fixed`` (vLLM after #51100:
 recurrent hits round down to the block), ``corrupt`` (probe ids whose reload is wrong), ``noise`` (run label
--> probe ids that decode differently), and the instruments' mutations.
+-> probe ids that decode differently), ``fail`` (run label -> probe ids whose request fails), ``raise_in``
+(a run whose call raises), and the instruments' mutations.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class FakeServer:
     ledger_on: bool = True
     corrupt: set[str] = field(default_factory=set)
     noise: dict[str, set[str]] = field(default_factory=dict)
+    fail: dict[str, set[str]] = field(default_factory=dict)  # run label -> probe ids whose request fails
     raise_in: str | None = None
     texts: dict[str, str] = field(default_factory=dict)
 
@@ -113,9 +115,20 @@ class FakeServer:
             self.c["load"] += external * 64
             first = local // self.block
             blocks = -(-cached // self.block) - first
-            groups = [LoadGroup(group=g.index, first_block=first, blocks=blocks, tokens_per_block=g.block_size) for g in self.layout]
+            groups = [
+                LoadGroup(group=g.index, first_block=first, blocks=blocks, tokens_per_block=g.block_size)
+                for g in self.layout
+            ]
             self.plans.append(
-                LoadPlan(seq=len(self.plans), pid=1, request_id=rid, job_id=len(self.plans), local=local, external=external, groups=groups)
+                LoadPlan(
+                    seq=len(self.plans),
+                    pid=1,
+                    request_id=rid,
+                    job_id=len(self.plans),
+                    local=local,
+                    external=external,
+                    groups=groups,
+                )
             )
             if self.recurrent and cached % self.block:
                 ahead = -(-cached // self.block) * self.block - cached
@@ -167,7 +180,9 @@ class FakeServer:
 
     # -- CheckIO
     def version(self) -> VersionInfo:
-        return VersionInfo(version="0.26.0", rust_frontend_version="0.1.0" if self.frontend == "rust" else None)
+        return VersionInfo(
+            version="0.26.0", rust_frontend_version="0.1.0" if self.frontend == "rust" else None
+        )
 
     def metrics(self) -> MetricsSnapshot:
         self.now += 1
@@ -178,8 +193,8 @@ class FakeServer:
                 f'vllm:prefix_cache_hits_total{{model_name="m"}} {c["hits"]}',
                 f'vllm:external_prefix_cache_queries_total{{model_name="m"}} {c["ext_queries"]}',
                 f'vllm:external_prefix_cache_hits_total{{model_name="m"}} {c["ext_hits"]}',
-                f'vllm:kv_offload_total_bytes_total{{model_name="m",transfer_type="CPU_to_GPU"}} {c["load"]}',
-                f'vllm:kv_offload_total_bytes_total{{model_name="m",transfer_type="GPU_to_CPU"}} {c["store"]}',
+                f'vllm:kv_offload_total_bytes_total{{transfer_type="CPU_to_GPU"}} {c["load"]}',
+                f'vllm:kv_offload_total_bytes_total{{transfer_type="GPU_to_CPU"}} {c["store"]}',
                 "",
             ]
         )
@@ -189,8 +204,16 @@ class FakeServer:
         self.calls.append(f"run:{label}")
         if label == self.raise_in:
             raise ConnectionError("server went away")
-        answers = [self._answer(p, label) for p in probes]
-        return Run(label=label, concurrency=1, latency_s=0.1, answers=answers, accuracy=0.0)
+        answers = [
+            Answer(probe=p.id, text=None, error="InternalServerError: 500")
+            if p.id in self.fail.get(label, set())
+            else self._answer(p, label)
+            for p in probes
+        ]
+        failed = sum(a.error is not None for a in answers)
+        return Run(
+            label=label, concurrency=1, latency_s=0.1, answers=answers, accuracy=0.0, failed_requests=failed
+        )
 
     def step_engine(self) -> None:
         self.calls.append("step")

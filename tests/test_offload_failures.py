@@ -1,9 +1,9 @@
 """Failure accounting as upstream's GSM8K evaluator does it, against both real frontends.
 
-The scripted engine fails chosen generation requests (``engine.script("add_request", ...)`` with
-``Raise``): each frontend answers 500, the evaluator counts the question as an invalid (empty) answer and
-says how many failed, and the check turns a run with more than 5% failed requests into an *error*, not a
-pass. The frontends and the evaluator are the real ones; only the engine is scripted.
+The scripted engine fails chosen generation requests (``engine.script("add_request", ...)`` with ``Raise``):
+each frontend answers 500, the check's run counts the probe as an invalid (empty) answer and says how many
+failed, and a run with more than 5% failed requests makes the iteration an *error*, not a pass. The frontends,
+the client and the check's server I/O are the real ones; only the engine is scripted.
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from vllm_devclient.offload_check.check import run_check
-from vllm_devclient.offload_check.gsm8k import GSM8KResult, build_prompts, evaluate_gsm8k, load_gsm8k
-from vllm_devclient.offload_check.judge import CheckSettings, requests_ok, status_of
+from vllm_devclient.offload_check.case import ServerIO
+from vllm_devclient.offload_check.judge import requests_ok
+from vllm_devclient.offload_check.probes import Probe
+from vllm_devclient.offload_check.report import Run
 from vllm_devclient.testing.engine import Raise, Return, ScriptedEngine
 from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
-
-from .conftest import GSM8K_DIR
-from .test_offload_check import FakeServer
 
 N = 20  # one failure is 5% (allowed), two are 10% (an error)
 
@@ -32,53 +30,34 @@ def frontend(request: pytest.FixtureRequest) -> Iterator[Frontend]:
         yield fe
 
 
-def _run(frontend: Frontend, failing: set[int]) -> GSM8KResult:
+def _run(frontend: Frontend, failing: set[int]) -> Run:
     engine = frontend.engine
     assert engine is not None
     engine.reset()
-    # One request at a time, in question order: the i-th ADD is question i.
+    # One request at a time, in probe order: the i-th ADD is probe i.
     engine.script("add_request", [Raise("boom") if i in failing else Return() for i in range(N)] + [Return()])
-    train, test = load_gsm8k(data_dir=GSM8K_DIR)
-    prompts = build_prompts(train, test, N, num_shots=1)  # short prompts: the tiny tokenizer is verbose
-    return evaluate_gsm8k(frontend.base_url, prompts=prompts, max_tokens=2, concurrency=1, progress=False)
+    probes = [Probe(f"q{i:02d}", "gsm8k", tuple(range(10 + i, 40 + i)), i, 18, 2) for i in range(N)]
+    io = ServerIO(frontend.base_url, num_shots=0)
+    try:
+        return io.run("cold", probes)
+    finally:
+        io.close()
 
 
 def test_a_failed_request_is_an_invalid_answer_with_the_count(frontend: Frontend) -> None:
-    result = _run(frontend, {3})
-    assert result.failed_requests == 1 and result.failed_rate == 1 / N
-    failed = result.questions[3]
-    assert failed.text == "" and failed.prediction is None and not failed.correct
+    run = _run(frontend, {3})
+    assert run.failed_requests == 1
+    failed = run.answers[3]
+    assert failed.text is None and failed.prediction is None
     assert failed.error is not None and "500" in failed.error
-    assert all(q.error is None and q.text == "18" for i, q in enumerate(result.questions) if i != 3)
-    # Upstream's accounting: the failed request counts in the invalid rate (no other answer is invalid).
-    assert result.invalid_rate == pytest.approx(1 / N)
-    right = sum(q.label == 18 for i, q in enumerate(result.questions) if i != 3)  # every answer is "18"
-    assert right >= 1 and result.accuracy == pytest.approx(right / N)
-    assert requests_ok({"cold": result}, 0.05).passed  # exactly 5%: allowed
+    assert all(a.error is None and a.output_tokens == 2 for i, a in enumerate(run.answers) if i != 3)
+    # Every other answer is "18", the label: accuracy counts the failed request as wrong, as upstream does.
+    assert run.accuracy == pytest.approx((N - 1) / N)
+    assert requests_ok({"cold": run}, 0.05).passed  # exactly 5%: allowed
 
 
-def test_more_than_five_percent_failed_makes_the_case_an_error(frontend: Frontend) -> None:
-    result = _run(frontend, {2, 7})
-    assert result.failed_requests == 2
-    verdict = requests_ok({"cold": result}, 0.05)
+def test_more_than_five_percent_failed_is_over_the_limit(frontend: Frontend) -> None:
+    run = _run(frontend, {2, 7})
+    assert run.failed_requests == 2
+    verdict = requests_ok({"cold": run}, 0.05)
     assert not verdict.passed and "over the limit" in verdict.message and "500" in verdict.message
-    assert status_of([verdict]) == "error"
-
-
-def test_the_check_reports_failed_requests_as_an_error_not_a_failure() -> None:
-    # A healthy offload in every other respect: only the failed requests decide the status.
-    server = FakeServer(fail={"reload": {0}})
-    report = run_check(server, CheckSettings(expected_frontend="python"), num_questions=8)
-    assert report.runs["reload"].failed_requests == 1
-    assert report.status == "error" and not report.passed
-    assert not report.assertion("requests_ok").passed
-    assert report.runs["reload"].errors == ["InternalServerError: 500"]
-
-
-def test_a_check_that_stops_half_way_keeps_its_partial_result() -> None:
-    server = FakeServer(raise_in="reload")
-    report = run_check(server, CheckSettings(expected_frontend="python"), num_questions=8)
-    assert report.status == "error" and report.error is not None and "server went away" in report.error
-    assert set(report.runs) == {"cold", "warm"}  # what was measured before the failure is kept
-    assert report.barriers["gpu_only"].attempts == 2 and "cold" in report.windows
-    assert report.assertions == [] and report.timings["check_s"] >= 0

@@ -181,8 +181,9 @@ def plan(
     timeout_margin: float = 2.0,
 ) -> list[Job]:
     """Every family x connector x frontend with ``iterations`` clean passes, and per family one case running
-    the mutation catalogue (each mutation its own cold, warm and reload); the most expensive first. A family is a tiny profile's name
-    without ``tiny-`` (``llama``, or a several-GPU stand-in such as ``deepseek-v2-tp2-ep``)."""
+    the mutation catalogue (each mutation its own cold, warm and reload); the most expensive first. A
+    family is a tiny profile's name without ``tiny-`` (``llama``, or a stand-in such as
+    ``deepseek-v2-tp2-ep``)."""
     from gpu_tests.kv_proof.catalogue import MUTATIONS
 
     unknown = [f for f in families if f"tiny-{f}" not in PROFILES]
@@ -511,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k, part in enumerate(parts, 1):
             span = makespan(part, args.parallel) + (args.setup_s if k == 1 else 0.0)
             print(
-                f"part {k}: {len(part)} cases, simulated {span:.0f} s, families {sorted({j.family for j in part})}"
+                f"part {k}: {len(part)} cases, simulated {span:.0f} s, "
+                f"families {sorted({j.family for j in part})}"
             )
         for job in jobs:
             print(f"{job.case_id} expected {job.expected_s:.0f}s: {shlex.join(job.args)}")
@@ -532,7 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out / f"matrix_summary_part{args.part}.json").write_text(json.dumps(summary, indent=2) + "\n")
     for row in summary["cases"]:
         print(
-            f"{row['case_id']:52} {row['verdict']:12} wall {row['wall_s']:6.1f}s (exp {row['expected_s']:5.0f}) "
+            f"{row['case_id']:52} {row['verdict']:12} wall {row['wall_s']:6.1f}s "
+            f"(exp {row['expected_s']:5.0f}) "
             f"startup {row['startup_s'] or 0:6.1f}s defects={row['defects']} mutations={row['mutations']} "
             f"{row['error'] or ''}"[:300]
         )

@@ -1,107 +1,224 @@
-"""Markdown tables for gpu_tests/README.md from the JSON reports under gpu_tests/results/.
+"""The tables of gpu_tests/README.md, generated from the committed reports (never written by hand).
 
-python -m gpu_tests.runner.tables gpu_tests/results
+    python -m gpu_tests.runner.tables            # rewrite the tables in gpu_tests/README.md
+    python -m gpu_tests.runner.tables --check    # exit 1 when a table differs from its reports
+
+A table sits between ``<!-- figure:NAME -->`` and ``<!-- /figure -->`` in the README; :data:`TABLES` says
+which run folder each is made from. Every cell is a report field or a count of them.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpu_tests.kv_proof.catalogue import MUTATIONS
+from vllm_devclient.offload_check.report import OffloadCheckReport
 
-def load(root: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(root.rglob("*.json")) if "summary" not in p.name]
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+README = ROOT / "README.md"
+MATRIX_RUN = "kv-proof-2026-12-01"
+BOUNDARY_RUN = "kv-proof-2026-12-01-own-shot-boundaries"
+_MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
 
-def _cpu_groups(r: dict[str, Any]) -> str:
-    ev = r.get("events") or {}
-    kinds = {str(k): v for k, v in (ev.get("group_kinds") or {}).items()}
-    parts = [
-        f"g{g['group_idx']} {kinds.get(str(g['group_idx']), '?')[:4]} {g['stored_blocks']}"
-        for g in ev.get("groups", [])
-        if g["medium"] == "CPU"
+def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], dict[str, Any]]:
+    folder = results / run
+    reports = [
+        OffloadCheckReport.model_validate_json(p.read_text())
+        for p in sorted(folder.glob("*.json"))
+        if p.name != "run.json"
     ]
-    return ", ".join(parts) or "no CPU events"
+    meta = json.loads((folder / "run.json").read_text())
+    return reports, meta
 
 
-def _matches(r: dict[str, Any]) -> str:
-    cold, warm, floor = r.get("reload_vs_cold"), r.get("reload_vs_warm"), r.get("noise_floor")
-    if not cold or not floor:
+def _runner_verdicts(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        row["case_id"]: row
+        for call in meta.get("calls", [])
+        for row in call.get("summary", {}).get("cases", [])
+    }
+
+
+def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
+    row = verdicts.get(r.case_id, {})
+    if row.get("verdict") == "unsupported":
+        return "unsupported by vLLM 0.26 (the Simple connector needs a full-attention group)"
+    if r.defects:
+        return "failed: " + ", ".join(d.id for d in r.defects)
+    if r.status == "failed":
+        names = sorted({a.name for a in r.failures()})
+        return "failed: " + ", ".join(names)
+    return r.status
+
+
+def _iterations(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    return f"{sum(it.status == 'passed' for it in clean)}/{len(clean)}" if clean else "-"
+
+
+def _compared(r: OffloadCheckReport) -> str:
+    """Per clean iteration: reload answers equal to the same-split warm answer / compared; not comparable."""
+    cells = []
+    for it in r.clean():
+        agree = sum(c.verdict == "agree" for c in it.comparisons)
+        compared = agree + sum(c.verdict == "differ" for c in it.comparisons)
+        other = sum(c.verdict not in ("agree", "differ") for c in it.comparisons)
+        cells.append(f"{agree}/{compared}" + (f" (+{other})" if other else ""))
+    return ", ".join(cells) or "-"
+
+
+def _bytes(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    if not clean:
         return "-"
-    best = max(cold["matches"], (warm or {}).get("matches", 0))
-    return f"{best}/{cold['total']} vs {floor['matches']}"
+    first = clean[0].assertion("kv_bytes_identical")
+    if not first.evaluated:
+        return "not evaluated"
+    ledgers = [it.ledger for it in clean if it.ledger is not None]
+    verified = sum(lg.verified for lg in ledgers)
+    mismatched = sum(lg.mismatched + lg.unverified for lg in ledgers)
+    groups = len({g for lg in ledgers for g in lg.loaded_blocks_by_group})
+    layers = max((len(lg.layers) for lg in ledgers), default=0)
+    blocks = sum(lg.loaded_blocks for lg in ledgers)
+    return f"{verified} identical, {mismatched} not; {blocks} blocks, {groups} groups, {layers} layers"
 
 
-def matrix_table(reports: Iterable[dict[str, Any]]) -> str:
-    by_id = {r["case_id"]: r for r in reports}
+def _boundaries(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    if not clean:
+        return "-"
+    sizes = sorted({p.boundary for p in r.probes if p.boundary})
+    a = clean[0].assertion("boundaries_reached")
+    reached = "loaded" if a.passed and a.evaluated else "not loaded" if a.evaluated else "none"
+    return f"{'/'.join(map(str, sizes)) or '-'}: {reached}"
+
+
+def _family(r: OffloadCheckReport) -> str:
+    groups = ", ".join(f"{g.kind} {g.block_size}" for g in r.layout) or "?"
+    return f"{r.family} ({'/'.join(r.architectures)}; {groups})"
+
+
+def matrix_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
+    verdicts = _runner_verdicts(meta)
     rows = [
-        "| family (architecture) | GPUs | connector | frontend | status | external hits (reload) | "
-        "CPU blocks stored per group (kind) | reload matches vs floor | "
-        "mutation: matches, reload_proven | wall s |",
+        "| family (architecture; groups: kind block) | connector | frontend | verdict | clean passes | "
+        "reload = same-split warm, per pass (+ not comparable) | kv_bytes_identical, 3 passes | "
+        "boundary sizes: reload from CPU | startup s | case s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for case_id, r in sorted(by_id.items()):
-        if not case_id.startswith("tiny-") or case_id.endswith("mutation") or "-c8" in case_id:
+    for r in sorted(reports, key=lambda r: r.case_id):
+        if r.mutations() or r.case_id.endswith("-mutations"):
             continue
-        mut = by_id.get(f"{r['profile']}-offloading-python-mutation")
-        mut_text = "-"
-        if mut is not None and mut.get("reload_vs_cold"):
-            proven = next((a["passed"] for a in mut["assertions"] if a["name"] == "reload_proven"), None)
-            best = max(mut["reload_vs_cold"]["matches"], (mut.get("reload_vs_warm") or {}).get("matches", 0))
-            mut_text = f"{best}/{mut['reload_vs_cold']['total']} ({mut['status']}), {proven}"
-        elif mut is not None:
-            mut_text = mut["status"]
-        reload = (r.get("windows") or {}).get("reload") or {}
-        hits = reload.get("external_prefix_cache_hits")
-        status = r["status"]
-        if r.get("error"):
-            status += f": {r['error'].splitlines()[-1][:70]}"
-        parallel = r["profile"].removeprefix(f"tiny-{r['family']}").lstrip("-")
-        name = f"{r['family']} {parallel}".strip()
         rows.append(
-            f"| {name} ({'/'.join(r['architectures'])}) | {r.get('gpus_used') or 1} | "
-            f"{r['connector'].replace('Connector', '')} | "
-            f"{r['frontend']} | {status} | {'-' if hits is None else int(hits)} | {_cpu_groups(r)} | "
-            f"{_matches(r)} | {mut_text} | {r['timings'].get('case_s', 0):.0f} |"
+            f"| {_family(r)} | {r.connector.replace('Connector', '')} | {r.frontend} | "
+            f"{_status(r, verdicts)} | "
+            f"{_iterations(r)} | {_compared(r)} | {_bytes(r)} | {_boundaries(r)} | "
+            f"{r.timings.get('server_startup_s', 0):.0f} | {r.timings.get('case_s', 0):.0f} |"
         )
     return "\n".join(rows)
 
 
-def agreement_table(reports: Iterable[dict[str, Any]]) -> str:
+def mutation_table(reports: Sequence[OffloadCheckReport]) -> str:
+    names = list(MUTATIONS)
+    rows = ["| family | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+    for r in sorted(reports, key=lambda r: r.case_id):
+        if not r.case_id.endswith("-mutations"):
+            continue
+        skipped = r.extra.get("mutations_not_applicable", {})
+        by = {it.mutation: it.mutation_verdict for it in r.mutations()}
+        cells = []
+        for name in names:
+            v = by.get(name)
+            if name in skipped:
+                cells.append(f"n/a ({skipped[name]})")
+            elif v is None:
+                cells.append("not run")
+            elif v.caught:
+                caught = [e for e in v.expected if e in v.failed]
+                cells.append(f"caught by {', '.join(caught)} (applied {v.applied})")
+            else:
+                cells.append(f"MISSED: {v.message}")
+        rows.append(f"| {r.family} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
     rows = [
-        "| model | batch invariant | questions | concurrency 1 | concurrency 8 | concurrency 64 | "
-        "check passed | mutation fails | case wall s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| case | defect | probes | fingerprint matched | controls and other probes |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    by_id = {r["case_id"]: r for r in reports}
-    for case_id, r in sorted(by_id.items()):
-        if "-c8" not in case_id or case_id.endswith("mutation"):
-            continue
-        cells = {}
-        for row in r.get("agreement", []):
-            seq = row.get("vs_sequential")
-            text = f"{row['cold_vs_cold']['matches']}/{row['cold_vs_cold']['total']}"
-            if seq is not None and row["concurrency"] != 1:
-                text += f" (vs c1 {seq['matches']})"
-            cells[row["concurrency"]] = text
-        mut = by_id.get(f"{case_id}-mutation")
+    for r in sorted(reports, key=lambda r: r.case_id):
+        for d in r.defects:
+            first = r.clean()[0]
+            shapes = [c for c in first.comparisons if c.probe in d.probes]
+            matched = sum(c.shape == "last_token_doubled" for c in shapes)
+            others = [c for c in first.comparisons if c.probe not in d.probes]
+            fine = sum(c.verdict == "agree" for c in others)
+            rows.append(
+                f"| {r.case_id} | [{d.id}]({d.url}) | {len(d.probes)}: {', '.join(d.probes)} | "
+                f"last_token_doubled on {matched}/{len(shapes)} (first pass) | "
+                f"{fine}/{len(others)} answered like their same-split reference (first pass) |"
+            )
+    return "\n".join(rows)
+
+
+def cost_table(meta: dict[str, Any]) -> str:
+    rows = [
+        "| call | setup s | matrix wall s | call s | cases | verdicts |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for call in meta.get("calls", []):
+        summary = call.get("summary", {})
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("counts", {}).items()))
         rows.append(
-            f"| {r['profile']} | {'yes' if 'bi' in case_id.split('-') else 'no'} | {r['num_questions']} | "
-            f"{cells.get(1, '-')} | {cells.get(8, '-')} | {cells.get(64, '-')} | {r['status']} | "
-            f"{mut['status'] == 'failed' if mut else '-'} | {r['timings'].get('case_s', 0):.0f} |"
+            f"| {call.get('part')} | {call.get('setup_s', '-')} | {summary.get('wall_s', '-')} | "
+            f"{call.get('call_s')} | {len(summary.get('cases', []))} | {counts} |"
         )
     return "\n".join(rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
+    "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
+    "gpu-defects": lambda: defect_table([*load(MATRIX_RUN)[0], *load(BOUNDARY_RUN)[0]]),
+    "gpu-cost": lambda: cost_table(load(MATRIX_RUN)[1]),
+}
+
+
+def render(text: str) -> str:
+    """``text`` with every marked table regenerated; a marker naming no table is an error."""
+
+    def fill(m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise KeyError(f"no table named {name!r} (known: {sorted(TABLES)})")
+        return f"{m.group(1)}{TABLES[name]()}\n{m.group(4)}"
+
+    return _MARK.sub(fill, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    reports = load(Path(args[0] if args else "gpu_tests/results"))
-    print(matrix_table(reports))
-    print()
-    print(agreement_table(reports))
+    p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.tables", description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 when the README differs from its reports")
+    args = p.parse_args(argv)
+    text = README.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print(
+                "gpu_tests/README.md: a table differs from its reports; run python -m gpu_tests.runner.tables"
+            )
+            return 1
+        return 0
+    README.write_text(new)
     return 0
 
 

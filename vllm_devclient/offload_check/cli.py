@@ -81,7 +81,7 @@ def check_options(f: F) -> F:
         click.option(
             "--instruments",
             default=None,
-            help="MODULE:ATTR of the engine-side instruments (gpu_tests.kv_proof.instruments:INSTRUMENTS here).",
+            help="MODULE:ATTR of the engine-side instruments (gpu_tests.kv_proof.instruments:INSTRUMENTS).",
         ),
         click.option(
             "--mutations", default="", help="Mutations to run after the clean passes: names, or 'all'."

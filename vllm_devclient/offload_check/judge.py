@@ -229,13 +229,13 @@ def _answers_unchanged(comparisons: Sequence[Comparison]) -> AssertionResult:
 def _kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResult:
     name = "kv_bytes_identical"
     ledger = it.ledger
-    if not settings.byte_ledger or ledger is None:
-        why = (
-            "no byte ledger in this server (the SimpleCPUOffloadConnector has no spec hook to hold one)"
-            if not settings.byte_ledger
-            else "the byte ledger was not found in the probe folder"
+    if not settings.byte_ledger:
+        why = "no byte ledger in this server (the SimpleCPUOffloadConnector has no spec hook to hold one)"
+        return AssertionResult(name=name, passed=True, evaluated=False, message=why)
+    if ledger is None:  # the server was started with the proving spec, and it left no ledger
+        return AssertionResult(
+            name=name, passed=False, message="the byte ledger was not found in the probe folder"
         )
-        return AssertionResult(name=name, passed=not settings.byte_ledger, evaluated=False, message=why)
     blocks = ledger.loaded_blocks
     groups = sorted(int(g) for g in ledger.loaded_blocks_by_group)
     counts = (
@@ -462,12 +462,25 @@ def _defects(iterations: Sequence[Iteration]) -> list[Defect]:
         for it in iterations:
             reload = it.runs.get("reload")
             answers = reload.by_probe() if reload else {}
+            plans = {p.request_id: p for p in it.loads}
             for c in it.comparisons:
                 split = answers[c.probe].split if c.probe in answers else None
                 if split is not None and known.matches(c, split):
                     if c.probe not in probes:
                         probes.append(c.probe)
                     if len(evidence) < 12:
+                        plan = plans.get(answers[c.probe].request_id or "")
+                        blocks = (
+                            "; loaded "
+                            + ", ".join(
+                                f"group {g.group} blocks {g.first_block}..{g.first_block + g.blocks - 1}"
+                                for g in plan.groups
+                                if g.blocks
+                            )
+                            + (f" into GPU blocks {plan.gpu_block_ids}" if plan.gpu_block_ids else "")
+                            if plan is not None
+                            else ""
+                        )
                         evidence.append(
                             f"{it.label} {c.probe}: prompt {split.prompt}, cached {split.cached} "
                             f"(GPU {split.local}, loaded {split.external}), "
@@ -477,6 +490,7 @@ def _defects(iterations: Sequence[Iteration]) -> list[Defect]:
                                 if c.shape
                                 else "no fingerprint matched"
                             )
+                            + blocks
                         )
         if probes:
             found.append(

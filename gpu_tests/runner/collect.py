@@ -1,0 +1,76 @@
+"""Commit a device run: its reports, judged by today's judge, compact, with the run's calls and timings.
+
+    python -m gpu_tests.runner.collect --name kv-proof-2026-12-01 OUT1/matrix OUT2/matrix
+
+Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tgz`` unpacked): its
+``reports/*.json``, ``matrix_summary_part*.json`` and ``call_part*.json``. Writes
+``gpu_tests/results/NAME/<case>.json`` (a later part's report of the same case wins) and ``run.json`` (the
+calls: setup and wall seconds, the runner's summary rows). Reports are judged again (``judge.rejudge``) so
+the committed verdicts are the committed judge's, and compacted: a load plan keeps its GPU block ids only
+where its probe was not answered alike (the evidence a defect needs); every other measurement stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vllm_devclient.offload_check.judge import rejudge
+from vllm_devclient.offload_check.report import OffloadCheckReport
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def compact(report: OffloadCheckReport) -> OffloadCheckReport:
+    """``report`` without the GPU block ids of loads whose probe the reload answered like its reference."""
+    iterations = []
+    for it in report.iterations:
+        reload = it.runs.get("reload")
+        request_of = {a.probe: a.request_id for a in reload.answers} if reload else {}
+        keep = {request_of.get(c.probe) for c in it.comparisons if c.verdict != "agree"}
+        loads = [p if p.request_id in keep else p.model_copy(update={"gpu_block_ids": []}) for p in it.loads]
+        iterations.append(it.model_copy(update={"loads": loads}))
+    return report.model_copy(update={"iterations": iterations})
+
+
+def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict[str, Any]:
+    out = results / name
+    out.mkdir(parents=True, exist_ok=True)
+    reports: dict[str, OffloadCheckReport] = {}
+    calls: list[dict[str, Any]] = []
+    for folder in folders:
+        for path in sorted((folder / "reports").glob("*.json")):
+            data = json.loads(path.read_text())
+            if data.get("format") != 2:
+                continue
+            reports[path.stem] = compact(rejudge(OffloadCheckReport.model_validate(data)))
+        for call in sorted(folder.glob("call_part*.json")):
+            entry = json.loads(call.read_text())
+            summary = folder / f"matrix_summary_part{entry.get('part', '1')}.json"
+            if summary.exists():
+                entry["summary"] = json.loads(summary.read_text())
+            if entry not in calls:
+                calls.append(entry)
+    for case_id, report in sorted(reports.items()):
+        (out / f"{case_id}.json").write_text(report.model_dump_json() + "\n")
+    run = {"name": name, "cases": sorted(reports), "calls": sorted(calls, key=lambda c: str(c.get("part")))}
+    (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.collect", description=__doc__.split("\n")[0])
+    p.add_argument("--name", required=True, help="the folder under gpu_tests/results/")
+    p.add_argument("folders", nargs="+", type=Path, help="matrix folders of the run's calls, in order")
+    args = p.parse_args(argv)
+    run = collect(args.name, args.folders)
+    print(f"{len(run['cases'])} reports, {len(run['calls'])} calls -> {RESULTS / args.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
