@@ -31,6 +31,7 @@ from vllm_devclient import (
     WaitTimeoutError,
 )
 from vllm_devclient.cli import ExitCode, UnsuccessfulResultError, cli, combine, exit_code_for
+from vllm_devclient.cli._settings import GLOBAL_OPTIONS
 
 from .conftest import GSM8K_DIR
 
@@ -150,8 +151,11 @@ def test_every_subcommand_help_fits_a_screen_and_every_option_has_help(path: lis
     for param in command.params:
         if param.param_type_name == "option" and not param.hidden:  # type: ignore[attr-defined]
             assert (param.help or "").strip(), f"{' '.join(path)} {param.opts} has no help"  # type: ignore[attr-defined]
+        elif param.param_type_name == "option":
+            # The only hidden options are the global ones, accepted after the subcommand too: no older names.
+            assert param.name in GLOBAL_OPTIONS, f"{' '.join(path)}: hidden {param.opts}"  # type: ignore[attr-defined]
     # One time vocabulary: --timeout is global, --deadline bounds a whole wait.
-    for old in ("--request-timeout", "--rpc-timeout", "--duration"):
+    for old in ("--request-timeout", "--duration"):
         assert old not in result.stdout
 
 
@@ -287,15 +291,13 @@ def test_engine_failure_json_carries_the_engine_method_and_message(mock: respx.M
     route = mock.post(f"{A}/collective_rpc").respond(500, json=body)
     result = invoke(
         "--url", A, "--json", "collective-rpc", "ping", "--args", "[1, 2]", "--kwargs", '{"x": 1}',
-        "--deadline", "5",
+        "--rpc-timeout", "5",
     )  # fmt: skip
     assert result.exit_code == 1
     error = doc(result)["targets"][A]["error"]
     assert error["engine_method"] == "collective_rpc" and error["engine_message"] == "no such method"
     sent = json.loads(route.calls.last.request.content)
     assert sent == {"method": "ping", "args": [1, 2], "kwargs": {"x": 1}, "timeout": 5.0}
-    invoke("--url", A, "collective-rpc", "ping", "--rpc-timeout", "7")  # the older name, hidden
-    assert json.loads(route.calls.last.request.content)["timeout"] == 7.0
 
 
 def test_barrier_deadline_exits_four_and_floats_are_rounded(mock: respx.MockRouter) -> None:
@@ -312,8 +314,8 @@ def test_barrier_deadline_exits_four_and_floats_are_rounded(mock: respx.MockRout
     error = data["targets"][A]["error"]
     assert error["type"] == "BarrierTimeoutError" and error["attempts"] >= 2 and error["engine_steps"] == 0
     assert round(error["waited_s"], 3) == error["waited_s"]
-    # The older --no-step still works (hidden).
-    assert invoke("--url", B, "barrier", "--no-step").exit_code == 0
+    # One name per option: the older --no-step is refused.
+    assert invoke("--url", B, "barrier", "--no-step").exit_code == 2
 
 
 def test_wait_results_say_what_was_reached_and_the_deadline_exits_four(mock: respx.MockRouter) -> None:
@@ -711,7 +713,6 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
 
 
 def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
     monkeypatch.setitem(sys.modules, "vllm_devclient.offload_check.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
@@ -892,11 +893,12 @@ def test_kv_events_tail_deadline_and_losses(
     short = invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--deadline", "0.3")
     assert short.exit_code == ExitCode.DEADLINE
     assert len(short.stdout.splitlines()) == 3
-    older = invoke(
-        "kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--duration", "0.3", "--json"
+    as_json = invoke(
+        "kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--deadline", "0.3", "--json"
     )
-    assert older.exit_code == ExitCode.DEADLINE
-    assert check_schema(json.loads(older.stdout.splitlines()[-1]))["error"]["type"] == "WaitTimeoutError"
+    assert as_json.exit_code == ExitCode.DEADLINE
+    assert check_schema(json.loads(as_json.stdout.splitlines()[-1]))["error"]["type"] == "WaitTimeoutError"
+    assert invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--duration", "0.3").exit_code == 2
 
     class Lossy(FakeSubscriber):
         def __init__(self, endpoint: str | None = None, **kw: Any) -> None:

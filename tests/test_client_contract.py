@@ -56,12 +56,14 @@ async def test_waits_and_barrier_take_deadline_and_request_timeout(
     assert done.attempts == 1
 
 
-async def test_the_old_timeout_on_waits_is_a_deprecated_deadline(dc: Either, mock: respx.MockRouter) -> None:
-    mock.get("/health").mock(return_value=python(200))
-    with pytest.warns(DeprecationWarning, match="deadline="):
-        await dc.wait_until_ready(timeout=5.0)
-    with pytest.raises(InvalidParameterError, match="request_timeout"):
-        await dc.reset_prefix_cache_until_success(timeout=httpx.Timeout(5.0))
+async def test_waits_and_the_barrier_refuse_timeout(dc: Either, mock: respx.MockRouter) -> None:
+    # timeout= bounds one HTTP try everywhere; a whole wait is deadline=, each of its tries request_timeout=.
+    route = mock.get("/health").mock(return_value=python(200))
+    with pytest.raises(TypeError, match="timeout"):
+        await dc.wait_until_ready(timeout=5.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="timeout"):
+        await dc.reset_prefix_cache_until_success(timeout=5.0)  # type: ignore[call-arg]
+    assert route.call_count == 0
 
 
 def test_long_routes_have_no_read_bound_by_default() -> None:

@@ -1,10 +1,9 @@
 """The contract harness's own pieces, without a server: the one recording transport on both httpx bases, the
-client factory, the scenario families, metric masking, and the old import paths."""
+client factory, the scenario families and metric masking."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import httpx
 import pytest
@@ -135,18 +134,3 @@ def test_a_parsed_metrics_answer_keeps_its_prefix_cache_samples_zeroed() -> None
     )
     plain = mask_exchange(exchange, "/models/tiny")["response"]["text"]
     assert plain == "# TYPE vllm:prefix_cache_queries counter\n# TYPE vllm:prompt_tokens_by_source counter\n"
-
-
-@pytest.mark.parametrize(
-    ("old", "name", "new"),
-    [
-        ("vllm_devclient.testing.scenarios", "run_scenario", "vllm_devclient.testing.contract"),
-        ("vllm_devclient.testing.scenarios", "Scenario", "vllm_devclient.testing.contract"),
-        ("vllm_devclient.testing.recording", "replay", "vllm_devclient.testing.fixtures"),
-        ("vllm_devclient.testing.recording", "diff_fixture_trees", "vllm_devclient.testing.fixtures"),
-    ],
-)
-def test_moved_names_still_import_with_a_deprecation_warning(old: str, name: str, new: str) -> None:
-    with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
-        value = getattr(importlib.import_module(old), name)
-    assert value is getattr(importlib.import_module(new), name)

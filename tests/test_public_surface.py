@@ -47,3 +47,43 @@ def test_the_generated_sync_code_is_up_to_date() -> None:
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout[-2000:]
+
+
+# The package was never published: names that moved are not aliased, options have one name.
+GONE_MODULES = (
+    "vllm_devclient.server",
+    "vllm_devclient.gsm8k",
+    "vllm_devclient.testing.recording",
+    "vllm_devclient.testing._moved",
+)
+GONE_NAMES = (
+    ("vllm_devclient._base_client", "deadline_option"),
+    ("vllm_devclient.metrics", "fetch_metrics"),
+    ("vllm_devclient.metrics", "afetch_metrics"),
+    ("vllm_devclient.testing.scenarios", "__getattr__"),
+)
+
+
+@pytest.mark.parametrize("module", GONE_MODULES)
+def test_no_module_stands_in_for_one_that_moved(module: str) -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec(module) is None
+
+
+@pytest.mark.parametrize(("module", "name"), GONE_NAMES)
+def test_no_alias_is_kept_for_an_older_name(module: str, name: str) -> None:
+    import importlib
+
+    assert not hasattr(importlib.import_module(module), name)
+
+
+def test_an_error_names_the_http_method_and_the_engine_method_apart() -> None:
+    from vllm_devclient.errors import EngineCallError
+
+    error = EngineCallError(
+        "x", engine_method="sleep", engine_message="m", status_code=500, method="POST", path="/sleep",
+        body="", frontend="python",
+    )  # fmt: skip
+    assert (error.http_method, error.engine_method) == ("POST", "sleep")
+    assert not hasattr(error, "method")

@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import urllib.parse
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -63,28 +62,6 @@ NOT_GIVEN = NotGiven()
 TimeoutArg = float | httpx.Timeout | None
 
 
-def deadline_option(
-    deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3
-) -> float:
-    """`deadline=`, or the deprecated `timeout=` that meant it on waits and the barrier before 0.2."""
-    if timeout is NOT_GIVEN:
-        return default if isinstance(deadline, NotGiven) else deadline
-    if isinstance(timeout, httpx.Timeout):
-        raise InvalidParameterError(
-            "waits and the barrier take deadline= (seconds for the whole wait) and request_timeout= (seconds "
-            "for each try), not an httpx.Timeout"
-        )
-    if not isinstance(deadline, NotGiven):
-        raise InvalidParameterError("pass deadline= only (timeout= is its deprecated old name)")
-    warnings.warn(
-        "timeout= on waits and the barrier is deprecated: it is the deadline, pass deadline= (timeout= will "
-        "mean the HTTP timeout of one try, as on every other method)",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    return timeout  # type: ignore[return-value]  # seconds, checked where used
-
-
 class RequestOptions(TypedDict, total=False):
     """Per-call options every route method takes (keyword-only).
 
@@ -107,13 +84,11 @@ class WaitOptions(TypedDict, total=False):
     deadline: seconds for the whole wait (default 60; wait_until_ready 120).
     request_timeout: seconds for each try (default 5; wait_until_ready 1).
     interval: the first pause between tries (default 0.05 s), doubling up to 1 s.
-    timeout: the deprecated name of deadline (before 0.2 it meant the deadline here).
     """
 
     deadline: float
     request_timeout: float
     interval: float
-    timeout: float
 
 
 class WeightUpdateOptions(TypedDict, total=False):

@@ -92,21 +92,21 @@ class AsyncKVEventSubscriber(SubscriberBase):
             self._handle(await zmq_poll(poller, ms))
         return True
 
-    async def poll(self, timeout: float = 0.0) -> KVEventBatch | None:
-        """The next batch, or None if none arrives within `timeout` seconds."""
+    async def poll(self, deadline: float = 0.0) -> KVEventBatch | None:
+        """The next batch, or None if none arrives within `deadline` seconds."""
         batch = self._stream.pop()
         if batch is not None:
             return batch
-        await self._fill(time.monotonic() + timeout)
+        await self._fill(time.monotonic() + deadline)
         return self._stream.pop()
 
-    async def recv(self, timeout: float | None = None) -> KVEventBatch:
-        """The next batch; KVEventsTimeoutError if none arrives within `timeout` seconds (None: wait)."""
+    async def recv(self, deadline: float | None = None) -> KVEventBatch:
+        """The next batch; KVEventsTimeoutError if none arrives within `deadline` seconds (None: wait)."""
         batch = self._stream.pop()
         if batch is not None:
             return batch
         started = time.monotonic()
-        if not await self._fill(None if timeout is None else started + timeout):
+        if not await self._fill(None if deadline is None else started + deadline):
             raise self._timeout("no KV event batch", started)
         batch = self._stream.pop()
         assert batch is not None
@@ -121,41 +121,41 @@ class AsyncKVEventSubscriber(SubscriberBase):
         return self._stream.tally.stored(medium)
 
     async def wait_for_stored(
-        self, blocks: int, *, medium: str | None = MEDIUM_CPU, timeout: float
+        self, blocks: int, *, medium: str | None = MEDIUM_CPU, deadline: float
     ) -> KVEventTally:
         """Consume batches until `blocks` hashes were announced stored in `medium` since the subscriber
         started, and return the tally since the start (`tally_since_start`) then: batches of the initial
         backlog published before the start are left out. KVEventsTimeoutError at the deadline (its
         `.tally` the tally since the start too)."""
-        self._check_wait_args(blocks, timeout)
+        self._check_wait_args(blocks, deadline)
         stream = self._stream
         started = time.monotonic()
-        deadline = started + timeout
+        end = started + deadline
         while stream.stored_since_start(medium) < blocks:
-            if stream.pop() is None and not await self._fill(deadline):
+            if stream.pop() is None and not await self._fill(end):
                 have = stream.stored_since_start(medium)
                 what = f"{have} of {blocks} blocks stored in medium {medium!r} since the start"
                 raise self._timeout(what, started, stream.tally_since_start())
         return stream.tally_since_start()
 
-    async def wait_until_quiet(self, quiet: float = 1.0, *, timeout: float) -> KVEventTally:
+    async def wait_until_quiet(self, quiet: float = 1.0, *, deadline: float) -> KVEventTally:
         """Consume batches until none arrives for `quiet` seconds and a replay probe finds nothing after
         the last one (so batches dropped at the tail are not missed); return the tally.
         KVEventsTimeoutError if the stream is not quiet before the deadline."""
-        self._check_wait_args(0, timeout, quiet)
+        self._check_wait_args(0, deadline, quiet)
         stream = self._stream
         started = time.monotonic()
-        deadline = started + timeout
+        end = started + deadline
         while True:
             window_end = time.monotonic() + quiet
-            if window_end > deadline:
+            if window_end > end:
                 raise self._timeout(f"the stream was not quiet for {quiet:g} s", started)
             if stream.pop() is not None or await self._fill(window_end) or stream.replaying():
                 continue
             # Nothing for a whole window: ask the publishers for anything dropped at the tail.
             if stream.probe():
                 self._flush()
-                while stream.replaying() and not stream.ready and time.monotonic() < deadline:
-                    await self._fill(min(deadline, time.monotonic() + SETTLE_STEP))
+                while stream.replaying() and not stream.ready and time.monotonic() < end:
+                    await self._fill(min(end, time.monotonic() + SETTLE_STEP))
             if not stream.ready and not stream.replaying():
                 return stream.tally.copy()

@@ -266,13 +266,11 @@ def _gsm8k_line(value: Any, error: BaseException | None) -> str:
 
 
 def _recording() -> Any:
-    """The fixture library: `testing.fixtures`, else its older home `testing.recording`."""
-    for name in ("vllm_devclient.testing.fixtures", "vllm_devclient.testing.recording"):
-        try:
-            return importlib.import_module(name)
-        except ImportError as exc:
-            missing = exc
-    raise Unavailable(missing, "testing") from missing
+    """The fixture library (the [testing] extra)."""
+    try:
+        return importlib.import_module("vllm_devclient.testing.fixtures")
+    except ImportError as exc:
+        raise Unavailable(exc, "testing") from exc
 
 
 def _frontends(value: str) -> list[str]:

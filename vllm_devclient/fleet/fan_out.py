@@ -13,7 +13,6 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from .. import arguments as check
-from .._base_client import NOT_GIVEN, deadline_option
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_BARRIER_DEADLINE,
@@ -60,11 +59,7 @@ def _shared_deadline(name: str, kwargs: dict[str, Any]) -> Callable[[], dict[str
     """For a deadline method: the keyword arguments of a target starting now, the deadline made absolute."""
     if name not in _DEADLINES:
         return lambda: kwargs
-    # The client's own reading of deadline= and its deprecated old name timeout= (both given: an error).
-    given = deadline_option(
-        kwargs.pop("deadline", NOT_GIVEN), kwargs.pop("timeout", NOT_GIVEN), _DEADLINES[name], 4
-    )
-    end = time.monotonic() + check.seconds(given, "deadline")
+    end = time.monotonic() + check.seconds(kwargs.pop("deadline", _DEADLINES[name]), "deadline")
     return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
 
 

@@ -5,7 +5,7 @@
 
     with DevClient("http://127.0.0.1:8000") as client, KVEventSubscriber.from_client(client) as sub:
         ...  # run a workload
-        sub.wait_for_stored(64, medium="CPU", timeout=60)   # 64 block hashes offloaded to the CPU tier
+        sub.wait_for_stored(64, medium="CPU", deadline=60)   # 64 block hashes offloaded to the CPU tier
         for batch in sub:                                  # KVEventBatch: rank, seq, ts, events, losses
             ...
 

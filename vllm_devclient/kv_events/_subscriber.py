@@ -424,8 +424,8 @@ class SubscriberBase:
         )
 
     @staticmethod
-    def _check_wait_args(blocks: int, timeout: float, quiet: float = 1.0) -> None:
+    def _check_wait_args(blocks: int, deadline: float, quiet: float = 1.0) -> None:
         with source_arguments():
             check.non_negative_int(blocks, "blocks")
-            check.seconds(timeout, "timeout", allow_zero=True)
+            check.seconds(deadline, "deadline", allow_zero=True)
             check.seconds(quiet, "quiet")
