@@ -14,11 +14,11 @@ parity: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) scripts/unasync.py --check
+	$(PY) scripts/generate.py --check
 
-# Regenerate the sync surfaces and the method tables from the async sources (see scripts/unasync.py).
+# Regenerate the sync surfaces and the method tables from the async sources (see scripts/generate.py).
 generate: setup
-	$(PY) scripts/unasync.py
+	$(PY) scripts/generate.py
 
 typecheck: setup
 	$(VENV)/bin/mypy

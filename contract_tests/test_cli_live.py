@@ -33,6 +33,7 @@ pytestmark = pytest.mark.frontend
 CLI = str(Path(sys.executable).with_name("vllm-devclient"))
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 # $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded), as in tests/.
 GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or ROOT.parent / "shared" / "data" / "gsm8k")
 
@@ -249,7 +250,7 @@ def test_parity_embedded_starts_both_real_frontends(tmp_path: Path) -> None:
     path = tmp_path / "parity.md"
     result = run("--json", "parity", "--report", str(path), timeout=290)
     assert result.code == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    jsonschema.validate(result.doc, SCHEMA)
+    VALIDATOR.validate(result.doc)
     report = result.doc["result"]
     assert report["mode"] == "harness" and report["sdk_mismatches"] == []
     assert set(report["versions"]) == {"python", "rust"}
@@ -306,7 +307,7 @@ def test_kv_events_tail_discovers_the_publisher_through_the_server(vllm_kv_event
             assert [b["events"][0]["medium"] for b in batches[:3]] == ["GPU", "CPU", "CPU"]
             assert batches[3]["events"][0]["type"] == "AllBlocksCleared"
             assert "4 batches; blocks stored: GPU 1, CPU 2" in result.stderr
-            jsonschema.validate(envelope, SCHEMA)
+            VALIDATOR.validate(envelope)
             assert envelope["result"]["batches"] == 4 and envelope["command"] == "kv-events tail"
             for batch in batches:
                 jsonschema.validate(batch, {**SCHEMA["$defs"]["kv_batch"], "$defs": SCHEMA["$defs"]})
@@ -440,7 +441,7 @@ def test_every_subcommand_prints_schema_json_against_a_real_frontend(
         doc = json.loads(
             result.stdout.splitlines()[-1] if case.command == "kv-events tail" else result.stdout
         )
-        jsonschema.validate(doc, SCHEMA)
+        VALIDATOR.validate(doc)
         assert (result.code, doc["exit_code"], doc["command"]) == (case.code, case.code, case.command), (
             result.stdout[-2000:] + result.stderr[-2000:]
         )

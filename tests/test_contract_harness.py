@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from vllm_devclient import AsyncDevClient, DevClient
+from vllm_devclient.calls import CALLS
+from vllm_devclient.routes import ROUTES
 from vllm_devclient.testing.contract import (
     LiveServer,
     RecordingAsyncTransport,
@@ -105,6 +107,13 @@ async def test_the_runner_records_sync_and_async_runs_alike() -> None:
     assert [e.as_json() for e in sync.exchanges] == [e.as_json() for e in asynchronous.exchanges]
     assert sync.outcome.success is True and asynchronous.outcome.success is True
     assert sync.engine_calls is None  # no scripted engine behind a live server
+
+
+def test_every_record_has_a_scenario() -> None:
+    """Adding a route is its record and a scenario: a record that no scenario calls fails here."""
+    called = {name for sc in SCENARIOS for name in sc.methods_called()}
+    missing = [record.name for record in (*ROUTES, *CALLS) if record.name not in called]
+    assert missing == [], f"no contract scenario calls {missing}"
 
 
 def test_every_family_holds_scenarios_and_names_are_unique() -> None:

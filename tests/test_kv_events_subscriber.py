@@ -362,7 +362,7 @@ def test_poll_zero_and_count_stored_read_what_has_arrived(raw: RawPublisher) -> 
 
 
 def test_both_subscribers_have_the_same_documented_surface() -> None:
-    """The sync subscriber is generated from the async one (scripts/unasync.py): same public names, each
+    """The sync subscriber is generated from the async one (scripts/generate.py): same public names, each
     with a docstring."""
 
     def public(cls: type) -> dict[str, object]:

@@ -41,7 +41,7 @@ def test_the_sync_and_async_twins_have_the_same_methods(sync: type, asynchronous
 
 def test_the_generated_sync_code_is_up_to_date() -> None:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "unasync.py"), "--check"],
+        [sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"],
         capture_output=True,
         text=True,
         cwd=ROOT,

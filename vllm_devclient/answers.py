@@ -204,5 +204,9 @@ def read_metrics(response: ResponseLike, ep: Endpoint[Any]) -> MetricsSnapshot:
         raise ShapeError(str(exc)) from None
 
 
+def text_answer(response: ResponseLike, ep: Endpoint[Any]) -> str:
+    return response.text
+
+
 def raw_answer(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
     return response

@@ -27,6 +27,7 @@ from .answers import (
     read_metrics,
     read_reset,
     read_wake_up,
+    text_answer,
     text_message,
 )
 from .errors import InvalidParameterError
@@ -111,8 +112,8 @@ def models() -> Endpoint[ModelList]:
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
-def metrics_text() -> Endpoint[ResponseLike]:
-    return Endpoint("GET", "/metrics", raw_answer, idempotent=True, dev_route=False)
+def metrics_text() -> Endpoint[str]:
+    return Endpoint("GET", "/metrics", text_answer, idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call

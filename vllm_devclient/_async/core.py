@@ -1,6 +1,6 @@
 """The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operations.py` and `endpoints.py`.
+The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """AsyncKVEventSubscriber, the asyncio driver of the KV-event subscriber. The source of `_sync/kv_events.py`.
 
 Configuration, sockets and the state machine are shared (`kv_events/_subscriber.py`, `_stream.py`): this
-module only waits and loops. After a change here run `make generate` (scripts/unasync.py) to regenerate
+module only waits and loops. After a change here run `make generate` (scripts/generate.py) to regenerate
 the sync subscriber.
 """
 

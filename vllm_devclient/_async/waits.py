@@ -113,7 +113,7 @@ class _AsyncWaits(_AsyncRoutes):
         is never reported as success. Each try is one request; `attempts` counts them.
 
         Args:
-            deadline: seconds for the whole barrier (default 60).
+            deadline: seconds for the whole barrier.
             request_timeout: seconds for each try.
             reset_external: also reset the connector's tier (default False: keep the CPU tier).
             reset_running_requests: preempt running requests so their blocks can be freed.
@@ -166,17 +166,29 @@ class _AsyncWaits(_AsyncRoutes):
         await self._run(op, {})
 
     async def wait_until_sleeping(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps); WaitOptions."""
+        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_sleeping(), True, wait)
 
     async def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_sleeping until false; takes the WaitOptions."""
+        """Poll /is_sleeping until false.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_sleeping(), False, wait)
 
     async def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_paused until true; takes the WaitOptions."""
+        """Poll /is_paused until true.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_paused(), True, wait)
 
     async def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_paused until false; takes the WaitOptions."""
+        """Poll /is_paused until false.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_paused(), False, wait)

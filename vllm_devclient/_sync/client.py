@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/client.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/client.py by scripts/generate.py: do not edit (make generate).
 """DevClient: the sync face of every route, wait, flow and option. Generated from `_async/client.py`.
 
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),

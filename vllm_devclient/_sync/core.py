@@ -1,7 +1,7 @@
-# Generated from vllm_devclient/_async/core.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/core.py by scripts/generate.py: do not edit (make generate).
 """The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operations.py` and `endpoints.py`.
+The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-# Generated from vllm_devclient/_async/kv_events.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/kv_events.py by scripts/generate.py: do not edit (make generate).
 """KVEventSubscriber, the blocking driver of the KV-event subscriber. Generated from `_async/kv_events.py`.
 
 Configuration, sockets and the state machine are shared (`kv_events/_subscriber.py`, `_stream.py`): this
-module only waits and loops. After a change here run `make generate` (scripts/unasync.py) to regenerate
+module only waits and loops. After a change here run `make generate` (scripts/generate.py) to regenerate
 the sync subscriber.
 """
 

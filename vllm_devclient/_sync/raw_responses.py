@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/raw_responses.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/raw_responses.py by scripts/generate.py: do not edit (make generate).
 """`client.with_raw_response`: the route methods answering the typed result and the httpx.Response."""
 
 from __future__ import annotations
@@ -63,10 +63,10 @@ class RawResponses:
     reset_prefix_cache = _SyncRaw(DevClient.reset_prefix_cache)
     reset_mm_cache = _SyncRaw(DevClient.reset_mm_cache)
     reset_encoder_cache = _SyncRaw(DevClient.reset_encoder_cache)
+    release_kv_cache_memory = _SyncRaw(DevClient.release_kv_cache_memory)
     sleep = _SyncRaw(DevClient.sleep)
     wake_up = _SyncRaw(DevClient.wake_up)
     is_sleeping = _SyncRaw(DevClient.is_sleeping)
-    release_kv_cache_memory = _SyncRaw(DevClient.release_kv_cache_memory)
     pause = _SyncRaw(DevClient.pause)
     resume = _SyncRaw(DevClient.resume)
     is_paused = _SyncRaw(DevClient.is_paused)
@@ -76,7 +76,6 @@ class RawResponses:
     kv_event_sources = _SyncRaw(DevClient.kv_event_sources)
     get_world_size = _SyncRaw(DevClient.get_world_size)
     init_weight_transfer_engine = _SyncRaw(DevClient.init_weight_transfer_engine)
-    shutdown_weight_transfer_engine = _SyncRaw(DevClient.shutdown_weight_transfer_engine)
     start_weight_update = _SyncRaw(DevClient.start_weight_update)
     start_draft_weight_update = _SyncRaw(DevClient.start_draft_weight_update)
     update_weights = _SyncRaw(DevClient.update_weights)
@@ -84,6 +83,7 @@ class RawResponses:
     update_weight_version = _SyncRaw(DevClient.update_weight_version)
     weight_info = _SyncRaw(DevClient.weight_info)
     weight_checker = _SyncRaw(DevClient.weight_checker)
+    shutdown_weight_transfer_engine = _SyncRaw(DevClient.shutdown_weight_transfer_engine)
     load_lora_adapter = _SyncRaw(DevClient.load_lora_adapter)
     unload_lora_adapter = _SyncRaw(DevClient.unload_lora_adapter)
     start_profile = _SyncRaw(DevClient.start_profile)

@@ -14,11 +14,6 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 from .. import arguments as check
 from ..client import AsyncDevClient
-from ..constants import (
-    DEFAULT_BARRIER_DEADLINE,
-    DEFAULT_READY_DEADLINE,
-    DEFAULT_WAIT_DEADLINE,
-)
 from ..errors import InvalidParameterError
 from .results import FleetResult
 
@@ -41,25 +36,17 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-# Methods that run until a deadline: over a fleet the deadline is one moment for every target, so targets
-# that wait for a slot (more targets than max_concurrency) get what is left of it, not a new one.
-_DEADLINES = {
-    "reset_prefix_cache_until_success": DEFAULT_BARRIER_DEADLINE,
-    "wait_until_ready": DEFAULT_READY_DEADLINE,
-    "wait_until_sleeping": DEFAULT_WAIT_DEADLINE,
-    "wait_until_awake": DEFAULT_WAIT_DEADLINE,
-    "wait_until_paused": DEFAULT_WAIT_DEADLINE,
-    "wait_until_resumed": DEFAULT_WAIT_DEADLINE,
-}
 # The least a late target's deadline is given, so its one try can still be answered.
 _LEAST_DEADLINE = 0.001
 
 
-def _shared_deadline(name: str, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    """For a deadline method: the keyword arguments of a target starting now, the deadline made absolute."""
-    if name not in _DEADLINES:
+def _shared_deadline(default: float | None, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """For a method that runs until a deadline (`default` its own): the keyword arguments of a target
+    starting now. Over a fleet the deadline is one moment for every target, so targets that wait for a
+    slot (more targets than max_concurrency) get what is left of it, not a new one."""
+    if default is None:
         return lambda: kwargs
-    end = time.monotonic() + check.seconds(kwargs.pop("deadline", _DEADLINES[name]), "deadline")
+    end = time.monotonic() + check.seconds(kwargs.pop("deadline", default), "deadline")
     return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
 
 
@@ -101,10 +88,14 @@ def _normalise(urls: Iterable[str]) -> tuple[str, ...]:
 
 
 class _FanOut(Generic[P, T]):
-    """`AsyncFleet.name(...)`: the client method `name` on every target, with the client's signature."""
+    """`AsyncFleet.name(...)`: the client method `name` on every target, with the client's signature.
+    `deadline`: the default of the method's deadline, when it runs until one (from its record)."""
 
-    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
+    def __init__(
+        self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]], *, deadline: float | None = None
+    ) -> None:
         self._method = method
+        self._deadline = deadline
         self.__doc__ = method.__doc__
 
     @overload
@@ -118,10 +109,10 @@ class _FanOut(Generic[P, T]):
     def __get__(self, obj: AsyncFleet | None, owner: type[Any]) -> Any:
         if obj is None:
             return self
-        method, name = self._method, self._method.__name__
+        method, name, deadline = self._method, self._method.__name__, self._deadline
 
         async def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            per_target = _shared_deadline(name, dict(kwargs))
+            per_target = _shared_deadline(deadline, dict(kwargs))
             return await obj.map(lambda client: method(client, *args, **per_target()), operation=name)
 
         fan_out.__name__ = fan_out.__qualname__ = name

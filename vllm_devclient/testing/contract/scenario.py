@@ -96,6 +96,18 @@ class Scenario:
             paths.extend(p for p in e.fields if p not in paths)
         return paths
 
+    def methods_called(self) -> tuple[str, ...]:
+        """The client methods the call uses, in order, read by running it on a spy (nothing is sent)."""
+        called: list[str] = []
+
+        class Spy:
+            def __getattr__(self, name: str) -> Any:
+                called.append(name)
+                return lambda *args, **kwargs: None
+
+        self.call(Spy())  # type: ignore[arg-type]
+        return tuple(called)
+
     def script_json(self) -> dict[str, list[Any]]:
         """The engine script as JSON data (for fixtures and reports)."""
         return {m: [_action_json(a) for a in acts] for m, acts in sorted(self.script.items())}
