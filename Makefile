@@ -40,9 +40,12 @@ test: lint typecheck pytest dist-check
 bench: setup
 	$(PY) -m benchmarks --json $(OUT)/benchmarks.json
 
-# Re-record rust_fixtures/ for the installed vLLM, and check a live server still answers as recorded.
+# Re-record rust_fixtures/ for every installed release (.venv's vLLM, then each .venv-vllm-*/ of
+# docs/releases.md), or re-record them and fail on any difference from the committed fixtures.
+RELEASES := $(PY) $(wildcard .venv-vllm-*/bin/python)
+
 record: setup
-	$(PY) scripts/record_fixtures.py
+	$(VENV)/bin/vllm-devclient record $(addprefix --python ,$(RELEASES))
 
 drift: setup
-	$(PY) scripts/record_fixtures.py --drift
+	$(VENV)/bin/vllm-devclient drift $(addprefix --python ,$(RELEASES))

@@ -738,7 +738,7 @@ def test_fixture_tools_summary_and_drift_against_a_tree(tmp_path: Path) -> None:
     assert missing.exit_code == ExitCode.USAGE and doc(missing)["error"]["type"] == "InvalidParameterError"
 
 
-def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_record_calls_the_recorder_once_per_release(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from vllm_devclient.cli._tools import _recording
 
     recording = _recording()
@@ -746,8 +746,8 @@ def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
     def record(out: str, **kw: Any) -> Path:
         calls.append({"out": out, **kw})
-        base = Path(out) / "0.33.0"
-        (base / "rust").mkdir(parents=True)
+        base = Path(out) / ("0.33.0" if kw["python"] is None else "0.28.0")
+        (base / "rust").mkdir(parents=True, exist_ok=True)
         (base / "rust" / "health.json").write_text("{}")
         return base
 
@@ -757,11 +757,23 @@ def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     )
     assert result.exit_code == 0, result.output
     assert doc(result)["result"] == {
-        "out": str(tmp_path / "0.33.0"), "version": "0.33.0", "frontends": ["rust"], "fixtures": 1,
+        "out": str(tmp_path), "frontends": ["rust"],
+        "releases": [{"version": "0.33.0", "python": sys.executable, "fixtures": 1}],
     }  # fmt: skip
     assert calls[0]["frontends"] == ["rust"] and [s.name for s in calls[0]["scenarios"]] == ["health"]
+    # Every --python is one release; naming this interpreter is the installed vLLM.
+    older = tmp_path / "old" / "bin" / "python"
+    calls.clear()
+    both = invoke(
+        "--json", "record", "--out", str(tmp_path), "--python", sys.executable, "--python", str(older)
+    )
+    assert both.exit_code == 0, both.output
+    assert [c["python"] for c in calls] == [None, str(older)]
+    assert [r["version"] for r in doc(both)["result"]["releases"]] == ["0.33.0", "0.28.0"]
     bad = invoke("record", "--scenarios", "no_such_scenario")
     assert bad.exit_code == ExitCode.USAGE
+    two = invoke("record", "--python", "a", "--python", "b", "--vllm-rs", "x")
+    assert two.exit_code == ExitCode.USAGE and "one --python" in two.stderr
 
 
 @pytest.mark.parametrize(("code", "exit_code"), [(0, 0), (1, 1), (SystemExit(2), 2)])

@@ -281,16 +281,31 @@ def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(
         [
             click.option(
-                "--python", type=click.Path(dir_okay=False), help="Interpreter of the vLLM to record."
+                "--python",
+                "pythons",
+                multiple=True,
+                type=click.Path(dir_okay=False),
+                help="Interpreter of a vLLM install to record; repeat for several.  [default: this one]",
             ),
             click.option(
-                "--vllm-rs", type=click.Path(dir_okay=False), help="vllm-rs binary of that install."
+                "--vllm-rs",
+                type=click.Path(dir_okay=False),
+                help="vllm-rs binary of that install (one --python).",
             ),
             click.option("--frontends", default="python,rust", show_default=True, help="Comma-separated."),
         ]
     ):
         fn = option(fn)
     return fn
+
+
+def _releases(pythons: tuple[str, ...], vllm_rs: str | None) -> list[str | None]:
+    """The interpreters to record, None for this one (also when named: its vLLM is the installed one)."""
+    if vllm_rs is not None and len(pythons) > 1:
+        raise click.BadParameter("--vllm-rs goes with one --python", param_hint="--vllm-rs")
+    this = Path(sys.executable).absolute()
+    chosen = [None if Path(p).absolute() == this else str(Path(p).absolute()) for p in pythons]
+    return chosen or [None]
 
 
 def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -311,9 +326,14 @@ def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
 @_release_options
 @global_options(top=False)
 def record(
-    out: str, scenarios: str | None, python: str | None, vllm_rs: str | None, frontends: str, **common: Any
+    out: str,
+    scenarios: str | None,
+    pythons: tuple[str, ...],
+    vllm_rs: str | None,
+    frontends: str,
+    **common: Any,
 ) -> None:
-    """Record every contract scenario on the real frontends into OUT/<version>/<frontend>/."""
+    """Record every contract scenario on the real frontends of each release into OUT/<version>/<frontend>/."""
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
@@ -324,22 +344,23 @@ def record(
     except (KeyError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint="--scenarios") from exc
     names = _frontends(frontends)
-    python = str(Path(python).absolute()) if python else None
-    with _status(settings, "recording the scenarios"):
-        base = recording.record(
-            out, python=python, vllm_rs=vllm_rs, frontends=names, scenarios=chosen, log=sys.stderr
+    releases = []
+    for python in _releases(pythons, vllm_rs):
+        with _status(settings, f"recording the scenarios ({python or 'this vLLM'})"):
+            base = recording.record(
+                out, python=python, vllm_rs=vllm_rs, frontends=names, scenarios=chosen, log=sys.stderr
+            )
+        fixtures = len(list(Path(base).glob("*/*.json")))
+        releases.append(
+            {"version": Path(base).name, "python": python or sys.executable, "fixtures": fixtures}
         )
-    written = sorted(str(p.relative_to(base)) for p in Path(base).glob("*/*.json"))
-    result = {"out": str(base), "version": Path(base).name, "frontends": names, "fixtures": len(written)}
-    _finish(
-        ctx,
-        settings,
-        "record",
-        start,
-        result=result,
-        code=ExitCode.OK,
-        human=lambda: click.echo(f"{len(written)} fixtures written under {base}"),
-    )
+    result = {"out": str(out), "frontends": names, "releases": releases}
+
+    def human() -> None:
+        for release in releases:
+            click.echo(f"{release['fixtures']} fixtures written under {Path(out) / str(release['version'])}")
+
+    _finish(ctx, settings, "record", start, result=result, code=ExitCode.OK, human=human)
 
 
 @click.command("drift", epilog=SUBCOMMAND_EPILOG)
@@ -359,12 +380,12 @@ def drift(
     fixtures: str,
     against: str | None,
     keep: str | None,
-    python: str | None,
+    pythons: tuple[str, ...],
     vllm_rs: str | None,
     frontends: str,
     **common: Any,
 ) -> None:
-    """Re-record the installed vLLM and compare with the committed fixtures; exit 1 on drift."""
+    """Re-record each release, compare with the committed fixtures (--against: two trees); exit 1 on drift."""
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
@@ -372,11 +393,12 @@ def drift(
         if against is not None:
             drifts = recording.diff_fixture_trees(fixtures, against)
         else:
-            python = str(Path(python).absolute()) if python else None
-            with _status(settings, "re-recording the scenarios"):
-                drifts = recording.drift(
-                    fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
-                )
+            drifts = []
+            for python in _releases(pythons, vllm_rs):
+                with _status(settings, f"re-recording the scenarios ({python or 'this vLLM'})"):
+                    drifts += recording.drift(
+                        fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
+                    )
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--fixtures/--against") from exc
     rows = [dataclasses.asdict(d) if _is_dataclass(d) else dict(vars(d)) for d in drifts]
