@@ -713,6 +713,34 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
     assert json.loads(report.read_text())[B]["result"]["questions"][1]["prediction"] == 7
 
 
+@pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason="no GSM8K copy beside the checkout")
+def test_gsm8k_fans_out_through_the_fleet(mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_devclient.fleet import AsyncFleet
+
+    mapped: list[tuple[str, ...]] = []
+    original = AsyncFleet.map
+
+    async def spy(self: AsyncFleet, fn: Any, **kw: Any) -> Any:
+        mapped.append(self.urls)
+        return await original(self, fn, **kw)
+
+    monkeypatch.setattr(AsyncFleet, "map", spy)
+    for url in (A, B):
+        mock.get(f"{url}/v1/models").respond(200, json={"data": [{"id": "m", "object": "model"}]})
+        mock.post(f"{url}/v1/completions").respond(200, json={"choices": [{"text": "18", "index": 0}]})
+    args = ["--num-questions", "1", "--data-dir", str(GSM8K_DIR)]
+    result = invoke("--url", A, "--url", B, "--json", "gsm8k", *args)
+    assert result.exit_code == 0, result.output
+    assert mapped == [(A, B)]  # one fan-out over every target, not a loop of its own
+
+
+def test_gsm8k_without_its_data_is_one_error_of_the_command(tmp_path: Path) -> None:
+    result = invoke("--json", "gsm8k", "--data-dir", str(tmp_path))
+    data = json.loads(result.stdout)
+    assert result.exit_code == data["exit_code"] != 0 and data["targets"] == {}
+    assert data["error"]["type"] == "GSM8KDataError"
+
+
 def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm_devclient.offload_check.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")

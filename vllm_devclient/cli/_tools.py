@@ -19,8 +19,9 @@ import click
 from rich.console import Console
 
 from ..errors import DevClientError
+from ..fleet import AsyncFleet, FleetResult
 from ._envelope import dumps, envelope, target_entry
-from ._exit import ExitCode, UnsuccessfulResultError, combine
+from ._exit import ExitCode, UnsuccessfulResultError, combine, exit_code_for
 from ._generate import SUBCOMMAND_EPILOG
 from ._output import tsv_cell
 from ._run import CommandError, Unavailable
@@ -149,12 +150,11 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
 # ---- gsm8k -------------------------------------------------------------------------------------------------
 
 
-def _evaluator() -> Callable[..., Any]:
+def _gsm8k() -> Any:
     try:
-        from vllm_devclient.offload_check.gsm8k import evaluate_gsm8k_async
+        return importlib.import_module("vllm_devclient.offload_check.gsm8k")
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
-    return evaluate_gsm8k_async
 
 
 @click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
@@ -200,54 +200,56 @@ def gsm8k(
     """
     ctx, settings = _settings(common)
     start = time.perf_counter()
-    evaluate = _evaluator()
+    gsm8k = _gsm8k()
+    # The questions are read once; every server gets the same prompts.
+    try:
+        train, test = gsm8k.load_gsm8k(data_dir=data_dir)
+        prompts = gsm8k.build_prompts(train, test, num_questions, num_shots)
+    except DevClientError as exc:
+        raise CommandError(str(exc), exit_code=exit_code_for(exc), error=exc) from exc
     kwargs: dict[str, Any] = {
-        "num_questions": num_questions,
+        "prompts": prompts,
         "concurrency": concurrency,
-        "num_shots": num_shots,
         "max_tokens": max_tokens,
         "model": model,
-        "api_key": settings.api_key,
-        "data_dir": data_dir,
         # The evaluator's own bar (tqdm, when installed) only on a terminal.
         "progress": None if settings.progress and Console(stderr=True).is_terminal else False,
     }
     if settings.timeout_given:
         kwargs["request_timeout"] = settings.timeout
 
-    async def one(url: str) -> tuple[Any, BaseException | None, float]:
-        began = time.perf_counter()
-        try:
-            return await evaluate(url, **kwargs), None, time.perf_counter() - began
-        except DevClientError as exc:
-            return None, exc, time.perf_counter() - began
-
-    async def every() -> list[tuple[Any, BaseException | None, float]]:
-        return list(await asyncio.gather(*(one(url) for url in settings.urls)))
+    async def every() -> FleetResult[Any]:
+        # Every server at once (--concurrency here is requests per server).
+        fleet = AsyncFleet(
+            settings.urls,
+            api_key=settings.api_key,
+            timeout=settings.http_timeout,
+            max_retries=settings.retries,
+            max_concurrency=len(settings.urls),
+        )
+        async with fleet:
+            return await fleet.map(lambda client: gsm8k.evaluate_gsm8k_async(client=client, **kwargs))
 
     try:
         outcomes = asyncio.run(every())
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
-    targets = {
-        url: target_entry(value, error, elapsed)
-        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True)
-    }
+    targets = {url: target_entry(o.value, o.error, o.elapsed_s) for url, o in outcomes.items()}
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(targets, indent=2) + "\n")
     code = combine([int(t["exit_code"]) for t in targets.values()])
 
     def human() -> None:
-        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True):
-            line = _gsm8k_line(value, error)
+        for url, o in outcomes.items():
+            line = _gsm8k_line(o.value, o.error)
             if settings.output == "tsv":
                 click.echo(
-                    f"{url}\t{'ok' if error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
-                    f"{round(elapsed, 3)}\t{tsv_cell(line)}"
+                    f"{url}\t{'ok' if o.error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
+                    f"{round(o.elapsed_s, 3)}\t{tsv_cell(line)}"
                 )
             else:
-                click.echo(f"{url}: {line}", err=error is not None)
+                click.echo(f"{url}: {line}", err=o.error is not None)
 
     _finish(ctx, settings, "gsm8k", start, result=None, code=code, human=human, targets=targets)
 
