@@ -15,6 +15,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/generate.py --check
+	$(PY) scripts/import_graph.py --check
 
 # Regenerate the sync surfaces and the method tables from the async sources (see scripts/generate.py).
 generate: setup

@@ -34,17 +34,21 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+PKG = ROOT / "vllm_devclient"
+# The package without its __init__ (which imports the clients): the records never need the generated code,
+# so a generated file that is broken or out of date cannot stop its own regeneration.
+_bare = types.ModuleType("vllm_devclient")
+_bare.__path__ = [str(PKG)]
+sys.modules.setdefault("vllm_devclient", _bare)
 
 from vllm_devclient.calls import CALLS  # noqa: E402
 from vllm_devclient.records import REQUIRED, Method, Param, Route  # noqa: E402
 from vllm_devclient.routes import ROUTES  # noqa: E402
 
-PKG = ROOT / "vllm_devclient"
 ASYNC_DIR, SYNC_DIR = PKG / "_async", PKG / "_sync"
 # (async source, generated sync module) besides `_async/` -> `_sync/`.
-MORE_PAIRS: tuple[tuple[Path, Path], ...] = ()
-HEADER = "# Generated from vllm_devclient/{name} by scripts/generate.py: do not edit (make generate).\n"
+MORE_PAIRS = ((PKG / "kv_events" / "_async_driver.py", PKG / "kv_events" / "_sync_driver.py"),)
+HEADER = "# Generated from vllm_devclient/{name} by scripts/generate.py; do not edit.\n"
 SCHEMA = PKG / "cli" / "schema.json"
 
 # Longer names first: each is a plain text substitution.
@@ -55,7 +59,7 @@ SUBS = [
         "One DevClient may be shared by many threads: its connection pool is locked.",
     ),
     ("The source of `_sync/client.py`", "Generated from `_async/client.py`"),
-    ("The source of `_sync/kv_events.py`", "Generated from `_async/kv_events.py`"),
+    ("The source of `_sync_driver.py`", "Generated from `_async_driver.py`"),
     ("the asyncio driver of", "the blocking driver of"),
     (
         "Waits on zmq.asyncio; use it from one event loop",
@@ -73,6 +77,8 @@ SUBS = [
     ("httpx.AsyncClient", "httpx.Client"),
     ("AsyncIterator", "Iterator"),
     ("asynccontextmanager", "contextmanager"),
+    ("new_async_poller", "new_poller"),
+    ("async_wait_for", "wait_for"),
     ("__aenter__", "__enter__"),
     ("__aexit__", "__exit__"),
     ("__aiter__", "__iter__"),
@@ -287,7 +293,7 @@ def tables() -> dict[str, str]:
     names = [m.name for m in every]
     if len(set(names)) != len(names):
         raise GenerateError("two records have the same name")
-    raw = "\n".join(f"{r.name} = _AsyncRaw(AsyncDevClient.{r.name})" for r in ROUTES)
+    raw = "\n".join(f"{r.name} = _AsyncRaw(_AsyncRoutes.{r.name})" for r in ROUTES)
     out = {"raw-response methods (make generate)": raw}
     for cls, kind, table in (("AsyncFleet", "_FanOut", "async"), ("Fleet", "_SyncFanOut", "sync")):
         own = _defined(cls)

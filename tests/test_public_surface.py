@@ -49,6 +49,22 @@ def test_the_generated_sync_code_is_up_to_date() -> None:
     assert out.returncode == 0, out.stdout[-2000:]
 
 
+def test_the_core_has_no_import_circle_and_no_upward_import() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "import_graph.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout
+
+
+def test_the_kv_event_subscriber_has_one_home() -> None:
+    # Its logic and both drivers live in the kv_events package (the sync driver generated beside the async).
+    for cls in (KVEventSubscriber, AsyncKVEventSubscriber):
+        assert cls.__module__.startswith("vllm_devclient.kv_events."), cls.__module__
+
+
 # The package was never published: names that moved are not aliased, options have one name.
 GONE_MODULES = (
     "vllm_devclient.server",

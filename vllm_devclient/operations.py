@@ -132,7 +132,7 @@ def _status_error(response: ResponseLike, ep: Endpoint[Any], ctx: CallContext) -
 
 def _parse(ep: Endpoint[T], response: ResponseLike, ctx: CallContext) -> T:
     try:
-        return ep.parse(response, ep)
+        return ep.parse(response, ep.body)
     except ShapeError as exc:
         raise ResponseValidationError(
             ctx.secrets.redact(str(exc)),

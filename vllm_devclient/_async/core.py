@@ -6,7 +6,7 @@ The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 from typing_extensions import Self, Unpack
@@ -34,9 +34,6 @@ from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
 from ..transports import AsyncTransport, TransportError, TransportKind, WireRequest, make_async_transport
 from ._support import sleep
-
-if TYPE_CHECKING:
-    from .raw_responses import AsyncRawResponses
 
 __all__ = ["_AsyncCore"]
 
@@ -128,13 +125,6 @@ class _AsyncCore(BaseClient):
         client = type(self)._from_config(self._replaced(**changes), self._transport)
         client._models = self._models
         return client
-
-    @property
-    def with_raw_response(self) -> AsyncRawResponses:
-        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
-        from .raw_responses import AsyncRawResponses
-
-        return AsyncRawResponses(self)  # type: ignore[arg-type]  # self is an AsyncDevClient
 
     async def close(self) -> None:
         """Close the connections this client opened (not an http_client you passed in). Idempotent."""

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/core.py by scripts/generate.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/core.py by scripts/generate.py; do not edit.
 """The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
 
 The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
@@ -7,7 +7,7 @@ The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 from typing_extensions import Self, Unpack
@@ -35,9 +35,6 @@ from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
 from ..transports import SyncTransport, TransportError, TransportKind, WireRequest, make_sync_transport
 from ._support import sleep
-
-if TYPE_CHECKING:
-    from .raw_responses import RawResponses
 
 __all__ = ["_SyncCore"]
 
@@ -129,13 +126,6 @@ class _SyncCore(BaseClient):
         client = type(self)._from_config(self._replaced(**changes), self._transport)
         client._models = self._models
         return client
-
-    @property
-    def with_raw_response(self) -> RawResponses:
-        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
-        from .raw_responses import RawResponses
-
-        return RawResponses(self)  # type: ignore[arg-type]  # self is an DevClient
 
     def close(self) -> None:
         """Close the connections this client opened (not an http_client you passed in). Idempotent."""

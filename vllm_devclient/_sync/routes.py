@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/routes.py by scripts/generate.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/routes.py by scripts/generate.py; do not edit.
 """The route methods of the async client: one HTTP exchange each, from `routes.py`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/waits.py by scripts/generate.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/waits.py by scripts/generate.py; do not edit.
 """Completions, engine stepping, the offload barrier and the waits (operations of several requests)."""
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterable,
     Mapping,
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 from typing_extensions import Unpack
@@ -36,12 +37,46 @@ from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError
 from ..models import MessageResult, StatusResult
 from ..transports import Origin, make_async_transport
-from .fan_out import _client_method, _FanOut, _listed, _normalise, _rebuild
+from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _FanOut(Generic[P, T]):
+    """`AsyncFleet.name(...)`: the client method `name` on every target, with the client's signature.
+    `deadline`: the default of the method's deadline, when it runs until one (from its record)."""
+
+    def __init__(
+        self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]], *, deadline: float | None = None
+    ) -> None:
+        self._method = method
+        self._deadline = deadline
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _FanOut[P, T]: ...
+
+    @overload
+    def __get__(
+        self, obj: AsyncFleet, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, FleetResult[T]]]: ...
+
+    def __get__(self, obj: AsyncFleet | None, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        method, name, deadline = self._method, self._method.__name__, self._deadline
+
+        async def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
+            per_target = _shared_deadline(deadline, dict(kwargs))
+            return await obj.map(lambda client: method(client, *args, **per_target()), operation=name)
+
+        fan_out.__name__ = fan_out.__qualname__ = name
+        fan_out.__doc__ = self.__doc__
+        return fan_out
 
 
 class AsyncFleet:

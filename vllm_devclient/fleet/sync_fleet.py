@@ -16,7 +16,7 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from typing_extensions import Unpack
 
@@ -31,12 +31,40 @@ from ..endpoints import PauseMode
 from ..errors import DevClientError
 from ..models import MessageResult, StatusResult
 from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
-from .fan_out import _rebuild, _SyncFanOut
+from .fan_out import _rebuild
 from .results import FleetResult, OnResult
 
 __all__ = ["Fleet", "FleetWeightUpdate"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _SyncFanOut(Generic[P, T]):
+    """`Fleet.name(...)`: the same fan-out as AsyncFleet's, run to completion on the fleet's loop thread."""
+
+    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _SyncFanOut[P, T]: ...
+
+    @overload
+    def __get__(self, obj: Fleet, owner: type[Any]) -> Callable[P, FleetResult[T]]: ...
+
+    def __get__(self, obj: Fleet | None, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        name = self._method.__name__
+        fan = getattr(obj._fleet, name)  # AsyncFleet's fan-out of the same method
+
+        def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
+            return obj._run(fan(*args, **kwargs))
+
+        fan_out.__name__ = fan_out.__qualname__ = name
+        fan_out.__doc__ = self.__doc__
+        return fan_out
 
 
 class _LoopThread:

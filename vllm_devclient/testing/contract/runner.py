@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,11 +16,10 @@ from ... import errors
 from ..engine import ScriptedEngine
 from .clients import make_client
 from .expect import observed_calls
-from .outcome import short
-from .scenario import Mode, Scenario
-from .transport import Exchange, RecordingTransport
+from .scenario import Mode, Scenario, ScenarioRun
+from .transport import RecordingTransport
 
-__all__ = ["LiveServer", "ScenarioRun", "Target", "arun_scenario", "run_scenario"]
+__all__ = ["LiveServer", "Target", "arun_scenario", "run_scenario"]
 
 
 class Target(Protocol):
@@ -44,51 +42,6 @@ class LiveServer:
     base_url: str
     frontend: str = "unknown"
     engine: ScriptedEngine | None = None
-
-
-@dataclass
-class ScenarioRun:
-    """What one scenario run gave: the typed outcome, the raw exchanges and the engine calls."""
-
-    scenario: Scenario
-    frontend: str
-    mode: Mode
-    outcome: Any
-    exchanges: list[Exchange]
-    engine_calls: list[list[Any]] | None
-    elapsed_s: float
-    # The served model name (a harness frontend's model directory), masked in reports and fixtures.
-    model: str | None = None
-
-    @property
-    def raised(self) -> bool:
-        return isinstance(self.outcome, BaseException)
-
-    def problems(self) -> list[str]:
-        """Everything that differs from the scenario's contract on this frontend (empty: it holds)."""
-        sc = self.scenario
-        out = [f"SDK outcome: {p}" for p in sc.expect_for(self.frontend).problems(self.outcome)]
-        wanted = sc.engine_calls_for(self.frontend)
-        if wanted is not None and self.engine_calls is not None:
-            want = [c.as_json() for c in wanted]
-            if self.engine_calls != want:
-                out.append(f"engine calls: expected {want}, got {self.engine_calls}")
-        if sc.max_elapsed_s is not None and self.elapsed_s > sc.max_elapsed_s:
-            out.append(f"took {self.elapsed_s:.2f} s, more than the {sc.max_elapsed_s:.2f} s allowed")
-        if sc.min_elapsed_s is not None and self.elapsed_s < sc.min_elapsed_s:
-            out.append(f"took {self.elapsed_s:.2f} s, less than {sc.min_elapsed_s:.2f} s")
-        for check in sc.run_checks:
-            msg = check(self)
-            if msg:
-                out.append(msg)
-        return out
-
-    def describe(self) -> str:
-        lines = [f"scenario {self.scenario.name} on {self.frontend} ({self.mode}): {short(self.outcome)}"]
-        for ex in self.exchanges:
-            lines.append("  " + json.dumps(ex.as_json(), sort_keys=True)[:600])
-        lines.append(f"  engine calls: {self.engine_calls}")
-        return "\n".join(lines)
 
 
 def _prepare(scenario: Scenario, target: Target) -> ScriptedEngine | None:

@@ -1,8 +1,8 @@
-"""AsyncKVEventSubscriber, the asyncio driver of the KV-event subscriber. The source of `_sync/kv_events.py`.
+"""AsyncKVEventSubscriber, the asyncio driver of the KV-event subscriber. The source of `_sync_driver.py`.
 
-Configuration, sockets and the state machine are shared (`kv_events/_subscriber.py`, `_stream.py`): this
-module only waits and loops. After a change here run `make generate` (scripts/generate.py) to regenerate
-the sync subscriber.
+Configuration, sockets and the state machine are shared (`_subscriber.py`, `_stream.py`): this module only
+waits (`_waiting.py`) and loops. After a change here run `make generate` (scripts/generate.py) to
+regenerate the sync subscriber.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..kv_events._endpoints import host_of_url
-from ..kv_events._events import MEDIUM_CPU, KVEventBatch, KVEventTally
-from ..kv_events._subscriber import (
+from ._endpoints import host_of_url
+from ._events import MEDIUM_CPU, KVEventBatch, KVEventTally
+from ._subscriber import (
     MAX_AVAILABLE,
     SETTLE_STEP,
     SubscriberBase,
     SubscriberOptions,
     SupportsAsyncKVEventSources,
 )
-from ._support import zmq_poll, zmq_poller
+from ._waiting import async_wait_for, new_async_poller
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -48,7 +48,7 @@ class AsyncKVEventSubscriber(SubscriberBase):
     (it is not thread-safe) and close it with `async with` or `close()`.
     """
 
-    _new_poller = staticmethod(zmq_poller)
+    _new_poller = staticmethod(new_async_poller)
 
     @classmethod
     async def from_client(
@@ -89,7 +89,7 @@ class AsyncKVEventSubscriber(SubscriberBase):
             if plan is None:
                 return False
             poller, ms = plan
-            self._handle(await zmq_poll(poller, ms))
+            self._handle(await async_wait_for(poller, ms))
         return True
 
     async def poll(self, deadline: float = 0.0) -> KVEventBatch | None:

@@ -1,9 +1,9 @@
-# Generated from vllm_devclient/_async/kv_events.py by scripts/generate.py: do not edit (make generate).
-"""KVEventSubscriber, the blocking driver of the KV-event subscriber. Generated from `_async/kv_events.py`.
+# Generated from vllm_devclient/kv_events/_async_driver.py by scripts/generate.py; do not edit.
+"""KVEventSubscriber, the blocking driver of the KV-event subscriber. Generated from `_async_driver.py`.
 
-Configuration, sockets and the state machine are shared (`kv_events/_subscriber.py`, `_stream.py`): this
-module only waits and loops. After a change here run `make generate` (scripts/generate.py) to regenerate
-the sync subscriber.
+Configuration, sockets and the state machine are shared (`_subscriber.py`, `_stream.py`): this module only
+waits (`_waiting.py`) and loops. After a change here run `make generate` (scripts/generate.py) to
+regenerate the sync subscriber.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..kv_events._endpoints import host_of_url
-from ..kv_events._events import MEDIUM_CPU, KVEventBatch, KVEventTally
-from ..kv_events._subscriber import (
+from ._endpoints import host_of_url
+from ._events import MEDIUM_CPU, KVEventBatch, KVEventTally
+from ._subscriber import (
     MAX_AVAILABLE,
     SETTLE_STEP,
     SubscriberBase,
     SubscriberOptions,
     SupportsKVEventSources,
 )
-from ._support import zmq_poll, zmq_poller
+from ._waiting import new_poller, wait_for
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -49,7 +49,7 @@ class KVEventSubscriber(SubscriberBase):
     (it is not thread-safe) and close it with `with` or `close()`.
     """
 
-    _new_poller = staticmethod(zmq_poller)
+    _new_poller = staticmethod(new_poller)
 
     @classmethod
     def from_client(
@@ -90,7 +90,7 @@ class KVEventSubscriber(SubscriberBase):
             if plan is None:
                 return False
             poller, ms = plan
-            self._handle(zmq_poll(poller, ms))
+            self._handle(wait_for(poller, ms))
         return True
 
     def poll(self, deadline: float = 0.0) -> KVEventBatch | None:
