@@ -103,3 +103,25 @@ def test_an_error_names_the_http_method_and_the_engine_method_apart() -> None:
     )  # fmt: skip
     assert (error.http_method, error.engine_method) == ("POST", "sleep")
     assert not hasattr(error, "method")
+
+
+def test_the_default_url_is_written_once() -> None:
+    """Defaults live in constants.py: no other module spells the default server's URL (docstrings aside)."""
+    import ast
+
+    from vllm_devclient.constants import DEFAULT_URL
+
+    spelled = []
+    for path in sorted((ROOT / "vllm_devclient").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == DEFAULT_URL and id(node) not in docstrings:
+                spelled.append(str(path.relative_to(ROOT)))
+    assert spelled == ["vllm_devclient/constants.py"]

@@ -26,6 +26,7 @@ from .arguments import BaseURL, Timeouts
 from .constants import LONG_ROUTE_TIMEOUT
 from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
+from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
 from .transports import Origin, ResponseLike, TransportKind, WireRequest, transport_kind
@@ -328,14 +329,9 @@ class BaseClient:
 
     def _learn(self, value: object) -> None:
         """What the answers tell about the server (its frontend, from /version)."""
-        frontend = getattr(value, "frontend", None)
-        if (
-            frontend in ("python", "rust")
-            and type(value).__name__ == "VersionInfo"
-            and frontend != self._frontend
-        ):
-            self._frontend = frontend
-            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=frontend)
+        if isinstance(value, VersionInfo) and value.frontend != self._frontend:
+            self._frontend = value.frontend
+            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=value.frontend)
 
 
 def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:

@@ -423,8 +423,11 @@ def raw(
 ) -> Endpoint[ResponseLike]:
     """The escape hatch: any request, answered with the raw response (non-2xx still raises)."""
     method = check.text(method, "method").upper()
-    if not check.text(path, "path").startswith("/") or any(c in path for c in "?# \r\n"):
-        raise InvalidParameterError(f"path must start with '/' and hold no query or spaces, got {path!r}")
+    # One plain path: no query, fragment, space or control character (NUL, CR, LF, tab, DEL).
+    if not check.text(path, "path").startswith("/") or any(c in "?# \x7f" or c < " " for c in path):
+        raise InvalidParameterError(
+            f"path must start with '/' and hold no query, spaces or control characters, got {path!r}"
+        )
     items = params.items() if isinstance(params, Mapping) else (params or ())
     # Booleans go out lowercase here too; any other value is sent exactly as given.
     encoded = tuple((str(k), qbool(v) if isinstance(v, bool) else str(v)) for k, v in items)

@@ -29,6 +29,7 @@ from .._base_client import (
 from ..constants import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
+    DEFAULT_URL,
 )
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
@@ -48,7 +49,7 @@ class _SyncCore(BaseClient):
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8000",
+        base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
