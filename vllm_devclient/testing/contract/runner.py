@@ -61,13 +61,13 @@ def _prepare(scenario: Scenario, target: Target) -> ScriptedEngine | None:
     return engine
 
 
-def _ensure_dead(engine: ScriptedEngine, base_url: str, timeout: float = 15.0) -> None:
+def _ensure_dead(engine: ScriptedEngine, base_url: str, deadline: float = 15.0) -> None:
     if not engine.dead:
         engine.declare_dead()
     # The frontend learns of the death asynchronously; wait until /health says so.
-    deadline = time.monotonic() + timeout
+    end = time.monotonic() + deadline
     with make_client(base_url, kind="sync", timeout=1.0) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < end:
             try:
                 client.health()
             except errors.APIStatusError:
@@ -77,7 +77,7 @@ def _ensure_dead(engine: ScriptedEngine, base_url: str, timeout: float = 15.0) -
             except errors.APIConnectionError:
                 return  # the Python frontend may exit once its engine is dead
             time.sleep(0.05)
-    raise RuntimeError(f"{base_url}: /health still answers 200 {timeout:.0f} s after the engine died")
+    raise RuntimeError(f"{base_url}: /health still answers 200 {deadline:.0f} s after the engine died")
 
 
 def _result(
