@@ -69,7 +69,16 @@ def test_the_pytest_plugin_is_opt_in(project: dict[str, Any]) -> None:
 
 def test_the_sdist_carries_what_its_tests_read() -> None:
     manifest = (ROOT / "MANIFEST.in").read_text().split()
-    for needed in ("tests", "rust_fixtures", "benchmarks", "docs", "conftest.py", "LICENSE"):
+    for needed in (
+        "tests",
+        "rust_fixtures",
+        "benchmarks",
+        "docs",
+        "scripts",
+        "requirements",
+        "conftest.py",
+        "LICENSE",
+    ):
         assert needed in manifest, needed
 
 
