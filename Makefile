@@ -14,11 +14,12 @@ parity: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) scripts/unasync.py --check
+	$(PY) scripts/generate.py --check
+	$(PY) scripts/import_graph.py --check
 
-# Regenerate the sync surfaces and the method tables from the async sources (see scripts/unasync.py).
+# Regenerate the sync surfaces and the method tables from the async sources (see scripts/generate.py).
 generate: setup
-	$(PY) scripts/unasync.py
+	$(PY) scripts/generate.py
 
 typecheck: setup
 	$(VENV)/bin/mypy
@@ -40,9 +41,12 @@ test: lint typecheck pytest dist-check
 bench: setup
 	$(PY) -m benchmarks --json $(OUT)/benchmarks.json
 
-# Re-record rust_fixtures/ for the installed vLLM, and check a live server still answers as recorded.
+# Re-record rust_fixtures/ for every installed release (.venv's vLLM, then each .venv-vllm-*/ of
+# docs/releases.md), or re-record them and fail on any difference from the committed fixtures.
+RELEASES := $(PY) $(wildcard .venv-vllm-*/bin/python)
+
 record: setup
-	$(PY) scripts/record_fixtures.py
+	$(VENV)/bin/vllm-devclient record $(addprefix --python ,$(RELEASES))
 
 drift: setup
-	$(PY) scripts/record_fixtures.py --drift
+	$(VENV)/bin/vllm-devclient drift $(addprefix --python ,$(RELEASES))

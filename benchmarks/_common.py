@@ -393,7 +393,7 @@ def _serve_rust() -> None:
         # The delay counts from the first call of `method` the engine receives (the barrier's first poll),
         # so T never falls before the barrier started, whatever the client's start-up costs.
         try:
-            engine.wait_for_call(method, timeout=60.0)
+            engine.wait_for_call(method, deadline=60.0)
         except TimeoutError:
             return
         if not stop.wait(delay):

@@ -86,7 +86,7 @@ def _trial(
     """One barrier run; (latency s, attempts, engine steps, gaps between the engine's reset calls)."""
     # The engine answers False, and True from `delay` s after it receives the barrier's first poll.
     server.command("switch_after", method="reset_prefix_cache", before=False, after=True, delay=delay)
-    res = barrier(timeout=30.0, step_engine=step, interval=INTERVAL, max_interval=MAX_INTERVAL)
+    res = barrier(deadline=30.0, step_engine=step, interval=INTERVAL, max_interval=MAX_INTERVAL)
     done = time.monotonic()
     switched = server.command("switched")["at"]
     calls = server.command("calls", method="reset_prefix_cache")["times"]

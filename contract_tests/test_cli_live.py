@@ -23,16 +23,22 @@ from typing import Any
 import jsonschema
 import pytest
 
+from vllm_devclient import errors
+from vllm_devclient.cli._generate import shape
+from vllm_devclient.records import Route
+from vllm_devclient.routes import ROUTES
 from vllm_devclient.testing.engine import Hang, Raise, Return, ScriptedEngine
 from vllm_devclient.testing.frontends import Frontend, RustFrontend
 from vllm_devclient.testing.pool import FrontendPool, lora_adapter_dir
 from vllm_devclient.testing.processes import free_port
+from vllm_devclient.testing.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.frontend
 
 CLI = str(Path(sys.executable).with_name("vllm-devclient"))
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 # $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded), as in tests/.
 GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or ROOT.parent / "shared" / "data" / "gsm8k")
 
@@ -249,7 +255,7 @@ def test_parity_embedded_starts_both_real_frontends(tmp_path: Path) -> None:
     path = tmp_path / "parity.md"
     result = run("--json", "parity", "--report", str(path), timeout=290)
     assert result.code == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    jsonschema.validate(result.doc, SCHEMA)
+    VALIDATOR.validate(result.doc)
     report = result.doc["result"]
     assert report["mode"] == "harness" and report["sdk_mismatches"] == []
     assert set(report["versions"]) == {"python", "rust"}
@@ -306,7 +312,7 @@ def test_kv_events_tail_discovers_the_publisher_through_the_server(vllm_kv_event
             assert [b["events"][0]["medium"] for b in batches[:3]] == ["GPU", "CPU", "CPU"]
             assert batches[3]["events"][0]["type"] == "AllBlocksCleared"
             assert "4 batches; blocks stored: GPU 1, CPU 2" in result.stderr
-            jsonschema.validate(envelope, SCHEMA)
+            VALIDATOR.validate(envelope)
             assert envelope["result"]["batches"] == 4 and envelope["command"] == "kv-events tail"
             for batch in batches:
                 jsonschema.validate(batch, {**SCHEMA["$defs"]["kv_batch"], "$defs": SCHEMA["$defs"]})
@@ -406,6 +412,58 @@ def _cases(tmp: Path) -> list[Case]:
     ]
 
 
+def _cli_args(record: Route, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """A client call as the command line gives it (the inverse of what the command builds from the record)."""
+    positional = [p.name for p in record.params if p.positional][: len(args)]
+    given = {**dict(zip(positional, args, strict=True)), **kwargs}
+    out: list[str] = []
+    for p in record.params:
+        if p.name not in given:
+            continue
+        value, kind = given[p.name], shape(p.type)
+        option = p.option or "--" + p.name.replace("_", "-")
+        if value is None:
+            out += [p.none_flag[0]] if p.none_flag else []
+        elif p.argument or (p.positional and p.required and kind.kind in ("int", "float", "str", "choice")):
+            out += [str(v) for v in value] if kind.kind == "multiple" else [str(value)]
+        elif kind.kind == "bool":
+            out += [option] if value else [f"--no-{option.removeprefix('--')}"]
+        elif kind.kind == "multiple":
+            out += [arg for v in value for arg in (option, str(v))]
+        elif kind.kind == "json":
+            out += [option, json.dumps(list(value) if isinstance(value, tuple) else value)]
+        else:
+            out += [option, str(value)]
+    return tuple(out)
+
+
+def _record_case(record: Route) -> Case:
+    """The case of a route nobody wrote one for: its scenario's call, on the frontend its setup needs, with
+    the exit code its expectation on the Rust frontend means."""
+    from vllm_devclient.cli._exit import exit_code_for
+
+    calling = [
+        sc for sc in SCENARIOS if record.name in sc.methods_called() and sc.setup in ("default", "extras")
+    ]
+    scenario = min(calling, key=lambda sc: (sc.expect_for("rust").error, len(sc.methods_called())))
+    calls: list[tuple[Sequence[Any], dict[str, Any]]] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            def note(*args: Any, **kwargs: Any) -> None:
+                if name == record.name:
+                    calls.append((args, kwargs))
+
+            return note
+
+    scenario.call(Spy())  # type: ignore[arg-type]
+    expect = scenario.expect_for("rust")
+    error = getattr(errors, expect.type, None) if expect.error else None
+    code = 0 if error is None else int(exit_code_for(error.__new__(error)))
+    urls = "extras" if scenario.setup == "extras" else "one"
+    return Case(record.command, _cli_args(record, *calls[0]), code=code, urls=urls)
+
+
 def _command_paths() -> set[str]:
     from vllm_devclient.cli import cli
 
@@ -432,6 +490,8 @@ def test_every_subcommand_prints_schema_json_against_a_real_frontend(
     if not (GSM8K_DIR / "test.jsonl").is_file():
         pytest.skip(f"no GSM8K copy at {GSM8K_DIR}")
     cases = _cases(tmp_path)
+    # A route nobody wrote a case for runs as its scenario calls it (a new route needs nothing here).
+    cases += [_record_case(r) for r in ROUTES if r.command not in {c.command for c in cases}]
     assert {c.command for c in cases} == _command_paths(), "a subcommand has no case here"
     target, second = fleet.healthy_urls[:2]
     for case in cases:
@@ -440,7 +500,7 @@ def test_every_subcommand_prints_schema_json_against_a_real_frontend(
         doc = json.loads(
             result.stdout.splitlines()[-1] if case.command == "kv-events tail" else result.stdout
         )
-        jsonschema.validate(doc, SCHEMA)
+        VALIDATOR.validate(doc)
         assert (result.code, doc["exit_code"], doc["command"]) == (case.code, case.code, case.command), (
             result.stdout[-2000:] + result.stderr[-2000:]
         )

@@ -8,9 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from vllm_devclient.cli import cli
 from vllm_devclient.testing.contract import ScenarioRun
-from vllm_devclient.testing.fixtures import diff_fixture_trees, drift, installed_vllm_version, main
+from vllm_devclient.testing.fixtures import diff_fixture_trees, drift, installed_vllm_version
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
 
@@ -18,14 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent / "rust_fixtures"
 
 
 def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
-    harness_runs: list[ScenarioRun], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    harness_runs: list[ScenarioRun], tmp_path: Path
 ) -> None:
     """The recording comes from the suite's one pass over every scenario on both real frontends."""
     version = installed_vllm_version()
     committed = ROOT / version
     assert committed.is_dir(), (
-        f"no fixtures for the installed vllm {version}: record them with "
-        "python -m vllm_devclient.testing.recording record"
+        f"no fixtures for the installed vllm {version}: record them with vllm-devclient record"
     )
 
     # A copy of the committed fixtures with one answer changed, as if the server used to say otherwise.
@@ -49,11 +50,14 @@ def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
     assert unchanged == [], "re-recording drifted:\n" + "\n".join(map(str, unchanged))
 
     # The command line reports it the same way and exits 1.
-    assert main(["diff", str(changed), str(fresh)]) == 1
-    out = capsys.readouterr().out
-    assert "DRIFT in 1 fixture(s), 1 field(s):" in out
+    def drift_against(fixtures: Path) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["drift", "--fixtures", str(fixtures), "--against", str(fresh)])
+        return result.exit_code, result.stdout
+
+    code, out = drift_against(changed)
+    assert code == 1 and "DRIFT in 1 fixture(s), 1 field(s):" in out
     assert "reset_prefix_cache_refused: exchanges[0].response.json.success" in out
     same = tmp_path / "same"
     shutil.copytree(committed, same / version)
-    assert main(["diff", str(same), str(fresh)]) == 0
-    assert "no drift" in capsys.readouterr().out
+    code, out = drift_against(same)
+    assert code == 0 and "no drift" in out

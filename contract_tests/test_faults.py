@@ -787,6 +787,11 @@ BAD_ARGUMENTS: dict[str, Callable[[DevClient, str], Any]] = {
     "wait_until_sleeping(interval=nan)": lambda c, u: c.wait_until_sleeping(interval=NAN),
     "wait_until_ready(request_timeout=nan)": lambda c, u: c.wait_until_ready(request_timeout=NAN),
     "wait_until_ready(deadline=nan)": lambda c, u: c.wait_until_ready(deadline=NAN),
+    # the escape hatch's path: one plain path (a NUL used to reach the transport and fail there)
+    "request(path with NUL)": lambda c, u: c.request("GET", "/health\x00x"),
+    "request(path with CR LF)": lambda c, u: c.request("GET", "/health\r\nX-Injected: 1"),
+    "request(path with a tab)": lambda c, u: c.request("GET", "/health\tx"),
+    "request(path with DEL)": lambda c, u: c.request("GET", "/health\x7f"),
     # base URLs
     "DevClient('http://')": lambda c, u: DevClient("http://").health(),
     "DevClient(url + '?token=x')": lambda c, u: DevClient(u + "?token=x").health(),

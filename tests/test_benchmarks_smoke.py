@@ -37,8 +37,8 @@ def quick_result(name: str) -> dict[str, Any]:
     """bench_<name>.run(quick=True), run once per test session."""
     if name not in _results:
         module = runner.load(name)
-        if module is None:
-            pytest.skip(f"benchmarks/bench_{name}.py does not exist yet")
+        # A renamed or deleted benchmark fails here: a smoke test that skipped would keep passing.
+        assert module is not None, f"benchmarks/bench_{name}.py is gone; fix runner.BENCHMARKS"
         _results[name] = module.run(quick=True)
     return _results[name]
 
@@ -83,6 +83,23 @@ def check_result(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 def by_metric(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["metric"]: r for r in rows}
+
+
+def test_a_missing_benchmark_fails_the_smoke_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "load", lambda name: None)
+    try:
+        quick_result("renamed")
+    except AssertionError as exc:
+        assert "bench_renamed.py is gone" in str(exc)
+    except BaseException as exc:  # pytest's Skipped is a BaseException: a skip would hide the rename
+        pytest.fail(f"a missing benchmark gave {type(exc).__name__}, not a failure")
+    else:
+        pytest.fail("a missing benchmark passed")
+
+
+def test_the_runner_lists_every_benchmark_file() -> None:
+    files = {path.stem.removeprefix("bench_") for path in Path(runner.__file__).parent.glob("bench_*.py")}
+    assert set(runner.BENCHMARKS) == files
 
 
 @pytest.mark.parametrize("name", runner.BENCHMARKS)

@@ -30,13 +30,17 @@ from vllm_devclient import (
     PermissionDeniedError,
     WaitTimeoutError,
 )
+from vllm_devclient.calls import CALLS
 from vllm_devclient.cli import ExitCode, UnsuccessfulResultError, cli, combine, exit_code_for
+from vllm_devclient.cli._settings import GLOBAL_OPTIONS
+from vllm_devclient.routes import ROUTES
 
 from .conftest import GSM8K_DIR
 
 A, B, C = "http://a.test", "http://b.test", "http://c.test"
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)  # checked once, in test_the_documented_schema_...
 # Names error.type may take besides the SDK's own classes (see schema.json).
 CLI_ERROR_TYPES = {"UnsuccessfulResultError", "ImportError", "KeyboardInterrupt"}
 
@@ -47,7 +51,7 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 def check_schema(doc: dict[str, Any]) -> dict[str, Any]:
-    jsonschema.validate(doc, SCHEMA)
+    VALIDATOR.validate(doc)
     errors = [doc["error"], *(t["error"] for t in doc["targets"].values())]
     for error in filter(None, errors):
         assert hasattr(sdk_errors, error["type"]) or error["type"] in CLI_ERROR_TYPES, error
@@ -150,8 +154,11 @@ def test_every_subcommand_help_fits_a_screen_and_every_option_has_help(path: lis
     for param in command.params:
         if param.param_type_name == "option" and not param.hidden:  # type: ignore[attr-defined]
             assert (param.help or "").strip(), f"{' '.join(path)} {param.opts} has no help"  # type: ignore[attr-defined]
+        elif param.param_type_name == "option":
+            # The only hidden options are the global ones, accepted after the subcommand too: no older names.
+            assert param.name in GLOBAL_OPTIONS, f"{' '.join(path)}: hidden {param.opts}"  # type: ignore[attr-defined]
     # One time vocabulary: --timeout is global, --deadline bounds a whole wait.
-    for old in ("--request-timeout", "--rpc-timeout", "--duration"):
+    for old in ("--request-timeout", "--duration"):
         assert old not in result.stdout
 
 
@@ -287,15 +294,13 @@ def test_engine_failure_json_carries_the_engine_method_and_message(mock: respx.M
     route = mock.post(f"{A}/collective_rpc").respond(500, json=body)
     result = invoke(
         "--url", A, "--json", "collective-rpc", "ping", "--args", "[1, 2]", "--kwargs", '{"x": 1}',
-        "--deadline", "5",
+        "--rpc-timeout", "5",
     )  # fmt: skip
     assert result.exit_code == 1
     error = doc(result)["targets"][A]["error"]
     assert error["engine_method"] == "collective_rpc" and error["engine_message"] == "no such method"
     sent = json.loads(route.calls.last.request.content)
     assert sent == {"method": "ping", "args": [1, 2], "kwargs": {"x": 1}, "timeout": 5.0}
-    invoke("--url", A, "collective-rpc", "ping", "--rpc-timeout", "7")  # the older name, hidden
-    assert json.loads(route.calls.last.request.content)["timeout"] == 7.0
 
 
 def test_barrier_deadline_exits_four_and_floats_are_rounded(mock: respx.MockRouter) -> None:
@@ -312,8 +317,8 @@ def test_barrier_deadline_exits_four_and_floats_are_rounded(mock: respx.MockRout
     error = data["targets"][A]["error"]
     assert error["type"] == "BarrierTimeoutError" and error["attempts"] >= 2 and error["engine_steps"] == 0
     assert round(error["waited_s"], 3) == error["waited_s"]
-    # The older --no-step still works (hidden).
-    assert invoke("--url", B, "barrier", "--no-step").exit_code == 0
+    # One name per option: the older --no-step is refused.
+    assert invoke("--url", B, "barrier", "--no-step").exit_code == 2
 
 
 def test_wait_results_say_what_was_reached_and_the_deadline_exits_four(mock: respx.MockRouter) -> None:
@@ -387,11 +392,11 @@ def test_a_key_or_password_the_server_echoes_is_never_printed(mock: respx.MockRo
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["abort-requests"], "give request ids or --all"),
-        (["abort-requests", "r1", "--all"], "give request ids or --all"),
+        (["abort-requests"], "give REQUEST_IDS or --all"),
+        (["abort-requests", "r1", "--all"], "give REQUEST_IDS or --all"),
         (["--url", "not-a-url", "health"], "http:// or https://"),
         (["--url", A, "--url", A, "health"], "listed twice"),
-        (["sleep", "--level", "5"], "5 is not in the range"),
+        (["sleep", "--level", "5"], "sleep level must be 0, 1 or 2"),
         (["collective-rpc", "m", "--args", '{"a": 1}'], "must be a list"),
         (["collective-rpc", "m", "--args", "[1,"], "not valid JSON"),
         (["update-weights", "--update-info", "@/nonexistent/file.json"], "cannot read"),
@@ -710,8 +715,35 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
     assert json.loads(report.read_text())[B]["result"]["questions"][1]["prediction"] == 7
 
 
+@pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason="no GSM8K copy beside the checkout")
+def test_gsm8k_fans_out_through_the_fleet(mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_devclient.fleet import AsyncFleet
+
+    mapped: list[tuple[str, ...]] = []
+    original = AsyncFleet.map
+
+    async def spy(self: AsyncFleet, fn: Any, **kw: Any) -> Any:
+        mapped.append(self.urls)
+        return await original(self, fn, **kw)
+
+    monkeypatch.setattr(AsyncFleet, "map", spy)
+    for url in (A, B):
+        mock.get(f"{url}/v1/models").respond(200, json={"data": [{"id": "m", "object": "model"}]})
+        mock.post(f"{url}/v1/completions").respond(200, json={"choices": [{"text": "18", "index": 0}]})
+    args = ["--num-questions", "1", "--data-dir", str(GSM8K_DIR)]
+    result = invoke("--url", A, "--url", B, "--json", "gsm8k", *args)
+    assert result.exit_code == 0, result.output
+    assert mapped == [(A, B)]  # one fan-out over every target, not a loop of its own
+
+
+def test_gsm8k_without_its_data_is_one_error_of_the_command(tmp_path: Path) -> None:
+    result = invoke("--json", "gsm8k", "--data-dir", str(tmp_path))
+    data = json.loads(result.stdout)
+    assert result.exit_code == data["exit_code"] != 0 and data["targets"] == {}
+    assert data["error"]["type"] == "GSM8KDataError"
+
+
 def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
     monkeypatch.setitem(sys.modules, "vllm_devclient.offload_check.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
@@ -736,7 +768,7 @@ def test_fixture_tools_summary_and_drift_against_a_tree(tmp_path: Path) -> None:
     assert missing.exit_code == ExitCode.USAGE and doc(missing)["error"]["type"] == "InvalidParameterError"
 
 
-def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_record_calls_the_recorder_once_per_release(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from vllm_devclient.cli._tools import _recording
 
     recording = _recording()
@@ -744,8 +776,8 @@ def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
     def record(out: str, **kw: Any) -> Path:
         calls.append({"out": out, **kw})
-        base = Path(out) / "0.33.0"
-        (base / "rust").mkdir(parents=True)
+        base = Path(out) / ("0.33.0" if kw["python"] is None else "0.28.0")
+        (base / "rust").mkdir(parents=True, exist_ok=True)
         (base / "rust" / "health.json").write_text("{}")
         return base
 
@@ -755,11 +787,23 @@ def test_record_calls_the_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     )
     assert result.exit_code == 0, result.output
     assert doc(result)["result"] == {
-        "out": str(tmp_path / "0.33.0"), "version": "0.33.0", "frontends": ["rust"], "fixtures": 1,
+        "out": str(tmp_path), "frontends": ["rust"],
+        "releases": [{"version": "0.33.0", "python": sys.executable, "fixtures": 1}],
     }  # fmt: skip
     assert calls[0]["frontends"] == ["rust"] and [s.name for s in calls[0]["scenarios"]] == ["health"]
+    # Every --python is one release; naming this interpreter is the installed vLLM.
+    older = tmp_path / "old" / "bin" / "python"
+    calls.clear()
+    both = invoke(
+        "--json", "record", "--out", str(tmp_path), "--python", sys.executable, "--python", str(older)
+    )
+    assert both.exit_code == 0, both.output
+    assert [c["python"] for c in calls] == [None, str(older)]
+    assert [r["version"] for r in doc(both)["result"]["releases"]] == ["0.33.0", "0.28.0"]
     bad = invoke("record", "--scenarios", "no_such_scenario")
     assert bad.exit_code == ExitCode.USAGE
+    two = invoke("record", "--python", "a", "--python", "b", "--vllm-rs", "x")
+    assert two.exit_code == ExitCode.USAGE and "one --python" in two.stderr
 
 
 @pytest.mark.parametrize(("code", "exit_code"), [(0, 0), (1, 1), (SystemExit(2), 2)])
@@ -892,11 +936,12 @@ def test_kv_events_tail_deadline_and_losses(
     short = invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--deadline", "0.3")
     assert short.exit_code == ExitCode.DEADLINE
     assert len(short.stdout.splitlines()) == 3
-    older = invoke(
-        "kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--duration", "0.3", "--json"
+    as_json = invoke(
+        "kv-events", "tail", "--endpoint", "tcp://h:1", "--count", "5", "--deadline", "0.3", "--json"
     )
-    assert older.exit_code == ExitCode.DEADLINE
-    assert check_schema(json.loads(older.stdout.splitlines()[-1]))["error"]["type"] == "WaitTimeoutError"
+    assert as_json.exit_code == ExitCode.DEADLINE
+    assert check_schema(json.loads(as_json.stdout.splitlines()[-1]))["error"]["type"] == "WaitTimeoutError"
+    assert invoke("kv-events", "tail", "--endpoint", "tcp://h:1", "--duration", "0.3").exit_code == 2
 
     class Lossy(FakeSubscriber):
         def __init__(self, endpoint: str | None = None, **kw: Any) -> None:
@@ -942,17 +987,21 @@ def test_kv_events_tail_without_zmq_exits_seven(monkeypatch: pytest.MonkeyPatch)
 def test_the_documented_schema_is_the_one_shipped() -> None:
     text = (ROOT / "docs" / "cli.md").read_text()
     block = text.split("<!-- schema:start -->")[1].split("<!-- schema:end -->")[0]
-    assert json.loads(block.strip().removeprefix("```json").removesuffix("```")) == SCHEMA
+    envelope = {**SCHEMA, "$defs": {k: v for k, v in SCHEMA["$defs"].items() if k != "results"}}
+    assert json.loads(block.strip().removeprefix("```json").removesuffix("```")) == envelope
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
-def test_docs_have_one_valid_example_per_command() -> None:
+def test_docs_examples_are_valid_and_cover_every_tool() -> None:
     import re
 
     text = (ROOT / "docs" / "cli.md").read_text()
     examples = text.split("<!-- examples:start")[1].split("<!-- examples:end -->")[0]
     found = dict(re.findall(r"#### `([^`]+)`\n\n```jsonl?\n(.*?)\n```", examples, flags=re.S))
-    assert set(found) == {" ".join(p) for p in _all_commands()}
+    commands = {" ".join(p) for p in _all_commands()}
+    # Every tool has one; a record's command may come later (its result schema is generated at once).
+    records = {r.command for r in (*ROUTES, *CALLS)}
+    assert commands - records <= set(found) <= commands
     for command, block in found.items():
         *lines, last = block.splitlines() if command == "kv-events tail" else [block]
         assert check_schema(json.loads(last))["command"] == command

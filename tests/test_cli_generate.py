@@ -1,187 +1,143 @@
-"""The generator of the command line: client signatures and docstrings -> subcommands. Written against made-up
-methods shaped like the ones the client is growing (keyword-only flags, `deadline=` and `request_timeout=` on
-waits, per-call options, `on_attempt`, new routes), so a signature change on the client needs no change in
-the CLI."""
+"""The command line built from records: a made-up route record and a made-up wait record (the shapes the
+client is growing: keyword-only flags, choices, JSON, lists, `deadline`, `request_timeout`, a hook) become
+commands with no change in the CLI; and every record of the package has its command, help and result
+schema."""
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import click
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from vllm_devclient import AsyncDevClient
-from vllm_devclient.cli import _generate, _signature, cli
-from vllm_devclient.cli._overrides import Override
-from vllm_devclient.cli._signature import REQUIRED, parse_docstring, read_method
-from vllm_devclient.client import NOT_GIVEN, TimeoutArg
-from vllm_devclient.fleet import CLIENT_METHODS
+from vllm_devclient import AsyncDevClient, endpoints
+from vllm_devclient._base_client import WaitOptions
+from vllm_devclient.calls import CALLS
+from vllm_devclient.cli import _generate, cli
 from vllm_devclient.models import WeightInfo
-
-if TYPE_CHECKING:
-    from vllm_devclient.metrics import MetricsSnapshot  # only for type checkers, like the client's
+from vllm_devclient.records import Call, Cli, Param, Route
+from vllm_devclient.routes import ROUTES
 
 A = "http://a.test"
+ROOT = Path(__file__).resolve().parents[1]
 
-
-def test_docstring_summary_and_google_args() -> None:
-    doc = """Load a LoRA adapter into the engine,
-    from a local folder.
-
-    More detail that is not the summary.
-
-    Args:
-        lora_name: The name requests
-            use to select it.
-        lora_path (str): Where it is.
-        *extra: ignored.
-
-    Returns:
-        lora_path: not a parameter here.
-    """
-    summary, helps = parse_docstring(doc)
-    assert summary == "Load a LoRA adapter into the engine, from a local folder."
-    assert helps == {
-        "lora_name": "The name requests use to select it.",
-        "lora_path": "Where it is.",
-        "extra": "ignored.",
-    }
-
-
-def test_docstring_sphinx_params_and_none() -> None:
-    summary, helps = parse_docstring(
-        "Reset.\n\n:param str reset_external: Also the\n    CPU tier.\n:returns: x"
-    )
-    assert summary == "Reset." and helps == {"reset_external": "Also the CPU tier."}
-    assert parse_docstring(None) == ("", {})
-
-
-class Fake:
-    """Methods shaped like the client's next release (string annotations, as under `from __future__`)."""
-
-    async def weight_checker(
-        self,
-        action: Literal["start", "check"],
-        *,
-        baseline: Mapping[str, Any] | None = None,
-        strict: bool = True,
-        verbose: bool = False,
-        limit: int | None = None,
-        tags: Sequence[str] | None = None,
-        fields: Sequence[Mapping[str, Any]] = (),
-        timeout: TimeoutArg = NOT_GIVEN,
-        extra_headers: Mapping[str, str] | None = None,
-        extra_query: Mapping[str, object] | None = None,
-        extra_body: object | None = None,
-    ) -> WeightInfo:
-        """Check the weights.
-
-        Args:
-            action: What to do.
-            baseline: Checksums to compare with.
-        """
-        raise NotImplementedError
-
-    async def wait_until_loaded(
-        self,
-        *,
-        deadline: float = 90.0,
-        request_timeout: float = 5.0,
-        interval: float = 0.05,
-        on_attempt: Callable[[int, object], None] | None = None,
-        timeout: float | None = None,  # the deprecated alias of deadline
-    ) -> MetricsSnapshot:
-        raise NotImplementedError
-
-    async def wait_legacy(self, timeout: float = 60.0, *, interval: float = 0.05) -> None:
-        raise NotImplementedError
-
-
-def test_roles_and_shapes_come_from_the_signature() -> None:
-    info = read_method("weight_checker", Fake.weight_checker)
-    assert info.summary == "Check the weights."
-    by = {p.name: p for p in info.params}
-    assert (by["action"].role, by["action"].shape, by["action"].choices) == (
-        "argument",
-        "choice",
-        ("start", "check"),
-    )
-    assert (by["baseline"].shape, by["baseline"].json_kinds, by["baseline"].optional) == (
-        "json",
-        (dict,),
-        True,
-    )
-    assert (by["strict"].shape, by["strict"].default, by["verbose"].default) == ("bool", True, False)
-    assert (by["limit"].shape, by["limit"].optional) == ("int", True)
-    assert by["tags"].shape == "multiple" and by["fields"].json_kinds == (list,)
-    assert {p.name for p in info.params if p.role == "per_call"} == {
-        "timeout", "extra_headers", "extra_query", "extra_body",
-    }  # fmt: skip
-    assert by["baseline"].help == "Checksums to compare with." and by["action"].default is REQUIRED
-
-    wait = {p.name: p for p in read_method("wait_until_loaded", Fake.wait_until_loaded).params}
-    assert (wait["deadline"].role, wait["request_timeout"].role, wait["on_attempt"].role) == (
-        "deadline", "request_timeout", "hook",
-    )  # fmt: skip
-    assert wait["timeout"].role == "per_call"  # a method with deadline=: timeout is never the deadline
-    legacy = read_method("wait_legacy", Fake.wait_legacy).params[0]
-    assert (legacy.name, legacy.role, legacy.default) == ("timeout", "deadline", 60.0)
+CHECKER = Route(
+    name="weight_checker_next",
+    doc="Check the weights (a route of the next release).",
+    answer=WeightInfo,
+    params=(
+        Param(name="action", type=Literal["start", "check"], positional=True, help="What to do."),
+        Param(
+            name="baseline", type=Mapping[str, Any] | None, default=None, help="Checksums to compare with."
+        ),
+        Param(name="strict", type=bool, default=True, help="Refuse partial matches."),
+        Param(name="verbose", type=bool, default=False, help="Say more."),
+        Param(name="limit", type=int | None, default=None, help="At most this many."),
+        Param(name="tags", type=Sequence[str] | None, default=None, option="--tag", help="A tag; repeat."),
+        Param(name="fields", type=Sequence[Mapping[str, Any]], default=(), help="Field specs."),
+        Param(
+            name="ids",
+            type=Iterable[str] | None,
+            default=None,
+            argument=True,
+            none_flag=("--every", "Every one of them."),
+            help="The ids.",
+        ),
+    ),
+    endpoint=endpoints.weight_info,
+    cli=Cli(topic="weights", verdict=lambda value, given: "refused" if value == "no" else None),
+)
+LOADED = Call(
+    name="wait_until_loaded",
+    doc="Wait until the weights are loaded.",
+    answer=None,
+    params=(
+        Param(name="deadline", type=float, default=90.0, role="deadline", help="Seconds for the whole wait."),
+        Param(name="request_timeout", type=float, default=5.0, role="request_timeout", help="Each try."),
+        Param(name="interval", type=float, default=0.05, help="Seconds between tries."),
+        Param(
+            name="on_attempt",
+            type=Callable[[int, object], None] | None,
+            default=None,
+            role="hook",
+            help="Called after each try.",
+        ),
+    ),
+    options="wait",
+    cli=Cli(topic="wait", command="wait-loaded"),
+)
 
 
 def _options(command: click.Command) -> dict[str, click.Parameter]:
     return {p.name: p for p in command.params if not getattr(p, "hidden", False) and p.name}
 
 
-def test_click_parameters_of_a_new_route() -> None:
-    command = _generate.build_command(read_method("weight_checker", Fake.weight_checker), Override())
-    assert command.name == "weight-checker" and command.help == "Check the weights."
+def test_the_parameters_of_a_new_route_become_arguments_and_options_with_their_help() -> None:
+    command = _generate.build_command(CHECKER)
+    assert command.name == "weight-checker-next" and command.help == CHECKER.doc
     params = _options(command)
-    assert set(params) == {"action", "baseline", "strict", "verbose", "limit", "tags", "fields"}
-    assert isinstance(params["action"], click.Argument) and params["action"].type.choices == (
-        "start",
-        "check",
-    )  # type: ignore[attr-defined]
+    assert set(params) == {
+        "action",
+        "baseline",
+        "strict",
+        "verbose",
+        "limit",
+        "tags",
+        "fields",
+        "ids",
+        "none_ids",
+    }
+    assert isinstance(params["action"], click.Argument)
+    assert params["action"].type.choices == ("start", "check")  # type: ignore[attr-defined]
+    assert isinstance(params["ids"], click.Argument) and params["ids"].nargs == -1
+    assert params["none_ids"].opts == ["--every"]
     assert params["strict"].opts == ["--strict"] and params["strict"].secondary_opts == ["--no-strict"]  # type: ignore[attr-defined]
     assert params["verbose"].is_flag and not params["verbose"].secondary_opts  # type: ignore[attr-defined]
-    assert params["tags"].multiple and params["limit"].type is click.INT  # type: ignore[attr-defined]
-    assert isinstance(params["baseline"].type, _generate.JSONParam)
-    for param in params.values():
-        if isinstance(param, click.Option):
-            assert param.help, param.name
-    wait = _generate.build_command(read_method("wait_until_loaded", Fake.wait_until_loaded), Override())
-    assert set(_options(wait)) == {"deadline", "interval"}
-    assert _options(wait)["deadline"].opts == ["--deadline"] and _options(wait)["deadline"].default == 90.0
-    assert _options(wait)["interval"].metavar == "SECONDS"  # type: ignore[attr-defined]
+    assert params["tags"].opts == ["--tag"] and params["tags"].multiple  # type: ignore[attr-defined]
+    assert params["limit"].type is click.INT
+    assert isinstance(params["baseline"].type, _generate.JSONParam) and params["baseline"].type.kinds == (
+        dict,
+    )
+    assert params["fields"].type.kinds == (list,)  # type: ignore[attr-defined]
+    by_name = {p.name: p for p in CHECKER.params}
+    for name, param in params.items():
+        if isinstance(param, click.Option) and name in by_name:
+            assert by_name[name].help in (param.help or ""), name
+
+
+def test_a_wait_shows_deadline_and_interval_and_hides_each_tries_bound_and_the_hook() -> None:
+    wait = _options(_generate.build_command(LOADED))
+    assert set(wait) == {"deadline", "interval"}
+    assert wait["deadline"].opts == ["--deadline"] and wait["deadline"].default == 90.0  # type: ignore[attr-defined]
+    assert "Exit 4" in (wait["deadline"].help or "")  # type: ignore[attr-defined]
+    assert wait["interval"].metavar == "SECONDS"  # type: ignore[attr-defined]
 
 
 @pytest.fixture
-def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
-    """The fake methods on AsyncDevClient and in the method table, recording their calls; the CLI rebuilt."""
-    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+def routes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """The made-up methods on AsyncDevClient, recording their calls; their commands in the CLI."""
+    calls: list[tuple[str, dict[str, Any]]] = []
 
-    def recording(name: str, original: Any, answer: Any) -> Any:
-        async def method(self: AsyncDevClient, *args: Any, **kwargs: Any) -> Any:
-            calls.append((name, args, kwargs))
+    def recording(name: str, answer: Any) -> Any:
+        async def method(self: AsyncDevClient, **kwargs: Any) -> Any:
+            calls.append((name, kwargs))
             if kwargs.get("on_attempt"):
                 kwargs["on_attempt"](1, None)
             return answer
 
-        method.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
-        method.__doc__ = original.__doc__
         return method
 
-    checker = recording("weight_checker", Fake.weight_checker, {"ok": 1.23456789})
-    monkeypatch.setattr(AsyncDevClient, "weight_checker", checker, raising=False)
-    wait = recording("wait_until_loaded", Fake.wait_until_loaded, None)
-    monkeypatch.setattr(AsyncDevClient, "wait_until_loaded", wait, raising=False)
     monkeypatch.setattr(
-        _signature, "CLIENT_METHODS", CLIENT_METHODS | {"weight_checker", "wait_until_loaded"}
+        AsyncDevClient, CHECKER.name, recording(CHECKER.name, {"ok": 1.23456789}), raising=False
     )
-    for command, category, aliases in _generate.method_commands():
+    monkeypatch.setattr(AsyncDevClient, LOADED.name, recording(LOADED.name, None), raising=False)
+    for command, category, aliases in _generate.method_commands((CHECKER, LOADED)):
         monkeypatch.setitem(cli.commands, command.name, command)  # type: ignore[attr-defined]
         for alias in aliases:
             monkeypatch.setitem(cli.aliases, alias, command.name)  # type: ignore[attr-defined]
@@ -195,34 +151,37 @@ def run(*args: str) -> Any:
     )
 
 
-def test_a_new_route_is_a_subcommand_with_aliases_and_only_given_options_are_sent(
-    routes: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
+def test_a_new_route_runs_with_its_aliases_and_only_the_given_options_are_sent(
+    routes: list[tuple[str, dict[str, Any]]],
 ) -> None:
-    result = run("--json", "weight-checker", "check", "--baseline", '{"w": 1}', "--no-strict", "--tags", "a")
+    result = run(
+        "--json", "weight-checker-next", "check", "x", "--baseline", '{"w": 1}', "--no-strict", "--tag", "a"
+    )
     assert result.exit_code == 0, result.output
     assert routes[-1] == (
-        "weight_checker",
-        (),
-        {"action": "check", "baseline": {"w": 1}, "strict": False, "tags": ["a"]},
+        "weight_checker_next",
+        {"action": "check", "baseline": {"w": 1}, "strict": False, "tags": ["a"], "ids": ["x"]},
     )
     assert json.loads(result.stdout)["targets"][A]["result"] == {"ok": 1.234568}
-    assert run("weight_checker", "start").exit_code == 0 and routes[-1][2] == {"action": "start"}
-    bad = run("weight-checker", "stop")
+    assert run("weight_checker_next", "start", "--every").exit_code == 0
+    assert routes[-1][1] == {"action": "start", "ids": None}  # None asked for with its flag
+    assert run("weight-checker-next", "start").exit_code == 2  # neither ids nor --every
+    bad = run("weight-checker-next", "stop", "--every")
     assert bad.exit_code == 2 and "'stop' is not one of 'start', 'check'" in bad.stderr
-    assert "weight-checker" in run("--help").stdout
+    assert "weight-checker-next" in run("--help").stdout
 
 
-def test_a_wait_with_deadline_request_timeout_and_on_attempt(
-    routes: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
+def test_a_wait_gets_deadline_its_hook_and_the_global_timeout_for_each_try(
+    routes: list[tuple[str, dict[str, Any]]],
 ) -> None:
-    result = run("--json", "wait-until-loaded", "--deadline", "5")
+    result = run("--json", "wait-loaded", "--deadline", "5")
     assert result.exit_code == 0, result.output
-    name, _, kwargs = routes[-1]
+    name, kwargs = routes[-1]
     assert name == "wait_until_loaded" and kwargs["deadline"] == 5.0 and callable(kwargs["on_attempt"])
     assert "request_timeout" not in kwargs and "timeout" not in kwargs
     assert json.loads(result.stdout)["targets"][A]["result"] == {}  # a None answer is not null
-    assert run("--timeout", "0.5", "wait-until-loaded").exit_code == 0
-    assert routes[-1][2]["request_timeout"] == 0.5 and "deadline" not in routes[-1][2]
+    assert run("--timeout", "0.5", "wait_until_loaded").exit_code == 0
+    assert routes[-1][1]["request_timeout"] == 0.5 and "deadline" not in routes[-1][1]
 
 
 def test_every_generated_command_leaves_out_the_per_call_options() -> None:
@@ -237,3 +196,71 @@ def test_every_generated_command_leaves_out_the_per_call_options() -> None:
         ):
             assert per_call not in names, (command.name, per_call)
         assert "--timeout" not in names, command.name
+
+
+def test_every_record_is_a_command_with_its_doc_and_every_option_its_help() -> None:
+    commands = {command.name: command for command, _, _ in _generate.method_commands()}
+    for record in (*ROUTES, *CALLS):
+        command = commands[record.command]
+        assert command.help == record.doc
+        helps = {p.name: p.help for p in command.params if isinstance(p, click.Option) and not p.hidden}
+        for p in record.params:
+            if p.name in helps:
+                assert p.help in (helps[p.name] or ""), (record.name, p.name)
+
+
+def test_every_record_has_a_result_schema_and_it_checks_the_answer_type() -> None:
+    schema = json.loads((ROOT / "vllm_devclient" / "cli" / "schema.json").read_text())
+    rules = {
+        rule["if"]["properties"]["command"]["const"]: rule for rule in schema["$defs"]["results"]["allOf"]
+    }
+    assert set(rules) == {r.command for r in (*ROUTES, *CALLS)}
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def envelope(command: str, result: Any) -> dict[str, Any]:
+        target = {"ok": True, "exit_code": 0, "result": result, "error": None, "elapsed_s": 0.1}
+        return {
+            "schema": 1, "command": command, "ok": True, "exit_code": 0, "elapsed_s": 0.1,
+            "targets": {A: target}, "result": None, "error": None, "rollback": None,
+        }  # fmt: skip
+
+    assert validator.is_valid(envelope("reset-prefix-cache", {"success": True, "status_code": 200}))
+    assert not validator.is_valid(envelope("reset-prefix-cache", {"success": "yes", "status_code": 200}))
+    assert validator.is_valid(envelope("is-paused", False)) and not validator.is_valid(
+        envelope("is-paused", {})
+    )
+    assert validator.is_valid(envelope("reset-mm-cache", {})) and not validator.is_valid(
+        envelope("reset-mm-cache", 1)
+    )
+    assert validator.is_valid(envelope("wait-ready", {"state": "ready"}))
+    assert not validator.is_valid(envelope("barrier", {"attempts": 1}))
+
+
+def test_the_hand_written_methods_have_the_signatures_and_docs_their_records_give() -> None:
+    """A `Call` record describes a method written by hand: the two must agree (names, order, kinds and
+    defaults of the parameters; the docstring starts with the record's doc and holds each parameter's help
+    as its `Args:` line)."""
+    for record in CALLS:
+        method = getattr(AsyncDevClient, record.name)
+        doc = inspect.getdoc(method) or ""
+        assert doc.splitlines()[0] == record.doc, record.name
+        flat = " ".join(doc.split())
+        for p in record.params if record.options != "wait" else ():
+            assert f"{p.name}: {p.help[:1].lower()}{p.help[1:]}" in flat, (record.name, p.name)
+        params = list(inspect.signature(method).parameters.values())[1:]
+        if record.options == "wait":
+            (wait,) = params
+            assert wait.kind is wait.VAR_KEYWORD and "WaitOptions" in str(wait.annotation), record.name
+            assert list(WaitOptions.__annotations__) == [p.name for p in record.params], record.name
+            continue
+        if record.options == "request":
+            assert params[-1].kind is params[-1].VAR_KEYWORD and "RequestOptions" in str(
+                params[-1].annotation
+            )
+            params = params[:-1]
+        assert [p.name for p in params] == [p.name for p in record.params], record.name
+        for p, want in zip(params, record.params, strict=True):
+            positional = p.kind is p.POSITIONAL_OR_KEYWORD
+            assert positional == want.positional, (record.name, p.name)
+            default = want.default if not want.required else inspect.Parameter.empty
+            assert p.default == default, (record.name, p.name)

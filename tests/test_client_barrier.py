@@ -99,7 +99,7 @@ async def test_poll_interval_backs_off(dc: Either, mock: respx.MockRouter) -> No
 
     mock.post("/reset_prefix_cache").mock(side_effect=answer)
     await dc.reset_prefix_cache_until_success(
-        timeout=5.0, step_engine=False, interval=0.02, max_interval=0.16
+        deadline=5.0, step_engine=False, interval=0.02, max_interval=0.16
     )
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[0] < 0.1  # fast at first

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import pickle
+import re
 import subprocess
 import sys
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 import respx
 
 from vllm_devclient import (
+    APIConnectionError,
     AsyncDevClient,
     ClientClosedError,
     DevClient,
@@ -56,12 +58,14 @@ async def test_waits_and_barrier_take_deadline_and_request_timeout(
     assert done.attempts == 1
 
 
-async def test_the_old_timeout_on_waits_is_a_deprecated_deadline(dc: Either, mock: respx.MockRouter) -> None:
-    mock.get("/health").mock(return_value=python(200))
-    with pytest.warns(DeprecationWarning, match="deadline="):
-        await dc.wait_until_ready(timeout=5.0)
-    with pytest.raises(InvalidParameterError, match="request_timeout"):
-        await dc.reset_prefix_cache_until_success(timeout=httpx.Timeout(5.0))
+async def test_waits_and_the_barrier_refuse_timeout(dc: Either, mock: respx.MockRouter) -> None:
+    # timeout= bounds one HTTP try everywhere; a whole wait is deadline=, each of its tries request_timeout=.
+    route = mock.get("/health").mock(return_value=python(200))
+    with pytest.raises(TypeError, match="timeout"):
+        await dc.wait_until_ready(timeout=5.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="timeout"):
+        await dc.reset_prefix_cache_until_success(timeout=5.0)  # type: ignore[call-arg]
+    assert route.call_count == 0
 
 
 def test_long_routes_have_no_read_bound_by_default() -> None:
@@ -138,6 +142,26 @@ def test_the_log_switch_sends_the_sdk_log_to_stderr() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.split() == ["EngineDeadError", str(logging.DEBUG)]
     assert "sk-hidden" not in out.stderr
+
+
+async def test_every_request_leaves_one_debug_line_with_method_path_status_and_time(
+    dc: Either, mock: respx.MockRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    mock.get("/health").mock(return_value=python(200))
+    mock.get("/tokens/sk-secret-123").mock(return_value=python(404, json={"detail": "Not Found"}))
+    mock.get("/load").mock(side_effect=httpx.ConnectError("refused by sk-secret-123"))
+    with caplog.at_level(logging.DEBUG, logger="vllm_devclient"):
+        await dc.health()
+        with pytest.raises(NotFoundError):
+            await dc.request("GET", "/tokens/sk-secret-123")
+        with pytest.raises(APIConnectionError):
+            await dc.load()
+    lines = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
+    assert re.fullmatch(r"GET /health -> 200 in \d+\.\d ms", lines[0]), lines
+    assert re.fullmatch(r"GET /tokens/\*\*\* -> 404 in \d+\.\d ms", lines[1]), lines
+    assert re.fullmatch(r"GET /load -> failed \(.*\*\*\*.*\) in \d+\.\d ms", lines[2]), lines
+    assert len([line for line in lines if line.startswith("GET /load")]) == 3  # the first try and 2 retries
+    assert not any("sk-secret-123" in r.getMessage() for r in caplog.records)
 
 
 # ---- flows -----------------------------------------------------------------------------------------

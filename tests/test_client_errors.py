@@ -168,7 +168,8 @@ async def test_engine_call_error_both_shapes(
     route = mock.post("/reset_prefix_cache").mock(return_value=response)
     with pytest.raises(EngineCallError) as info:
         await dc.reset_prefix_cache()
-    assert info.value.method == "reset_prefix_cache"
+    assert info.value.engine_method == "reset_prefix_cache"
+    assert not hasattr(info.value, "method")  # one name per meaning: engine_method, http_method
     assert info.value.engine_message == "blocks still held"
     assert info.value.http_method == "POST"
     assert info.value.frontend == frontend

@@ -47,6 +47,24 @@ async def test_version_names_the_frontend(
     assert info.frontend == frontend
 
 
+def test_the_client_learns_the_frontend_from_a_version_answer_by_its_type() -> None:
+    """Only a VersionInfo (a subclass too) tells the frontend; another class of that name does not."""
+
+    class Answer(VersionInfo):
+        pass
+
+    class VersionInfoLookalike:  # an unrelated answer that happens to carry the attribute
+        frontend = "rust"
+
+    VersionInfoLookalike.__name__ = "VersionInfo"
+    client = DevClient("http://vllm.test")
+    client._learn(VersionInfoLookalike())
+    assert client._frontend == "unknown"
+    client._learn(Answer(version="0.33.0", rust_frontend_version="0.33.0"))
+    assert client._frontend == "rust"
+    client.close()
+
+
 async def test_models(dc: Either, mock: respx.MockRouter) -> None:
     mock.get("/v1/models").mock(
         return_value=httpx.Response(
@@ -259,6 +277,16 @@ async def test_step_engine_discovers_model_once(dc: Either, mock: respx.MockRout
         "temperature": 0,
     }
     assert comp.calls.last.request.headers["authorization"] == "Bearer sk-secret-123"
+
+
+@pytest.mark.parametrize("path", ["/a\x00b", "/a\r\nX: 1", "/a\tb", "/a\x7f", "/a b", "/a?b=1", "a"])
+async def test_escape_hatch_refuses_a_path_that_is_not_one_plain_path(
+    dc: Either, mock: respx.MockRouter, path: str
+) -> None:
+    route = mock.route().mock(return_value=python(200))
+    with pytest.raises(InvalidParameterError, match="path must start with '/'"):
+        await dc.request("GET", path)
+    assert route.call_count == 0
 
 
 async def test_escape_hatch_sends_values_as_given(dc: Either, mock: respx.MockRouter) -> None:

@@ -1,15 +1,16 @@
 """The contract harness's own pieces, without a server: the one recording transport on both httpx bases, the
-client factory, the scenario families, metric masking, and the old import paths."""
+client factory, the scenario families and metric masking."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import httpx
 import pytest
 
 from vllm_devclient import AsyncDevClient, DevClient
+from vllm_devclient.calls import CALLS
+from vllm_devclient.routes import ROUTES
 from vllm_devclient.testing.contract import (
     LiveServer,
     RecordingAsyncTransport,
@@ -108,6 +109,13 @@ async def test_the_runner_records_sync_and_async_runs_alike() -> None:
     assert sync.engine_calls is None  # no scripted engine behind a live server
 
 
+def test_every_record_has_a_scenario() -> None:
+    """Adding a route is its record and a scenario: a record that no scenario calls fails here."""
+    called = {name for sc in SCENARIOS for name in sc.methods_called()}
+    missing = [record.name for record in (*ROUTES, *CALLS) if record.name not in called]
+    assert missing == [], f"no contract scenario calls {missing}"
+
+
 def test_every_family_holds_scenarios_and_names_are_unique() -> None:
     assert all(family.SCENARIOS for family in FAMILIES)
     assert sum(len(family.SCENARIOS) for family in FAMILIES) == len(SCENARIOS)
@@ -135,18 +143,3 @@ def test_a_parsed_metrics_answer_keeps_its_prefix_cache_samples_zeroed() -> None
     )
     plain = mask_exchange(exchange, "/models/tiny")["response"]["text"]
     assert plain == "# TYPE vllm:prefix_cache_queries counter\n# TYPE vllm:prompt_tokens_by_source counter\n"
-
-
-@pytest.mark.parametrize(
-    ("old", "name", "new"),
-    [
-        ("vllm_devclient.testing.scenarios", "run_scenario", "vllm_devclient.testing.contract"),
-        ("vllm_devclient.testing.scenarios", "Scenario", "vllm_devclient.testing.contract"),
-        ("vllm_devclient.testing.recording", "replay", "vllm_devclient.testing.fixtures"),
-        ("vllm_devclient.testing.recording", "diff_fixture_trees", "vllm_devclient.testing.fixtures"),
-    ],
-)
-def test_moved_names_still_import_with_a_deprecation_warning(old: str, name: str, new: str) -> None:
-    with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
-        value = getattr(importlib.import_module(old), name)
-    assert value is getattr(importlib.import_module(new), name)

@@ -383,13 +383,14 @@ def test_sync_fleet_closed_by_garbage_collection() -> None:
     assert len(_fleet_threads()) == before
 
 
-async def test_a_fleet_reads_deadline_and_its_old_name_as_the_client_does() -> None:
+async def test_a_fleet_wait_takes_deadline_and_refuses_timeout_as_the_client_does() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200)
 
     async with fleet_over(handler) as fleet:
-        with pytest.raises(InvalidParameterError, match="deadline= only"):
+        with pytest.raises(TypeError, match="timeout"):
             await fleet.wait_until_ready(deadline=1.0, timeout=2.0)  # type: ignore[call-arg]
-        with pytest.warns(DeprecationWarning, match="pass deadline="):
-            result = await fleet.wait_until_ready(timeout=2.0)  # type: ignore[call-arg]
+        with pytest.raises(InvalidParameterError, match="deadline"):
+            await fleet.wait_until_ready(deadline=-1.0)
+        result = await fleet.wait_until_ready(deadline=2.0)
     assert result.all_ok

@@ -164,8 +164,8 @@ def test_tail_drop_is_recovered_by_the_idle_probe(raw: RawPublisher) -> None:
         raw.wait_subscribed()
         raw.publish()
         raw.publish(live=False)  # dropped, and nothing after it to reveal the gap
-        assert sub.recv(timeout=5).seq == 0
-        late = sub.recv(timeout=5)
+        assert sub.recv(deadline=5).seq == 0
+        late = sub.recv(deadline=5)
         assert (late.seq, late.replayed) == (1, True)
 
 
@@ -176,10 +176,10 @@ def test_wait_until_quiet_probes_for_the_tail(raw: RawPublisher) -> None:
         raw.wait_subscribed()
         raw.publish(medium="CPU")
         raw.publish(live=False, medium="CPU")
-        tally = sub.wait_until_quiet(0.2, timeout=5)
+        tally = sub.wait_until_quiet(0.2, deadline=5)
         assert tally.batches == 2 and tally.stored("CPU") == 2
         with pytest.raises(KVEventsTimeoutError, match="not quiet"):
-            sub.wait_until_quiet(1.0, timeout=0.5)  # cannot be proven within the deadline
+            sub.wait_until_quiet(1.0, deadline=0.5)  # cannot be proven within the deadline
 
 
 def test_a_restart_at_the_expected_sequence_is_caught_by_the_reconnection() -> None:
@@ -193,7 +193,7 @@ def test_a_restart_at_the_expected_sequence_is_caught_by_the_reconnection() -> N
             old.wait_subscribed()
             for _ in range(5):
                 old.publish()
-            assert [sub.recv(timeout=5).seq for _ in range(5)] == list(range(5))
+            assert [sub.recv(deadline=5).seq for _ in range(5)] == list(range(5))
             old.close()
             new = RawPublisher(endpoints=(old.endpoint, old.replay_endpoint))
             try:
@@ -208,7 +208,7 @@ def test_a_restart_at_the_expected_sequence_is_caught_by_the_reconnection() -> N
                 new.pub.recv()
                 new.publish(medium="CPU")  # seq 5: what the old publisher's next would have been
                 while len(got) < 6:
-                    got.append(sub.recv(timeout=5))
+                    got.append(sub.recv(deadline=5))
                 assert [b.seq for b in got] == list(range(6))
                 assert all(b.events[0].medium == "CPU" for b in got)  # type: ignore[union-attr]
                 assert got[0].restart is not None and got[0].restart.last_seq == 4
@@ -220,12 +220,12 @@ def test_a_restart_at_the_expected_sequence_is_caught_by_the_reconnection() -> N
             old.close()
 
 
-def test_recv_timeout_and_poll(raw: RawPublisher) -> None:
+def test_recv_deadline_and_poll(raw: RawPublisher) -> None:
     with KVEventSubscriber(raw.endpoint, topic="kv") as sub:
         assert sub.poll(0.05) is None
         started = time.monotonic()
         with pytest.raises(KVEventsTimeoutError, match="no KV event batch") as info:
-            sub.recv(timeout=0.2)
+            sub.recv(deadline=0.2)
         assert 0.15 < time.monotonic() - started < 2
         assert info.value.waited_s >= 0.15 and info.value.tally.batches == 0
 
@@ -237,18 +237,20 @@ def test_close_leaves_no_socket_behind_on_a_shared_context() -> None:
     sub.close()  # idempotent
     assert sub.closed and not ctx.closed  # a context passed in is the caller's
     with pytest.raises(KVEventsClosedError):
-        sub.recv(timeout=0.1)
+        sub.recv(deadline=0.1)
     assert list(sub) == []
     assert terminates_promptly(ctx), "a socket was left open"
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "1"])
-def test_a_wait_refuses_a_timeout_that_is_not_seconds(raw: RawPublisher, bad: object) -> None:
+def test_a_wait_refuses_a_deadline_that_is_not_seconds(raw: RawPublisher, bad: object) -> None:
     with KVEventSubscriber(raw.endpoint, replay_endpoint=raw.replay_endpoint) as sub:
-        with pytest.raises(KVEventSourceError, match="timeout"):
-            sub.wait_for_stored(1, timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(KVEventSourceError, match="deadline"):
+            sub.wait_for_stored(1, deadline=bad)  # type: ignore[arg-type]
         with pytest.raises(KVEventSourceError, match="quiet"):
-            sub.wait_until_quiet(quiet=bad, timeout=1)  # type: ignore[arg-type]
+            sub.wait_until_quiet(quiet=bad, deadline=1)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="timeout"):
+            sub.wait_for_stored(1, timeout=1)  # type: ignore[call-arg]  # timeout= bounds one try elsewhere
 
 
 def test_own_context_is_terminated(raw: RawPublisher) -> None:
@@ -283,7 +285,7 @@ def test_asyncio_context_is_accepted(raw: RawPublisher) -> None:
         with KVEventSubscriber(raw.endpoint, topic="kv", context=actx) as sub:
             raw.wait_subscribed()
             raw.publish()
-            assert sub.recv(timeout=5).seq == 0
+            assert sub.recv(deadline=5).seq == 0
     finally:
         actx.term()
 
@@ -301,7 +303,7 @@ async def test_async_iteration_gap_repair_and_close(raw: RawPublisher) -> None:
         assert [s for s, _ in seqs] == list(range(5)) and seqs[1] == (1, True)
         assert await sub.poll(0.05) is None
         with pytest.raises(KVEventsTimeoutError):
-            await sub.recv(timeout=0.1)
+            await sub.recv(deadline=0.1)
     assert sub.closed
     with pytest.raises(StopAsyncIteration):
         await sub.__anext__()
@@ -316,7 +318,7 @@ async def test_async_wait_is_cancellable(raw: RawPublisher) -> None:
             await task
         raw.wait_subscribed()
         raw.publish()
-        assert (await sub.recv(timeout=5)).seq == 0  # still usable after a cancelled wait
+        assert (await sub.recv(deadline=5)).seq == 0  # still usable after a cancelled wait
 
 
 def test_held_batches_are_bounded_while_a_replay_hangs(raw: RawPublisher) -> None:
@@ -336,13 +338,13 @@ def test_held_batches_are_bounded_while_a_replay_hangs(raw: RawPublisher) -> Non
             raw.wait_subscribed()
             for i in range(30):
                 raw.publish(live=i != 1)
-            assert sub.recv(timeout=5).seq == 0
+            assert sub.recv(deadline=5).seq == 0
             assert sub.poll(0.2) is None  # 2.. wait behind the gap while the replay is outstanding
             assert sub._stream.held_count() <= 3  # the rest stays in ZMQ's queue, not in ours
-            after = sub.recv(timeout=5)  # the replay times out: the gap is reported, the stream goes on
+            after = sub.recv(deadline=5)  # the replay times out: the gap is reported, the stream goes on
             assert after.seq == 2
             assert [(x.first_seq, x.last_seq, x.reason) for x in after.losses] == [(1, 1, "replay_timeout")]
-            assert [sub.recv(timeout=5).seq for _ in range(27)] == list(range(3, 30))
+            assert [sub.recv(deadline=5).seq for _ in range(27)] == list(range(3, 30))
             assert sub.stats.replay_timeouts == 1
     finally:
         silent.close(linger=0)
@@ -360,7 +362,7 @@ def test_poll_zero_and_count_stored_read_what_has_arrived(raw: RawPublisher) -> 
 
 
 def test_both_subscribers_have_the_same_documented_surface() -> None:
-    """The sync subscriber is generated from the async one (scripts/unasync.py): same public names, each
+    """The sync subscriber is generated from the async one (scripts/generate.py): same public names, each
     with a docstring."""
 
     def public(cls: type) -> dict[str, object]:

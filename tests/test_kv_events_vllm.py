@@ -83,7 +83,7 @@ def collect(sub: KVEventSubscriber, n: int, timeout: float = 10.0) -> list[KVEve
     deadline = time.monotonic() + timeout
     out: list[KVEventBatch] = []
     while len(out) < n:
-        out.append(sub.recv(timeout=max(0.0, deadline - time.monotonic())))
+        out.append(sub.recv(deadline=max(0.0, deadline - time.monotonic())))
     return out
 
 
@@ -147,7 +147,7 @@ def test_every_event_type_and_field_survives(vkv: ModuleType, publishers: Callab
     ) as sub:
         connect_when_ready(sub, pub, vkv)
         pub.publish(vkv.KVEventBatch(ts=1234.5, events=originals))
-        got = sub.recv(timeout=10)
+        got = sub.recv(deadline=10)
     assert got.ts == 1234.5 and got.data_parallel_rank == 0 and got.rank == 0
     assert [type(e) for e in got.events] == [
         BlockStored, BlockStored, BlockRemoved, AllBlocksCleared, BlockStored, BlockRemoved,
@@ -174,7 +174,7 @@ def test_late_subscriber_recovers_backlog_by_replay(vkv: ModuleType, publishers:
         assert [b.events[0].block_hashes for b in got] == [[i] for i in range(30)]  # type: ignore[union-attr]
         # ...and the live stream continues from there.
         pub.publish(batch(vkv, stored(vkv, 30)))
-        nxt = sub.recv(timeout=10)
+        nxt = sub.recv(deadline=10)
         assert (nxt.seq, nxt.replayed) == (30, False)
         assert not sub.losses
 
@@ -220,7 +220,7 @@ def test_what_replay_cannot_recover_is_reported_with_its_range(
         delivered: list[int] = []
         lost: list[int] = []
         while not delivered or delivered[-1] < first + n:
-            b = sub.recv(timeout=30)
+            b = sub.recv(deadline=30)
             for loss in b.losses:
                 assert loss.reason == "not_in_replay_buffer" and loss.rank == 0
                 lost.extend(range(loss.first_seq, loss.last_seq + 1))
@@ -244,7 +244,7 @@ def test_publisher_restart_is_reported_not_taken_for_a_gap(
         connect_when_ready(sub, pub, vkv)
         for i in range(10):
             pub.publish(batch(vkv, stored(vkv, 100 + i)))
-        while (b := sub.recv(timeout=10)).events[0].block_hashes != [109]:  # type: ignore[union-attr]
+        while (b := sub.recv(deadline=10)).events[0].block_hashes != [109]:  # type: ignore[union-attr]
             pass
         last = b.seq
         assert last >= 10
@@ -336,13 +336,13 @@ def test_wait_helpers_count_cpu_stores(vkv: ModuleType, publishers: Callable[...
         for i in range(6):
             pub.publish(batch(vkv, stored(vkv, i, "CPU"), stored(vkv, 100 + i, "GPU")))
         pub.publish(batch(vkv, vkv.BlockRemoved(block_hashes=[0, 1], medium="CPU"), vkv.AllBlocksCleared()))
-        tally = sub.wait_for_stored(6, medium="CPU", timeout=10)
+        tally = sub.wait_for_stored(6, medium="CPU", deadline=10)
         assert tally.stored("CPU") == 6 and tally.stored("GPU") == 6
-        quiet = sub.wait_until_quiet(0.3, timeout=10)
+        quiet = sub.wait_until_quiet(0.3, deadline=10)
         assert quiet.removed("CPU") == 2 and quiet.cleared == 1 and quiet.batches == 7
         assert sub.count_stored("CPU") == 6
         with pytest.raises(KVEventsTimeoutError) as info:
-            sub.wait_for_stored(7, medium="CPU", timeout=0.3)
+            sub.wait_for_stored(7, medium="CPU", deadline=0.3)
         assert isinstance(info.value, WaitTimeoutError) and isinstance(info.value, TimeoutError)
         assert "6 of 7 blocks stored in medium 'CPU'" in str(info.value)
         assert info.value.tally.stored("CPU") == 6
@@ -359,11 +359,11 @@ def test_wait_for_stored_counts_since_the_start(vkv: ModuleType, publishers: Cal
     with KVEventSubscriber(f"tcp://{HOST}:{port}", replay_endpoint=f"tcp://{HOST}:{replay}") as sub:
         for i in range(3):
             pub.publish(batch(vkv, stored(vkv, i, "CPU")))
-        tally = sub.wait_for_stored(3, medium="CPU", timeout=10)
+        tally = sub.wait_for_stored(3, medium="CPU", deadline=10)
         assert tally.stored("CPU") == 3 and tally.batches == 3
         assert sub.tally_since_start.stored("CPU") == 3
         with pytest.raises(KVEventsTimeoutError, match="3 of 4 blocks"):
-            sub.wait_for_stored(4, medium="CPU", timeout=0.5)
+            sub.wait_for_stored(4, medium="CPU", deadline=0.5)
         assert sub.tally.stored("CPU") == 13 and sub.tally.batches == 4  # delivered all the same
         assert sub.count_stored("CPU") == 13
 
@@ -411,14 +411,14 @@ async def test_async_subscriber(vkv: ModuleType, publishers: Callable[..., Any])
         for i in range(5, 8):
             pub.publish(batch(vkv, stored(vkv, i, "CPU")))
         # The backlog was published before the subscriber started: only the 3 since count.
-        tally = await sub.wait_for_stored(3, medium="CPU", timeout=10)
+        tally = await sub.wait_for_stored(3, medium="CPU", deadline=10)
         assert tally.stored("CPU") == 3 and tally.batches == 3
-        assert (await sub.wait_until_quiet(0.2, timeout=5)).batches == 8
+        assert (await sub.wait_until_quiet(0.2, deadline=5)).batches == 8
         assert await sub.count_stored("CPU") == 8
         with pytest.raises(KVEventsTimeoutError, match="3 of 4 blocks"):
-            await sub.wait_for_stored(4, medium="CPU", timeout=0.3)
+            await sub.wait_for_stored(4, medium="CPU", deadline=0.3)
         with pytest.raises(KVEventsTimeoutError):
-            await sub.recv(timeout=0.2)
+            await sub.recv(deadline=0.2)
     assert sub.closed
 
 

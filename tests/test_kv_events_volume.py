@@ -126,7 +126,7 @@ def test_100k_batches_with_drops_are_delivered_once_in_order_or_reported_lost() 
             delivered: list[int] = []
             lost: list[tuple[int, int]] = []
             while not delivered or delivered[-1] < N - 1:
-                batch = sub.recv(timeout=20)
+                batch = sub.recv(deadline=20)
                 event = batch.events[0]
                 assert isinstance(event, BlockStored) and event.block_hashes == [batch.seq]
                 lost.extend((x.first_seq, x.last_seq) for x in batch.losses)

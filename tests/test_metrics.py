@@ -1,4 +1,4 @@
-"""vllm_devclient.metrics: both exposition formats, the typed snapshot, deltas, sync and async fetch."""
+"""vllm_devclient.metrics: both exposition formats, the typed snapshot, deltas; read by both clients."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from vllm_devclient import AsyncDevClient, DevClient
 from vllm_devclient.errors import APIConnectionError, NotFoundError
-from vllm_devclient.metrics import (
-    MetricsDelta,
-    MetricsParseError,
-    afetch_metrics,
-    fetch_metrics,
-    parse_metrics,
-)
+from vllm_devclient.metrics import MetricsDelta, MetricsParseError, parse_metrics
 from vllm_devclient.testing.frontends import RustFrontend
 
 LABELS = ["model_name", "engine"]
@@ -186,8 +181,9 @@ def rust_frontend() -> Iterator[RustFrontend]:
         yield fe
 
 
-def test_fetch_from_the_real_rust_frontend(rust_frontend: RustFrontend) -> None:
-    snap = fetch_metrics(rust_frontend.base_url)
+def test_the_client_reads_the_real_rust_frontends_metrics(rust_frontend: RustFrontend) -> None:
+    with DevClient(rust_frontend.base_url) as client:
+        snap = client.metrics()
     assert snap.content_type.startswith("application/openmetrics-text")
     # The frontend declares these families before any engine stats arrive.
     assert snap.prefix_cache_queries == 0
@@ -196,15 +192,12 @@ def test_fetch_from_the_real_rust_frontend(rust_frontend: RustFrontend) -> None:
     assert "vllm:num_requests_running" in snap.values
 
 
-async def test_sync_and_async_fetch_agree(rust_frontend: RustFrontend) -> None:
-    sync = fetch_metrics(rust_frontend.base_url)
-    async with httpx.AsyncClient(base_url=rust_frontend.base_url) as client:
-        a = await afetch_metrics(client)
-    b = await afetch_metrics(rust_frontend.base_url)
-    with httpx.Client(base_url=rust_frontend.base_url) as client:
-        c = fetch_metrics(client)
-    for other in (a, b, c):
-        assert other.model_dump(exclude={"taken_at"}) == sync.model_dump(exclude={"taken_at"})
+async def test_sync_and_async_clients_read_the_same_snapshot(rust_frontend: RustFrontend) -> None:
+    with DevClient(rust_frontend.base_url) as client:
+        sync = client.metrics()
+    async with AsyncDevClient(rust_frontend.base_url) as aclient:
+        other = await aclient.metrics()
+    assert other.model_dump(exclude={"taken_at"}) == sync.model_dump(exclude={"taken_at"})
 
 
 def _closed_port() -> int:
@@ -213,17 +206,15 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_fetch_errors_are_typed() -> None:
-    with pytest.raises(APIConnectionError, match="/metrics"):
-        fetch_metrics(f"http://127.0.0.1:{_closed_port()}", timeout=2)
+def test_metrics_errors_are_typed() -> None:
+    with (
+        DevClient(f"http://127.0.0.1:{_closed_port()}", timeout=2, max_retries=0) as client,
+        pytest.raises(APIConnectionError, match="/metrics"),
+    ):
+        client.metrics()
     transport = httpx.MockTransport(lambda request: httpx.Response(404, text="nope"))
     with (
-        httpx.Client(base_url="http://vllm.test", transport=transport) as client,
+        DevClient("http://vllm.test", http_client=httpx.Client(transport=transport)) as client,
         pytest.raises(NotFoundError),
     ):
-        fetch_metrics(client)
-
-
-async def test_async_fetch_errors_are_typed() -> None:
-    with pytest.raises(APIConnectionError):
-        await afetch_metrics(f"http://127.0.0.1:{_closed_port()}", timeout=2)
+        client.metrics()

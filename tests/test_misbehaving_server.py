@@ -316,12 +316,12 @@ def test_wait_for_counts_concurrent_arrivals(server: MisbehavingServer) -> None:
     threads = [threading.Thread(target=hit) for _ in range(8)]
     for t in threads:
         t.start()
-    assert len(server.wait_for("/c", 8, timeout=5)) == 8
+    assert len(server.wait_for("/c", 8, deadline=5)) == 8
     for t in threads:
         t.join()
     assert sorted(r.connection for r in server.requests) == list(range(1, 9))
     with pytest.raises(TimeoutError, match="8 of 9"):
-        server.wait_for("/c", 9, timeout=0.1)
+        server.wait_for("/c", 9, deadline=0.1)
 
 
 def test_close_ends_hung_and_trickling_answers_promptly() -> None:

@@ -69,7 +69,16 @@ def test_the_pytest_plugin_is_opt_in(project: dict[str, Any]) -> None:
 
 def test_the_sdist_carries_what_its_tests_read() -> None:
     manifest = (ROOT / "MANIFEST.in").read_text().split()
-    for needed in ("tests", "rust_fixtures", "benchmarks", "docs", "conftest.py", "LICENSE"):
+    for needed in (
+        "tests",
+        "rust_fixtures",
+        "benchmarks",
+        "docs",
+        "scripts",
+        "requirements",
+        "conftest.py",
+        "LICENSE",
+    ):
         assert needed in manifest, needed
 
 
@@ -102,3 +111,15 @@ def test_an_sdist_skips_only_what_needs_the_checkouts_setup() -> None:
     )
     assert root.missing_setup(FileNotFoundError(2, "No such file", "/x/other")) is None
     assert root.missing_setup(AssertionError("a real failure")) is None
+
+
+def test_the_readme_names_every_core_dependency(project: dict[str, Any]) -> None:
+    """README's `pip install vllm-devclient` line says what a core install pulls in: all of it."""
+    line = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("pip install vllm-devclient ")
+    )
+    said = line.partition("#")[2].lower()
+    core = _names(project["project"]["dependencies"]) - {"typing_extensions"}
+    assert {name for name in core if name not in said} == set(), line

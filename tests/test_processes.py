@@ -35,7 +35,7 @@ def test_stop_group_ends_a_child_that_ignores_sigterm_and_left_the_group() -> No
     proc = spawn([sys.executable, "-c", _STUBBORN], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     grandchild = int(proc.stdout.readline())
-    wait_for(lambda: len(descendants(proc.pid)) == 1, timeout=10, what="the grandchild started")
+    wait_for(lambda: len(descendants(proc.pid)) == 1, deadline=10, what="the grandchild started")
     started = time.monotonic()
     code = stop_group(proc, grace=1.0)
     assert code is not None
@@ -53,7 +53,7 @@ def test_free_port_is_outside_the_ephemeral_range_and_never_repeats() -> None:
 
 def test_wait_for_names_what_it_waited_for() -> None:
     try:
-        wait_for(lambda: False, timeout=0.05, what="the moon rising")
+        wait_for(lambda: False, deadline=0.05, what="the moon rising")
     except TimeoutError as exc:
         assert "the moon rising within 0.1 s" in str(exc)
     else:
@@ -74,7 +74,7 @@ def test_listener_is_bound_and_listening_and_is_running_ignores_zombies() -> Non
         assert sock.getsockname()[1] > 0
         socket.create_connection(sock.getsockname(), timeout=5).close()
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, timeout=10, what="exit")
+    wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, deadline=10, what="exit")
     assert not is_running(proc.pid)  # exited, not reaped yet
     proc.wait()
     assert not is_running(proc.pid)

@@ -1,6 +1,6 @@
 """The SDK against every recorded exchange in rust_fixtures/ (no server, no vllm): sync and async clients.
 
-Each fixture was recorded from a real frontend by `python -m vllm_devclient.testing.recording record`. The
+Each fixture was recorded from a real frontend by `vllm-devclient record` (`make record`). The
 replayed call must give the typed result or error the live run gave (the recorded outcome); for a release
 that meets the current contract, also everything the live contract test asserts. A fake clock makes the
 deadline scenarios instant.
@@ -202,7 +202,7 @@ def test_replay_needs_no_vllm() -> None:
     import sys
 
     code = (
-        "import sys, vllm_devclient.testing.fixtures, vllm_devclient.testing.recording; "
+        "import sys, vllm_devclient.testing.fixtures; "
         "bad = sorted(m for m in ('vllm', 'torch') if m in sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -155,7 +155,7 @@ def test_hang_keeps_request_open_until_client_timeout(frontend: Frontend, engine
     with pytest.raises(httpx.ReadTimeout):
         httpx.get(f"{frontend.base_url}/is_sleeping", timeout=0.5)
     assert time.monotonic() - t0 >= 0.5
-    engine.wait_for_call("is_sleeping", timeout=2)
+    engine.wait_for_call("is_sleeping", deadline=2)
     assert engine.hung_calls == 1
     # The frontend is still usable; the script moved on to its sticky last action.
     assert httpx.get(f"{frontend.base_url}/is_sleeping", timeout=5).json() == {"is_sleeping": True}
@@ -179,12 +179,12 @@ def test_abort_all_ends_held_request(frontend: Frontend, engine: ScriptedEngine)
 
     worker = threading.Thread(target=generate)
     worker.start()
-    added = engine.wait_for_call("add_request", timeout=5)
+    added = engine.wait_for_call("add_request", deadline=5)
     assert engine.held_request_ids == [added.args[0]]
     assert httpx.post(f"{frontend.base_url}/abort_requests", json={}, timeout=5).status_code == 200
     worker.join(10)
     assert result["r"].json()["choices"][0]["finish_reason"] == "abort"
-    assert engine.wait_for_call("abort_requests", timeout=5).args == ([added.args[0]],)
+    assert engine.wait_for_call("abort_requests", deadline=5).args == ([added.args[0]],)
     assert engine.held_request_ids == [] and engine.errors == []
 
 

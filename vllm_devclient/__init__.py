@@ -1,7 +1,7 @@
 """Typed sync and async client for vLLM's development-mode endpoints, on the Python and the Rust frontend.
 
-Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.gsm8k`, `.fleet`, `.testing`),
-so importing the package costs little more than importing httpx and pydantic.
+Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.fleet`, `.offload_check`,
+`.testing`), so importing the package costs little more than importing httpx and pydantic.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,7 +1,7 @@
 """What the sync and the async client share: configuration, its checks, and turning effects into requests.
 
 Nothing here does I/O. `_async/client.py` holds the async client; `_sync/client.py` is generated from it
-(`scripts/unasync.py`), so the two cannot drift.
+(`scripts/generate.py`), so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import urllib.parse
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -27,6 +26,7 @@ from .arguments import BaseURL, Timeouts
 from .constants import LONG_ROUTE_TIMEOUT
 from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
+from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
 from .transports import Origin, ResponseLike, TransportKind, WireRequest, transport_kind
@@ -63,28 +63,6 @@ NOT_GIVEN = NotGiven()
 TimeoutArg = float | httpx.Timeout | None
 
 
-def deadline_option(
-    deadline: float | NotGiven, timeout: object, default: float, stacklevel: int = 3
-) -> float:
-    """`deadline=`, or the deprecated `timeout=` that meant it on waits and the barrier before 0.2."""
-    if timeout is NOT_GIVEN:
-        return default if isinstance(deadline, NotGiven) else deadline
-    if isinstance(timeout, httpx.Timeout):
-        raise InvalidParameterError(
-            "waits and the barrier take deadline= (seconds for the whole wait) and request_timeout= (seconds "
-            "for each try), not an httpx.Timeout"
-        )
-    if not isinstance(deadline, NotGiven):
-        raise InvalidParameterError("pass deadline= only (timeout= is its deprecated old name)")
-    warnings.warn(
-        "timeout= on waits and the barrier is deprecated: it is the deadline, pass deadline= (timeout= will "
-        "mean the HTTP timeout of one try, as on every other method)",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    return timeout  # type: ignore[return-value]  # seconds, checked where used
-
-
 class RequestOptions(TypedDict, total=False):
     """Per-call options every route method takes (keyword-only).
 
@@ -107,13 +85,11 @@ class WaitOptions(TypedDict, total=False):
     deadline: seconds for the whole wait (default 60; wait_until_ready 120).
     request_timeout: seconds for each try (default 5; wait_until_ready 1).
     interval: the first pause between tries (default 0.05 s), doubling up to 1 s.
-    timeout: the deprecated name of deadline (before 0.2 it meant the deadline here).
     """
 
     deadline: float
     request_timeout: float
     interval: float
-    timeout: float
 
 
 class WeightUpdateOptions(TypedDict, total=False):
@@ -353,14 +329,9 @@ class BaseClient:
 
     def _learn(self, value: object) -> None:
         """What the answers tell about the server (its frontend, from /version)."""
-        frontend = getattr(value, "frontend", None)
-        if (
-            frontend in ("python", "rust")
-            and type(value).__name__ == "VersionInfo"
-            and frontend != self._frontend
-        ):
-            self._frontend = frontend
-            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=frontend)
+        if isinstance(value, VersionInfo) and value.frontend != self._frontend:
+            self._frontend = value.frontend
+            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=value.frontend)
 
 
 def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:

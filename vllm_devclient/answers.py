@@ -23,12 +23,12 @@ from .models import (
 from .transports.base import ResponseLike
 
 if TYPE_CHECKING:
-    from .endpoints import Endpoint
     from .metrics import MetricsSnapshot
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-Reader = Callable[[ResponseLike, "Endpoint[Any]"], T]
+# (the answer, the JSON body the request carried) -> the typed answer.
+Reader = Callable[[ResponseLike, object], T]
 
 
 class ShapeError(Exception):
@@ -74,7 +74,7 @@ def model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
     A JSON object that has none of the model's fields is an unknown shape, not an empty answer."""
     known = field_names(model)
 
-    def read(response: ResponseLike, ep: Endpoint[Any]) -> M:
+    def read(response: ResponseLike, sent: object) -> M:
         content = response.content
         if not content.strip():
             if not empty_ok:
@@ -94,7 +94,7 @@ def model_reader(model: type[M], *, empty_ok: bool = False) -> Reader[M]:
 
 
 def field_reader(name: str, kind: type[T]) -> Reader[T]:
-    def read(response: ResponseLike, ep: Endpoint[Any]) -> T:
+    def read(response: ResponseLike, sent: object) -> T:
         data = json_of(response)
         value = data.get(name) if isinstance(data, dict) else None
         # bool is an int subclass: never let an int through where a bool is meant, and vice versa
@@ -105,27 +105,27 @@ def field_reader(name: str, kind: type[T]) -> Reader[T]:
     return read
 
 
-def nothing(response: ResponseLike, ep: Endpoint[Any]) -> None:
+def nothing(response: ResponseLike, sent: object) -> None:
     return None
 
 
-def healthy(response: ResponseLike, ep: Endpoint[Any]) -> bool:
+def healthy(response: ResponseLike, sent: object) -> bool:
     return True
 
 
 _message_json = model_reader(MessageResult)
 
 
-def text_message(response: ResponseLike, ep: Endpoint[Any]) -> MessageResult:
+def text_message(response: ResponseLike, sent: object) -> MessageResult:
     # The LoRA routes answer a plain-text sentence (Python) or JSON {"message": ...}.
     if not response.content.strip():
         return MessageResult(message=None)
     if "json" in response.headers.get("content-type", ""):
-        return _message_json(response, ep)
+        return _message_json(response, sent)
     return MessageResult(message=response.text.strip())
 
 
-def read_reset(response: ResponseLike, ep: Endpoint[Any]) -> ResetPrefixCacheResult:
+def read_reset(response: ResponseLike, sent: object) -> ResetPrefixCacheResult:
     # Some Rust builds reported a refused reset as 409 Conflict rather than {"success": false}.
     if response.status_code == 409:
         return ResetPrefixCacheResult(success=False, status_code=409)
@@ -138,7 +138,7 @@ def read_reset(response: ResponseLike, ep: Endpoint[Any]) -> ResetPrefixCacheRes
     return ResetPrefixCacheResult(success=success, status_code=response.status_code)
 
 
-def read_wake_up(response: ResponseLike, ep: Endpoint[Any]) -> WakeUpResult:
+def read_wake_up(response: ResponseLike, sent: object) -> WakeUpResult:
     data = empty_or_json(response)
     if data is None:
         return WakeUpResult()
@@ -148,7 +148,7 @@ def read_wake_up(response: ResponseLike, ep: Endpoint[Any]) -> WakeUpResult:
     return validated(WakeUpResult, data)
 
 
-def read_collective_rpc(response: ResponseLike, ep: Endpoint[Any]) -> list[Any]:
+def read_collective_rpc(response: ResponseLike, sent: object) -> list[Any]:
     # Python answers an empty 200 when the engine returned None; Rust wraps it as [null]. Both become [None].
     data = empty_or_json(response)
     if data is None:
@@ -159,7 +159,7 @@ def read_collective_rpc(response: ResponseLike, ep: Endpoint[Any]) -> list[Any]:
     return results
 
 
-def read_kv_event_sources(response: ResponseLike, ep: Endpoint[Any]) -> dict[int, KVEventSource]:
+def read_kv_event_sources(response: ResponseLike, sent: object) -> dict[int, KVEventSource]:
     data = json_of(response)
     # Known shapes: {"<rank>": source, ...}; newer builds {"sources": {"<rank>": source}} or
     # {"sources": [source, ...]} (the list index is the rank, unless a source names its "rank").
@@ -185,17 +185,17 @@ def read_kv_event_sources(response: ResponseLike, ep: Endpoint[Any]) -> dict[int
     return dict(sorted(out.items()))
 
 
-def read_abort(response: ResponseLike, ep: Endpoint[Any]) -> AbortRequestsResult:
+def read_abort(response: ResponseLike, sent: object) -> AbortRequestsResult:
     # Rust answers an empty 200; Python {"status": "aborted", "aborted": <ids given, or in flight>}.
     # For given ids both mean the same, so the empty answer gets Python's count; for "all" it stays unknown.
     data = empty_or_json(response)
     if data is None:
-        ids = ep.body.get("request_ids") if isinstance(ep.body, dict) else None
+        ids = sent.get("request_ids") if isinstance(sent, dict) else None
         return AbortRequestsResult(status="aborted", aborted=len(ids) if ids else None)
     return validated(AbortRequestsResult, data)
 
 
-def read_metrics(response: ResponseLike, ep: Endpoint[Any]) -> MetricsSnapshot:
+def read_metrics(response: ResponseLike, sent: object) -> MetricsSnapshot:
     from .metrics import MetricsParseError, parse_metrics  # prometheus_client: the "metrics" extra
 
     try:
@@ -204,5 +204,9 @@ def read_metrics(response: ResponseLike, ep: Endpoint[Any]) -> MetricsSnapshot:
         raise ShapeError(str(exc)) from None
 
 
-def raw_answer(response: ResponseLike, ep: Endpoint[Any]) -> ResponseLike:
+def text_answer(response: ResponseLike, sent: object) -> str:
+    return response.text
+
+
+def raw_answer(response: ResponseLike, sent: object) -> ResponseLike:
     return response

@@ -27,6 +27,7 @@ from .answers import (
     read_metrics,
     read_reset,
     read_wake_up,
+    text_answer,
     text_message,
 )
 from .errors import InvalidParameterError
@@ -111,8 +112,8 @@ def models() -> Endpoint[ModelList]:
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
-def metrics_text() -> Endpoint[ResponseLike]:
-    return Endpoint("GET", "/metrics", raw_answer, idempotent=True, dev_route=False)
+def metrics_text() -> Endpoint[str]:
+    return Endpoint("GET", "/metrics", text_answer, idempotent=True, dev_route=False)
 
 
 @functools.cache  # no arguments: one Endpoint serves every call
@@ -422,8 +423,11 @@ def raw(
 ) -> Endpoint[ResponseLike]:
     """The escape hatch: any request, answered with the raw response (non-2xx still raises)."""
     method = check.text(method, "method").upper()
-    if not check.text(path, "path").startswith("/") or any(c in path for c in "?# \r\n"):
-        raise InvalidParameterError(f"path must start with '/' and hold no query or spaces, got {path!r}")
+    # One plain path: no query, fragment, space or control character (NUL, CR, LF, tab, DEL).
+    if not check.text(path, "path").startswith("/") or any(c in "?# \x7f" or c < " " for c in path):
+        raise InvalidParameterError(
+            f"path must start with '/' and hold no query, spaces or control characters, got {path!r}"
+        )
     items = params.items() if isinstance(params, Mapping) else (params or ())
     # Booleans go out lowercase here too; any other value is sent exactly as given.
     encoded = tuple((str(k), qbool(v) if isinstance(v, bool) else str(v)) for k, v in items)

@@ -79,7 +79,6 @@ class APIConnectionError(DevClientError):
     def __init__(self, message: str, *, method: str, url: str, path: str = "", sent: bool = True) -> None:
         super().__init__(message)
         self.http_method = method
-        self.method = method
         self.url = url
         self.path = path
         self.sent = sent
@@ -95,7 +94,6 @@ class ResponseValidationError(DevClientError):
     def __init__(self, message: str, *, method: str, path: str, status_code: int, body: str) -> None:
         super().__init__(f"{method} {path}: {message} (status {status_code}, body {clip(body, 200)!r})")
         self.http_method = method
-        self.method = method
         self.path = path
         self.status_code = status_code
         self.body = body
@@ -119,8 +117,6 @@ class APIStatusError(DevClientError):
         self.message = message
         self.status_code = status_code
         self.http_method = method
-        # EngineCallError rebinds .method to the engine method; .http_method always holds the HTTP one.
-        self.method = method
         self.path = path
         self.body = body
         self.frontend = frontend
@@ -169,14 +165,12 @@ class EngineCallError(InternalServerError):
     """500 because an engine utility method raised.
 
     `.engine_method` is the engine method (e.g. "reset_prefix_cache"), `.engine_message` the engine's own
-    message; the HTTP method is in `.http_method`. `.method` is the engine method too (kept for callers of
-    0.1; prefer `.engine_method`).
+    message; the HTTP method is in `.http_method`.
     """
 
     def __init__(self, message: str, *, engine_method: str, engine_message: str, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.engine_method = engine_method
-        self.method = engine_method
         self.engine_message = engine_message
 
 

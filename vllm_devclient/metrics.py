@@ -15,23 +15,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import DevClientError
 
-if TYPE_CHECKING:
-    import httpx
-
-    from .client import AsyncDevClient, DevClient
-
 __all__ = [
     "MetricsDelta",
     "MetricsParseError",
     "MetricsSnapshot",
-    "afetch_metrics",
-    "fetch_metrics",
     "parse_metrics",
 ]
 
@@ -272,38 +265,3 @@ def parse_metrics(
         values=dict(sorted(values.items())),
         counter_names=frozenset(counters),
     )
-
-
-def fetch_metrics(
-    source: str | DevClient | httpx.Client,
-    *,
-    timeout: float = 30.0,
-    headers: Mapping[str, str] | None = None,
-) -> MetricsSnapshot:
-    """GET /metrics and parse it: `DevClient(url).metrics()` (kept for callers of 0.1). `source` is a
-    base URL, a DevClient, or an httpx.Client with a base_url."""
-    from .client import DevClient
-
-    if isinstance(source, DevClient):
-        return source.metrics(timeout=timeout, extra_headers=headers or {})
-    http = source if not isinstance(source, str) else None
-    url = source if isinstance(source, str) else str(source.base_url)
-    with DevClient(url, timeout=timeout, default_headers=headers, http_client=http) as client:
-        return client.metrics()
-
-
-async def afetch_metrics(
-    source: str | AsyncDevClient | httpx.AsyncClient,
-    *,
-    timeout: float = 30.0,
-    headers: Mapping[str, str] | None = None,
-) -> MetricsSnapshot:
-    """Async :func:`fetch_metrics`."""
-    from .client import AsyncDevClient
-
-    if isinstance(source, AsyncDevClient):
-        return await source.metrics(timeout=timeout, extra_headers=headers or {})
-    http = source if not isinstance(source, str) else None
-    url = source if isinstance(source, str) else str(source.base_url)
-    async with AsyncDevClient(url, timeout=timeout, default_headers=headers, http_client=http) as client:
-        return await client.metrics()

@@ -132,7 +132,7 @@ def _status_error(response: ResponseLike, ep: Endpoint[Any], ctx: CallContext) -
 
 def _parse(ep: Endpoint[T], response: ResponseLike, ctx: CallContext) -> T:
     try:
-        return ep.parse(response, ep)
+        return ep.parse(response, ep.body)
     except ShapeError as exc:
         raise ResponseValidationError(
             ctx.secrets.redact(str(exc)),
@@ -141,6 +141,14 @@ def _parse(ep: Endpoint[T], response: ResponseLike, ctx: CallContext) -> T:
             status_code=response.status_code,
             body=ctx.secrets.redact(response.text),
         ) from None
+
+
+def _log_exchange(ep: Endpoint[Any], ctx: CallContext, start: float, outcome: str) -> None:
+    """One DEBUG line per exchange (as httpx and openai-python log theirs): method, path, status, time."""
+    if log.isEnabledFor(logging.DEBUG):
+        took = (time.monotonic() - start) * 1000
+        line = f"{ep.method} {ep.path} -> {outcome} in {took:.1f} ms"
+        log.debug("%s", ctx.secrets.redact(line))
 
 
 def call(
@@ -160,6 +168,7 @@ def call(
         try:
             response: ResponseLike = yield Transmit(ep, timeouts.connect, _earliest(own, deadline))
         except TransportError as exc:
+            _log_exchange(ep, ctx, start, f"failed ({exc.reason})")
             if (
                 isinstance(exc, ConnectionDropped)
                 and not exc.answered
@@ -174,6 +183,7 @@ def call(
             may_retry = ep.idempotent or not exc.sent
         else:
             status = response.status_code
+            _log_exchange(ep, ctx, start, str(status))
             if 200 <= status < 300 or status in ep.ok_statuses:
                 return _parse(ep, response, ctx)
             error = _status_error(response, ep, ctx)

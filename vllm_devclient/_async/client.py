@@ -8,6 +8,7 @@ Behaviour lives in `operations.py` and `endpoints.py`; after a change here run `
 from __future__ import annotations
 
 from .flows import AsyncWeightUpdate, _AsyncFlows
+from .raw_responses import AsyncRawResponses
 
 __all__ = ["AsyncDevClient", "AsyncWeightUpdate"]
 
@@ -30,3 +31,8 @@ class AsyncDevClient(_AsyncFlows):
     Use one AsyncDevClient from one event loop at a time; from another loop it opens new connections.
     Clients pickle by their configuration (for Ray actors and worker processes).
     """
+
+    @property
+    def with_raw_response(self) -> AsyncRawResponses:
+        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
+        return AsyncRawResponses(self)

@@ -1,12 +1,12 @@
 """The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operations.py` and `endpoints.py`.
+The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 from typing_extensions import Self, Unpack
@@ -28,15 +28,13 @@ from .._base_client import (
 from ..constants import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
+    DEFAULT_URL,
 )
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
 from ..transports import AsyncTransport, TransportError, TransportKind, WireRequest, make_async_transport
 from ._support import sleep
-
-if TYPE_CHECKING:
-    from .raw_responses import AsyncRawResponses
 
 __all__ = ["_AsyncCore"]
 
@@ -50,7 +48,7 @@ class _AsyncCore(BaseClient):
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8000",
+        base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
@@ -128,13 +126,6 @@ class _AsyncCore(BaseClient):
         client = type(self)._from_config(self._replaced(**changes), self._transport)
         client._models = self._models
         return client
-
-    @property
-    def with_raw_response(self) -> AsyncRawResponses:
-        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
-        from .raw_responses import AsyncRawResponses
-
-        return AsyncRawResponses(self)  # type: ignore[arg-type]  # self is an AsyncDevClient
 
     async def close(self) -> None:
         """Close the connections this client opened (not an http_client you passed in). Idempotent."""

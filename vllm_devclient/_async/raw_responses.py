@@ -1,4 +1,8 @@
-"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response."""
+"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
+
+The table lists every route record (`vllm_devclient/routes.py`, written by `make generate`): one exchange
+each, so one raw response each.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from .._base_client import (
     RAW_MODE,
     RawResponse,
 )
-from .client import AsyncDevClient
+from .routes import _AsyncRoutes
 
 __all__ = ["AsyncRawResponses"]
 
@@ -20,7 +24,7 @@ P = ParamSpec("P")
 class _AsyncRaw(Generic[P, T]):
     """`with_raw_response.name(...)`: the client method `name`, answering a RawResponse."""
 
-    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
+    def __init__(self, method: Callable[Concatenate[_AsyncRoutes, P], Awaitable[T]]) -> None:
         self._method = method
         self.__doc__ = method.__doc__
 
@@ -48,43 +52,43 @@ class _AsyncRaw(Generic[P, T]):
 class AsyncRawResponses:
     """Every route method of the client, answering `RawResponse` (typed answer + `httpx.Response`)."""
 
-    def __init__(self, client: AsyncDevClient) -> None:
+    def __init__(self, client: _AsyncRoutes) -> None:
         self._client = client
 
     # -- generated: raw-response methods (make generate) --
-    health = _AsyncRaw(AsyncDevClient.health)
-    version = _AsyncRaw(AsyncDevClient.version)
-    models = _AsyncRaw(AsyncDevClient.models)
-    metrics_text = _AsyncRaw(AsyncDevClient.metrics_text)
-    metrics = _AsyncRaw(AsyncDevClient.metrics)
-    load = _AsyncRaw(AsyncDevClient.load)
-    tokenizer_info = _AsyncRaw(AsyncDevClient.tokenizer_info)
-    reset_prefix_cache = _AsyncRaw(AsyncDevClient.reset_prefix_cache)
-    reset_mm_cache = _AsyncRaw(AsyncDevClient.reset_mm_cache)
-    reset_encoder_cache = _AsyncRaw(AsyncDevClient.reset_encoder_cache)
-    sleep = _AsyncRaw(AsyncDevClient.sleep)
-    wake_up = _AsyncRaw(AsyncDevClient.wake_up)
-    is_sleeping = _AsyncRaw(AsyncDevClient.is_sleeping)
-    release_kv_cache_memory = _AsyncRaw(AsyncDevClient.release_kv_cache_memory)
-    pause = _AsyncRaw(AsyncDevClient.pause)
-    resume = _AsyncRaw(AsyncDevClient.resume)
-    is_paused = _AsyncRaw(AsyncDevClient.is_paused)
-    abort_requests = _AsyncRaw(AsyncDevClient.abort_requests)
-    collective_rpc = _AsyncRaw(AsyncDevClient.collective_rpc)
-    server_info = _AsyncRaw(AsyncDevClient.server_info)
-    kv_event_sources = _AsyncRaw(AsyncDevClient.kv_event_sources)
-    get_world_size = _AsyncRaw(AsyncDevClient.get_world_size)
-    init_weight_transfer_engine = _AsyncRaw(AsyncDevClient.init_weight_transfer_engine)
-    shutdown_weight_transfer_engine = _AsyncRaw(AsyncDevClient.shutdown_weight_transfer_engine)
-    start_weight_update = _AsyncRaw(AsyncDevClient.start_weight_update)
-    start_draft_weight_update = _AsyncRaw(AsyncDevClient.start_draft_weight_update)
-    update_weights = _AsyncRaw(AsyncDevClient.update_weights)
-    finish_weight_update = _AsyncRaw(AsyncDevClient.finish_weight_update)
-    update_weight_version = _AsyncRaw(AsyncDevClient.update_weight_version)
-    weight_info = _AsyncRaw(AsyncDevClient.weight_info)
-    weight_checker = _AsyncRaw(AsyncDevClient.weight_checker)
-    load_lora_adapter = _AsyncRaw(AsyncDevClient.load_lora_adapter)
-    unload_lora_adapter = _AsyncRaw(AsyncDevClient.unload_lora_adapter)
-    start_profile = _AsyncRaw(AsyncDevClient.start_profile)
-    stop_profile = _AsyncRaw(AsyncDevClient.stop_profile)
+    health = _AsyncRaw(_AsyncRoutes.health)
+    version = _AsyncRaw(_AsyncRoutes.version)
+    models = _AsyncRaw(_AsyncRoutes.models)
+    metrics_text = _AsyncRaw(_AsyncRoutes.metrics_text)
+    metrics = _AsyncRaw(_AsyncRoutes.metrics)
+    load = _AsyncRaw(_AsyncRoutes.load)
+    tokenizer_info = _AsyncRaw(_AsyncRoutes.tokenizer_info)
+    reset_prefix_cache = _AsyncRaw(_AsyncRoutes.reset_prefix_cache)
+    reset_mm_cache = _AsyncRaw(_AsyncRoutes.reset_mm_cache)
+    reset_encoder_cache = _AsyncRaw(_AsyncRoutes.reset_encoder_cache)
+    release_kv_cache_memory = _AsyncRaw(_AsyncRoutes.release_kv_cache_memory)
+    sleep = _AsyncRaw(_AsyncRoutes.sleep)
+    wake_up = _AsyncRaw(_AsyncRoutes.wake_up)
+    is_sleeping = _AsyncRaw(_AsyncRoutes.is_sleeping)
+    pause = _AsyncRaw(_AsyncRoutes.pause)
+    resume = _AsyncRaw(_AsyncRoutes.resume)
+    is_paused = _AsyncRaw(_AsyncRoutes.is_paused)
+    abort_requests = _AsyncRaw(_AsyncRoutes.abort_requests)
+    collective_rpc = _AsyncRaw(_AsyncRoutes.collective_rpc)
+    server_info = _AsyncRaw(_AsyncRoutes.server_info)
+    kv_event_sources = _AsyncRaw(_AsyncRoutes.kv_event_sources)
+    get_world_size = _AsyncRaw(_AsyncRoutes.get_world_size)
+    init_weight_transfer_engine = _AsyncRaw(_AsyncRoutes.init_weight_transfer_engine)
+    start_weight_update = _AsyncRaw(_AsyncRoutes.start_weight_update)
+    start_draft_weight_update = _AsyncRaw(_AsyncRoutes.start_draft_weight_update)
+    update_weights = _AsyncRaw(_AsyncRoutes.update_weights)
+    finish_weight_update = _AsyncRaw(_AsyncRoutes.finish_weight_update)
+    update_weight_version = _AsyncRaw(_AsyncRoutes.update_weight_version)
+    weight_info = _AsyncRaw(_AsyncRoutes.weight_info)
+    weight_checker = _AsyncRaw(_AsyncRoutes.weight_checker)
+    shutdown_weight_transfer_engine = _AsyncRaw(_AsyncRoutes.shutdown_weight_transfer_engine)
+    load_lora_adapter = _AsyncRaw(_AsyncRoutes.load_lora_adapter)
+    unload_lora_adapter = _AsyncRaw(_AsyncRoutes.unload_lora_adapter)
+    start_profile = _AsyncRaw(_AsyncRoutes.start_profile)
+    stop_profile = _AsyncRaw(_AsyncRoutes.stop_profile)
     # -- end generated --

@@ -1,4 +1,5 @@
-"""The route methods of the async client: one HTTP exchange each, described in `endpoints.py`."""
+# Generated from vllm_devclient/routes.py by scripts/generate.py; do not edit.
+"""The route methods of the async client: one HTTP exchange each, from `routes.py`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import Unpack
 
 from .. import endpoints
-from .._base_client import (
-    RequestOptions,
-)
-from ..endpoints import PauseMode, WeightCheckAction
+from .._base_client import RequestOptions
 from ..models import (
     AbortRequestsResult,
     KVEventSource,
@@ -38,7 +36,7 @@ __all__ = ["_AsyncRoutes"]
 
 
 class _AsyncRoutes(_AsyncCore):
-    """Every route, one method each."""
+    """Every route, one method each (generated from `vllm_devclient/routes.py`)."""
 
     async def health(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead."""
@@ -54,7 +52,7 @@ class _AsyncRoutes(_AsyncCore):
 
     async def metrics_text(self, **options: Unpack[RequestOptions]) -> str:
         """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text."""
-        return (await self._send(endpoints.metrics_text(), options)).text
+        return await self._send(endpoints.metrics_text(), options)
 
     async def metrics(self, **options: Unpack[RequestOptions]) -> MetricsSnapshot:
         """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra)."""
@@ -65,10 +63,7 @@ class _AsyncRoutes(_AsyncCore):
         return await self._send(endpoints.load(), options)
 
     async def tokenizer_info(self, **options: Unpack[RequestOptions]) -> TokenizerInfo:
-        """GET /tokenizer_info: the tokenizer's configuration.
-
-        Served by the Python frontend with --enable-tokenizer-info-endpoint; the Rust frontend answers 501.
-        """
+        """GET /tokenizer_info: the tokenizer's configuration (Python, --enable-tokenizer-info-endpoint)."""
         return await self._send(endpoints.tokenizer_info(), options)
 
     async def reset_prefix_cache(
@@ -84,21 +79,31 @@ class _AsyncRoutes(_AsyncCore):
             reset_running_requests: preempt running requests first, so their blocks can be freed.
             reset_external: also reset the connector's tier (e.g. the CPU offload cache).
         """
-        ep = endpoints.reset_prefix_cache(
-            reset_running_requests=reset_running_requests, reset_external=reset_external
+        return await self._send(
+            endpoints.reset_prefix_cache(
+                reset_running_requests=reset_running_requests, reset_external=reset_external
+            ),
+            options,
         )
-        return await self._send(ep, options)
 
     async def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_mm_cache: drop the multimodal cache."""
-        await self._send(endpoints.reset_mm_cache(), options)
+        return await self._send(endpoints.reset_mm_cache(), options)
 
     async def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_encoder_cache: drop the encoder cache."""
-        await self._send(endpoints.reset_encoder_cache(), options)
+        return await self._send(endpoints.reset_encoder_cache(), options)
+
+    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
+        return await self._send(endpoints.release_kv_cache_memory(), options)
 
     async def sleep(
-        self, level: int = 1, *, mode: PauseMode = "abort", **options: Unpack[RequestOptions]
+        self,
+        level: int = 1,
+        *,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        **options: Unpack[RequestOptions],
     ) -> SleepResult:
         """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
 
@@ -116,18 +121,18 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
         """
-        return await self._send(endpoints.wake_up(tags), options)
+        return await self._send(endpoints.wake_up(tags=tags), options)
 
     async def is_sleeping(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /is_sleeping."""
         return await self._send(endpoints.is_sleeping(), options)
 
-    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
-        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        return await self._send(endpoints.release_kv_cache_memory(), options)
-
     async def pause(
-        self, mode: PauseMode = "abort", *, clear_cache: bool | None = None, **options: Unpack[RequestOptions]
+        self,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        *,
+        clear_cache: bool | None = None,
+        **options: Unpack[RequestOptions],
     ) -> StatusResult:
         """POST /pause: stop scheduling (for a weight update); see also the paused() flow.
 
@@ -153,7 +158,7 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             request_ids: the ids to abort; None: every request in flight.
         """
-        return await self._send(endpoints.abort_requests(request_ids), options)
+        return await self._send(endpoints.abort_requests(request_ids=request_ids), options)
 
     async def collective_rpc(
         self,
@@ -164,17 +169,18 @@ class _AsyncRoutes(_AsyncCore):
         rpc_timeout: float | None = None,
         **options: Unpack[RequestOptions],
     ) -> list[Any]:
-        """POST /collective_rpc: call a worker method on every worker; one result per worker. Never resent;
-        no HTTP timeout by default (an NCCL rendezvous can take minutes).
+        """POST /collective_rpc: a method on every worker, one result each (never resent, no HTTP timeout).
 
         Args:
             method: the worker method's name.
-            args: positional arguments (JSON).
-            kwargs: keyword arguments (JSON).
-            rpc_timeout: the engine-side timeout in seconds.
+            args: positional arguments, a JSON list.
+            kwargs: keyword arguments, a JSON object.
+            rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
         """
-        ep = endpoints.collective_rpc(method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout)
-        return await self._send(ep, options)
+        return await self._send(
+            endpoints.collective_rpc(method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout),
+            options,
+        )
 
     async def server_info(
         self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
@@ -184,14 +190,14 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             config_format: "json" for a dict, "text" for the config's text form.
         """
-        return await self._send(endpoints.server_info(config_format), options)
+        return await self._send(endpoints.server_info(config_format=config_format), options)
 
     async def kv_event_sources(self, **options: Unpack[RequestOptions]) -> dict[int, KVEventSource]:
         """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events."""
         return await self._send(endpoints.kv_event_sources(), options)
 
     async def get_world_size(self, *, include_dp: bool = True, **options: Unpack[RequestOptions]) -> int:
-        """GET /get_world_size.
+        """GET /get_world_size: the number of workers.
 
         Args:
             include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
@@ -206,11 +212,7 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
         """
-        return await self._send(endpoints.init_weight_transfer_engine(init_info), options)
-
-    async def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
-        """POST /shutdown_weight_transfer_engine (never resent)."""
-        return await self._send(endpoints.shutdown_weight_transfer_engine(), options)
+        return await self._send(endpoints.init_weight_transfer_engine(init_info=init_info), options)
 
     async def start_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
         """POST /start_weight_update (never resent); see also the weight_update() flow."""
@@ -226,9 +228,9 @@ class _AsyncRoutes(_AsyncCore):
         """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
 
         Args:
-            update_info: names, dtypes and shapes of the tensors (JSON), or one such dict per worker.
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
         """
-        return await self._send(endpoints.update_weights(update_info), options)
+        return await self._send(endpoints.update_weights(update_info=update_info), options)
 
     async def finish_weight_update(
         self, *, weight_version: str | None = None, **options: Unpack[RequestOptions]
@@ -248,7 +250,7 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             new_version: the version string to set.
         """
-        return await self._send(endpoints.update_weight_version(new_version), options)
+        return await self._send(endpoints.update_weight_version(new_version=new_version), options)
 
     async def weight_info(self, **options: Unpack[RequestOptions]) -> WeightInfo:
         """GET /weight_info: the weight version the server holds."""
@@ -256,7 +258,7 @@ class _AsyncRoutes(_AsyncCore):
 
     async def weight_checker(
         self,
-        action: WeightCheckAction,
+        action: Literal["checksum", "reset", "compare"],
         *,
         baseline: Mapping[str, str] | None = None,
         **options: Unpack[RequestOptions],
@@ -267,7 +269,11 @@ class _AsyncRoutes(_AsyncCore):
             action: "checksum", "compare" (needs baseline) or "reset" (never resent).
             baseline: the checksums of an earlier "checksum", for "compare".
         """
-        return await self._send(endpoints.weight_checker(action, baseline=baseline), options)
+        return await self._send(endpoints.weight_checker(action=action, baseline=baseline), options)
+
+    async def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
+        """POST /shutdown_weight_transfer_engine (never resent)."""
+        return await self._send(endpoints.shutdown_weight_transfer_engine(), options)
 
     async def load_lora_adapter(
         self,
@@ -286,10 +292,15 @@ class _AsyncRoutes(_AsyncCore):
             load_inplace: replace an adapter of the same name in place.
             is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
         """
-        ep = endpoints.load_lora_adapter(
-            lora_name, lora_path, load_inplace=load_inplace, is_3d_lora_weight=is_3d_lora_weight
+        return await self._send(
+            endpoints.load_lora_adapter(
+                lora_name=lora_name,
+                lora_path=lora_path,
+                load_inplace=load_inplace,
+                is_3d_lora_weight=is_3d_lora_weight,
+            ),
+            options,
         )
-        return await self._send(ep, options)
 
     async def unload_lora_adapter(
         self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
@@ -300,7 +311,9 @@ class _AsyncRoutes(_AsyncCore):
             lora_name: the adapter's name.
             lora_int_id: its numeric id, when the name is ambiguous.
         """
-        return await self._send(endpoints.unload_lora_adapter(lora_name, lora_int_id=lora_int_id), options)
+        return await self._send(
+            endpoints.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id), options
+        )
 
     async def start_profile(
         self,
@@ -317,11 +330,15 @@ class _AsyncRoutes(_AsyncCore):
             delay_iterations: engine steps to skip before recording.
             max_iterations: engine steps to record at most.
         """
-        ep = endpoints.start_profile(
-            profile_prefix=profile_prefix, delay_iterations=delay_iterations, max_iterations=max_iterations
+        return await self._send(
+            endpoints.start_profile(
+                profile_prefix=profile_prefix,
+                delay_iterations=delay_iterations,
+                max_iterations=max_iterations,
+            ),
+            options,
         )
-        await self._send(ep, options)
 
     async def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
         """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
-        await self._send(endpoints.stop_profile(), options)
+        return await self._send(endpoints.stop_profile(), options)

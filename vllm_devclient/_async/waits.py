@@ -9,11 +9,8 @@ from typing_extensions import Unpack
 from .. import endpoints
 from .. import operations as ops
 from .._base_client import (
-    NOT_GIVEN,
-    NotGiven,
     RequestOptions,
     WaitOptions,
-    deadline_option,
 )
 from ..constants import (
     DEFAULT_BARRIER_DEADLINE,
@@ -37,17 +34,14 @@ __all__ = ["_AsyncWaits"]
 
 
 def _wait_options(
-    wait: WaitOptions, deadline: float, request_timeout: float, stacklevel: int
+    wait: WaitOptions, deadline: float, request_timeout: float
 ) -> tuple[float, float, ops.Backoff]:
     """(deadline, request_timeout, poll) from a wait's options, with this wait's defaults."""
     unknown = set(wait) - set(WaitOptions.__annotations__)
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    chosen = deadline_option(
-        wait.get("deadline", NOT_GIVEN), wait.get("timeout", NOT_GIVEN), deadline, stacklevel
-    )
     poll = ops.Backoff.of(wait.get("interval", DEFAULT_POLL_INTERVAL), DEFAULT_POLL_MAX_INTERVAL)
-    return chosen, wait.get("request_timeout", request_timeout), poll
+    return wait.get("deadline", deadline), wait.get("request_timeout", request_timeout), poll
 
 
 class _AsyncWaits(_AsyncRoutes):
@@ -104,7 +98,7 @@ class _AsyncWaits(_AsyncRoutes):
     async def reset_prefix_cache_until_success(
         self,
         *,
-        deadline: float | NotGiven = NOT_GIVEN,
+        deadline: float = DEFAULT_BARRIER_DEADLINE,
         request_timeout: float = DEFAULT_BARRIER_REQUEST_TIMEOUT,
         reset_external: bool = False,
         reset_running_requests: bool = False,
@@ -112,7 +106,6 @@ class _AsyncWaits(_AsyncRoutes):
         interval: float = DEFAULT_BARRIER_POLL_INTERVAL,
         max_interval: float = DEFAULT_POLL_MAX_INTERVAL,
         on_attempt: Callable[[int, object], None] | None = None,
-        timeout: float | NotGiven = NOT_GIVEN,
     ) -> BarrierResult:
         """The offload barrier: reset the prefix cache until it succeeds, stepping the engine between tries.
 
@@ -120,7 +113,7 @@ class _AsyncWaits(_AsyncRoutes):
         is never reported as success. Each try is one request; `attempts` counts them.
 
         Args:
-            deadline: seconds for the whole barrier (default 60).
+            deadline: seconds for the whole barrier.
             request_timeout: seconds for each try.
             reset_external: also reset the connector's tier (default False: keep the CPU tier).
             reset_running_requests: preempt running requests so their blocks can be freed.
@@ -128,11 +121,10 @@ class _AsyncWaits(_AsyncRoutes):
             interval: first pause between tries (doubling up to max_interval).
             max_interval: longest pause between tries.
             on_attempt: called after each try with (attempt number, its answer or error).
-            timeout: deprecated name of deadline.
         """
         op = ops.reset_prefix_cache_until_success(
             self._models,
-            deadline=deadline_option(deadline, timeout, DEFAULT_BARRIER_DEADLINE),
+            deadline=deadline,
             reset_external=reset_external,
             reset_running_requests=reset_running_requests,
             step=step_engine,
@@ -150,7 +142,7 @@ class _AsyncWaits(_AsyncRoutes):
         frontend accepts connections and says nothing), interval.
         """
         deadline, request_timeout, poll = _wait_options(
-            wait, DEFAULT_READY_DEADLINE, DEFAULT_READY_REQUEST_TIMEOUT, stacklevel=4
+            wait, DEFAULT_READY_DEADLINE, DEFAULT_READY_REQUEST_TIMEOUT
         )
         op = ops.wait_until_ready(
             deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
@@ -159,7 +151,7 @@ class _AsyncWaits(_AsyncRoutes):
 
     async def _wait_flag(self, probe: Endpoint[bool], wanted: bool, wait: WaitOptions) -> None:
         deadline, request_timeout, poll = _wait_options(
-            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT, stacklevel=5
+            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT
         )
         what = f"{probe.path.lstrip('/')} == {str(wanted).lower()}"
         op = ops.wait_for_flag(
@@ -174,17 +166,29 @@ class _AsyncWaits(_AsyncRoutes):
         await self._run(op, {})
 
     async def wait_until_sleeping(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps); WaitOptions."""
+        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_sleeping(), True, wait)
 
     async def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_sleeping until false; takes the WaitOptions."""
+        """Poll /is_sleeping until false.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_sleeping(), False, wait)
 
     async def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_paused until true; takes the WaitOptions."""
+        """Poll /is_paused until true.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_paused(), True, wait)
 
     async def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
-        """Poll /is_paused until false; takes the WaitOptions."""
+        """Poll /is_paused until false.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
         await self._wait_flag(endpoints.is_paused(), False, wait)

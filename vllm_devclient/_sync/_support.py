@@ -5,10 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    import zmq
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 Pending = Future
@@ -28,15 +25,3 @@ def background(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Pending[T]:
 
 def result_of(pending: Pending[T]) -> T:
     return pending.result()
-
-
-def zmq_poller() -> zmq.Poller:
-    """A blocking poller."""
-    import zmq
-
-    return zmq.Poller()
-
-
-def zmq_poll(poller: zmq.Poller, timeout_ms: int) -> list[tuple[Any, int]]:
-    """Wait on a poller from `zmq_poller` for at most `timeout_ms` milliseconds (-1: no limit)."""
-    return poller.poll(timeout_ms)

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/client.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/client.py by scripts/generate.py; do not edit.
 """DevClient: the sync face of every route, wait, flow and option. Generated from `_async/client.py`.
 
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),
@@ -9,6 +9,7 @@ Behaviour lives in `operations.py` and `endpoints.py`; after a change here run `
 from __future__ import annotations
 
 from .flows import WeightUpdate, _SyncFlows
+from .raw_responses import RawResponses
 
 __all__ = ["DevClient", "WeightUpdate"]
 
@@ -31,3 +32,8 @@ class DevClient(_SyncFlows):
     One DevClient may be shared by many threads: its connection pool is locked.
     Clients pickle by their configuration (for Ray actors and worker processes).
     """
+
+    @property
+    def with_raw_response(self) -> RawResponses:
+        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
+        return RawResponses(self)

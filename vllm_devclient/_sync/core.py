@@ -1,13 +1,13 @@
-# Generated from vllm_devclient/_async/core.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/core.py by scripts/generate.py; do not edit.
 """The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/unasync.py); behaviour lives in `operations.py` and `endpoints.py`.
+The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 from typing_extensions import Self, Unpack
@@ -29,15 +29,13 @@ from .._base_client import (
 from ..constants import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
+    DEFAULT_URL,
 )
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
 from ..transports import SyncTransport, TransportError, TransportKind, WireRequest, make_sync_transport
 from ._support import sleep
-
-if TYPE_CHECKING:
-    from .raw_responses import RawResponses
 
 __all__ = ["_SyncCore"]
 
@@ -51,7 +49,7 @@ class _SyncCore(BaseClient):
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8000",
+        base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
@@ -129,13 +127,6 @@ class _SyncCore(BaseClient):
         client = type(self)._from_config(self._replaced(**changes), self._transport)
         client._models = self._models
         return client
-
-    @property
-    def with_raw_response(self) -> RawResponses:
-        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
-        from .raw_responses import RawResponses
-
-        return RawResponses(self)  # type: ignore[arg-type]  # self is an DevClient
 
     def close(self) -> None:
         """Close the connections this client opened (not an http_client you passed in). Idempotent."""

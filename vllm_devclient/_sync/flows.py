@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/flows.py by scripts/unasync.py: do not edit (make generate).
+# Generated from vllm_devclient/_async/flows.py by scripts/generate.py; do not edit.
 """The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update)."""
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-# Generated from vllm_devclient/_async/raw_responses.py by scripts/unasync.py: do not edit (make generate).
-"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response."""
+# Generated from vllm_devclient/_async/raw_responses.py by scripts/generate.py; do not edit.
+"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
+
+The table lists every route record (`vllm_devclient/routes.py`, written by `make generate`): one exchange
+each, so one raw response each.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from .._base_client import (
     RAW_MODE,
     RawResponse,
 )
-from .client import DevClient
+from .routes import _SyncRoutes
 
 __all__ = ["RawResponses"]
 
@@ -21,7 +25,7 @@ P = ParamSpec("P")
 class _SyncRaw(Generic[P, T]):
     """`with_raw_response.name(...)`: the client method `name`, answering a RawResponse."""
 
-    def __init__(self, method: Callable[Concatenate[DevClient, P], T]) -> None:
+    def __init__(self, method: Callable[Concatenate[_SyncRoutes, P], T]) -> None:
         self._method = method
         self.__doc__ = method.__doc__
 
@@ -49,43 +53,43 @@ class _SyncRaw(Generic[P, T]):
 class RawResponses:
     """Every route method of the client, answering `RawResponse` (typed answer + `httpx.Response`)."""
 
-    def __init__(self, client: DevClient) -> None:
+    def __init__(self, client: _SyncRoutes) -> None:
         self._client = client
 
     # -- generated: raw-response methods (make generate) --
-    health = _SyncRaw(DevClient.health)
-    version = _SyncRaw(DevClient.version)
-    models = _SyncRaw(DevClient.models)
-    metrics_text = _SyncRaw(DevClient.metrics_text)
-    metrics = _SyncRaw(DevClient.metrics)
-    load = _SyncRaw(DevClient.load)
-    tokenizer_info = _SyncRaw(DevClient.tokenizer_info)
-    reset_prefix_cache = _SyncRaw(DevClient.reset_prefix_cache)
-    reset_mm_cache = _SyncRaw(DevClient.reset_mm_cache)
-    reset_encoder_cache = _SyncRaw(DevClient.reset_encoder_cache)
-    sleep = _SyncRaw(DevClient.sleep)
-    wake_up = _SyncRaw(DevClient.wake_up)
-    is_sleeping = _SyncRaw(DevClient.is_sleeping)
-    release_kv_cache_memory = _SyncRaw(DevClient.release_kv_cache_memory)
-    pause = _SyncRaw(DevClient.pause)
-    resume = _SyncRaw(DevClient.resume)
-    is_paused = _SyncRaw(DevClient.is_paused)
-    abort_requests = _SyncRaw(DevClient.abort_requests)
-    collective_rpc = _SyncRaw(DevClient.collective_rpc)
-    server_info = _SyncRaw(DevClient.server_info)
-    kv_event_sources = _SyncRaw(DevClient.kv_event_sources)
-    get_world_size = _SyncRaw(DevClient.get_world_size)
-    init_weight_transfer_engine = _SyncRaw(DevClient.init_weight_transfer_engine)
-    shutdown_weight_transfer_engine = _SyncRaw(DevClient.shutdown_weight_transfer_engine)
-    start_weight_update = _SyncRaw(DevClient.start_weight_update)
-    start_draft_weight_update = _SyncRaw(DevClient.start_draft_weight_update)
-    update_weights = _SyncRaw(DevClient.update_weights)
-    finish_weight_update = _SyncRaw(DevClient.finish_weight_update)
-    update_weight_version = _SyncRaw(DevClient.update_weight_version)
-    weight_info = _SyncRaw(DevClient.weight_info)
-    weight_checker = _SyncRaw(DevClient.weight_checker)
-    load_lora_adapter = _SyncRaw(DevClient.load_lora_adapter)
-    unload_lora_adapter = _SyncRaw(DevClient.unload_lora_adapter)
-    start_profile = _SyncRaw(DevClient.start_profile)
-    stop_profile = _SyncRaw(DevClient.stop_profile)
+    health = _SyncRaw(_SyncRoutes.health)
+    version = _SyncRaw(_SyncRoutes.version)
+    models = _SyncRaw(_SyncRoutes.models)
+    metrics_text = _SyncRaw(_SyncRoutes.metrics_text)
+    metrics = _SyncRaw(_SyncRoutes.metrics)
+    load = _SyncRaw(_SyncRoutes.load)
+    tokenizer_info = _SyncRaw(_SyncRoutes.tokenizer_info)
+    reset_prefix_cache = _SyncRaw(_SyncRoutes.reset_prefix_cache)
+    reset_mm_cache = _SyncRaw(_SyncRoutes.reset_mm_cache)
+    reset_encoder_cache = _SyncRaw(_SyncRoutes.reset_encoder_cache)
+    release_kv_cache_memory = _SyncRaw(_SyncRoutes.release_kv_cache_memory)
+    sleep = _SyncRaw(_SyncRoutes.sleep)
+    wake_up = _SyncRaw(_SyncRoutes.wake_up)
+    is_sleeping = _SyncRaw(_SyncRoutes.is_sleeping)
+    pause = _SyncRaw(_SyncRoutes.pause)
+    resume = _SyncRaw(_SyncRoutes.resume)
+    is_paused = _SyncRaw(_SyncRoutes.is_paused)
+    abort_requests = _SyncRaw(_SyncRoutes.abort_requests)
+    collective_rpc = _SyncRaw(_SyncRoutes.collective_rpc)
+    server_info = _SyncRaw(_SyncRoutes.server_info)
+    kv_event_sources = _SyncRaw(_SyncRoutes.kv_event_sources)
+    get_world_size = _SyncRaw(_SyncRoutes.get_world_size)
+    init_weight_transfer_engine = _SyncRaw(_SyncRoutes.init_weight_transfer_engine)
+    start_weight_update = _SyncRaw(_SyncRoutes.start_weight_update)
+    start_draft_weight_update = _SyncRaw(_SyncRoutes.start_draft_weight_update)
+    update_weights = _SyncRaw(_SyncRoutes.update_weights)
+    finish_weight_update = _SyncRaw(_SyncRoutes.finish_weight_update)
+    update_weight_version = _SyncRaw(_SyncRoutes.update_weight_version)
+    weight_info = _SyncRaw(_SyncRoutes.weight_info)
+    weight_checker = _SyncRaw(_SyncRoutes.weight_checker)
+    shutdown_weight_transfer_engine = _SyncRaw(_SyncRoutes.shutdown_weight_transfer_engine)
+    load_lora_adapter = _SyncRaw(_SyncRoutes.load_lora_adapter)
+    unload_lora_adapter = _SyncRaw(_SyncRoutes.unload_lora_adapter)
+    start_profile = _SyncRaw(_SyncRoutes.start_profile)
+    stop_profile = _SyncRaw(_SyncRoutes.stop_profile)
     # -- end generated --

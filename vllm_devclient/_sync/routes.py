@@ -1,5 +1,5 @@
-# Generated from vllm_devclient/_async/routes.py by scripts/unasync.py: do not edit (make generate).
-"""The route methods of the async client: one HTTP exchange each, described in `endpoints.py`."""
+# Generated from vllm_devclient/_async/routes.py by scripts/generate.py; do not edit.
+"""The route methods of the async client: one HTTP exchange each, from `routes.py`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import Unpack
 
 from .. import endpoints
-from .._base_client import (
-    RequestOptions,
-)
-from ..endpoints import PauseMode, WeightCheckAction
+from .._base_client import RequestOptions
 from ..models import (
     AbortRequestsResult,
     KVEventSource,
@@ -39,7 +36,7 @@ __all__ = ["_SyncRoutes"]
 
 
 class _SyncRoutes(_SyncCore):
-    """Every route, one method each."""
+    """Every route, one method each (generated from `vllm_devclient/routes.py`)."""
 
     def health(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead."""
@@ -55,7 +52,7 @@ class _SyncRoutes(_SyncCore):
 
     def metrics_text(self, **options: Unpack[RequestOptions]) -> str:
         """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text."""
-        return (self._send(endpoints.metrics_text(), options)).text
+        return self._send(endpoints.metrics_text(), options)
 
     def metrics(self, **options: Unpack[RequestOptions]) -> MetricsSnapshot:
         """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra)."""
@@ -66,10 +63,7 @@ class _SyncRoutes(_SyncCore):
         return self._send(endpoints.load(), options)
 
     def tokenizer_info(self, **options: Unpack[RequestOptions]) -> TokenizerInfo:
-        """GET /tokenizer_info: the tokenizer's configuration.
-
-        Served by the Python frontend with --enable-tokenizer-info-endpoint; the Rust frontend answers 501.
-        """
+        """GET /tokenizer_info: the tokenizer's configuration (Python, --enable-tokenizer-info-endpoint)."""
         return self._send(endpoints.tokenizer_info(), options)
 
     def reset_prefix_cache(
@@ -85,21 +79,31 @@ class _SyncRoutes(_SyncCore):
             reset_running_requests: preempt running requests first, so their blocks can be freed.
             reset_external: also reset the connector's tier (e.g. the CPU offload cache).
         """
-        ep = endpoints.reset_prefix_cache(
-            reset_running_requests=reset_running_requests, reset_external=reset_external
+        return self._send(
+            endpoints.reset_prefix_cache(
+                reset_running_requests=reset_running_requests, reset_external=reset_external
+            ),
+            options,
         )
-        return self._send(ep, options)
 
     def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_mm_cache: drop the multimodal cache."""
-        self._send(endpoints.reset_mm_cache(), options)
+        return self._send(endpoints.reset_mm_cache(), options)
 
     def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_encoder_cache: drop the encoder cache."""
-        self._send(endpoints.reset_encoder_cache(), options)
+        return self._send(endpoints.reset_encoder_cache(), options)
+
+    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
+        return self._send(endpoints.release_kv_cache_memory(), options)
 
     def sleep(
-        self, level: int = 1, *, mode: PauseMode = "abort", **options: Unpack[RequestOptions]
+        self,
+        level: int = 1,
+        *,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        **options: Unpack[RequestOptions],
     ) -> SleepResult:
         """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
 
@@ -115,18 +119,18 @@ class _SyncRoutes(_SyncCore):
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
         """
-        return self._send(endpoints.wake_up(tags), options)
+        return self._send(endpoints.wake_up(tags=tags), options)
 
     def is_sleeping(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /is_sleeping."""
         return self._send(endpoints.is_sleeping(), options)
 
-    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
-        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        return self._send(endpoints.release_kv_cache_memory(), options)
-
     def pause(
-        self, mode: PauseMode = "abort", *, clear_cache: bool | None = None, **options: Unpack[RequestOptions]
+        self,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        *,
+        clear_cache: bool | None = None,
+        **options: Unpack[RequestOptions],
     ) -> StatusResult:
         """POST /pause: stop scheduling (for a weight update); see also the paused() flow.
 
@@ -152,7 +156,7 @@ class _SyncRoutes(_SyncCore):
         Args:
             request_ids: the ids to abort; None: every request in flight.
         """
-        return self._send(endpoints.abort_requests(request_ids), options)
+        return self._send(endpoints.abort_requests(request_ids=request_ids), options)
 
     def collective_rpc(
         self,
@@ -163,17 +167,18 @@ class _SyncRoutes(_SyncCore):
         rpc_timeout: float | None = None,
         **options: Unpack[RequestOptions],
     ) -> list[Any]:
-        """POST /collective_rpc: call a worker method on every worker; one result per worker. Never resent;
-        no HTTP timeout by default (an NCCL rendezvous can take minutes).
+        """POST /collective_rpc: a method on every worker, one result each (never resent, no HTTP timeout).
 
         Args:
             method: the worker method's name.
-            args: positional arguments (JSON).
-            kwargs: keyword arguments (JSON).
-            rpc_timeout: the engine-side timeout in seconds.
+            args: positional arguments, a JSON list.
+            kwargs: keyword arguments, a JSON object.
+            rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
         """
-        ep = endpoints.collective_rpc(method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout)
-        return self._send(ep, options)
+        return self._send(
+            endpoints.collective_rpc(method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout),
+            options,
+        )
 
     def server_info(
         self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
@@ -183,14 +188,14 @@ class _SyncRoutes(_SyncCore):
         Args:
             config_format: "json" for a dict, "text" for the config's text form.
         """
-        return self._send(endpoints.server_info(config_format), options)
+        return self._send(endpoints.server_info(config_format=config_format), options)
 
     def kv_event_sources(self, **options: Unpack[RequestOptions]) -> dict[int, KVEventSource]:
         """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events."""
         return self._send(endpoints.kv_event_sources(), options)
 
     def get_world_size(self, *, include_dp: bool = True, **options: Unpack[RequestOptions]) -> int:
-        """GET /get_world_size.
+        """GET /get_world_size: the number of workers.
 
         Args:
             include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
@@ -205,11 +210,7 @@ class _SyncRoutes(_SyncCore):
         Args:
             init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
         """
-        return self._send(endpoints.init_weight_transfer_engine(init_info), options)
-
-    def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
-        """POST /shutdown_weight_transfer_engine (never resent)."""
-        return self._send(endpoints.shutdown_weight_transfer_engine(), options)
+        return self._send(endpoints.init_weight_transfer_engine(init_info=init_info), options)
 
     def start_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
         """POST /start_weight_update (never resent); see also the weight_update() flow."""
@@ -225,9 +226,9 @@ class _SyncRoutes(_SyncCore):
         """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
 
         Args:
-            update_info: names, dtypes and shapes of the tensors (JSON), or one such dict per worker.
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
         """
-        return self._send(endpoints.update_weights(update_info), options)
+        return self._send(endpoints.update_weights(update_info=update_info), options)
 
     def finish_weight_update(
         self, *, weight_version: str | None = None, **options: Unpack[RequestOptions]
@@ -247,7 +248,7 @@ class _SyncRoutes(_SyncCore):
         Args:
             new_version: the version string to set.
         """
-        return self._send(endpoints.update_weight_version(new_version), options)
+        return self._send(endpoints.update_weight_version(new_version=new_version), options)
 
     def weight_info(self, **options: Unpack[RequestOptions]) -> WeightInfo:
         """GET /weight_info: the weight version the server holds."""
@@ -255,7 +256,7 @@ class _SyncRoutes(_SyncCore):
 
     def weight_checker(
         self,
-        action: WeightCheckAction,
+        action: Literal["checksum", "reset", "compare"],
         *,
         baseline: Mapping[str, str] | None = None,
         **options: Unpack[RequestOptions],
@@ -266,7 +267,11 @@ class _SyncRoutes(_SyncCore):
             action: "checksum", "compare" (needs baseline) or "reset" (never resent).
             baseline: the checksums of an earlier "checksum", for "compare".
         """
-        return self._send(endpoints.weight_checker(action, baseline=baseline), options)
+        return self._send(endpoints.weight_checker(action=action, baseline=baseline), options)
+
+    def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
+        """POST /shutdown_weight_transfer_engine (never resent)."""
+        return self._send(endpoints.shutdown_weight_transfer_engine(), options)
 
     def load_lora_adapter(
         self,
@@ -285,10 +290,15 @@ class _SyncRoutes(_SyncCore):
             load_inplace: replace an adapter of the same name in place.
             is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
         """
-        ep = endpoints.load_lora_adapter(
-            lora_name, lora_path, load_inplace=load_inplace, is_3d_lora_weight=is_3d_lora_weight
+        return self._send(
+            endpoints.load_lora_adapter(
+                lora_name=lora_name,
+                lora_path=lora_path,
+                load_inplace=load_inplace,
+                is_3d_lora_weight=is_3d_lora_weight,
+            ),
+            options,
         )
-        return self._send(ep, options)
 
     def unload_lora_adapter(
         self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
@@ -299,7 +309,9 @@ class _SyncRoutes(_SyncCore):
             lora_name: the adapter's name.
             lora_int_id: its numeric id, when the name is ambiguous.
         """
-        return self._send(endpoints.unload_lora_adapter(lora_name, lora_int_id=lora_int_id), options)
+        return self._send(
+            endpoints.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id), options
+        )
 
     def start_profile(
         self,
@@ -316,11 +328,15 @@ class _SyncRoutes(_SyncCore):
             delay_iterations: engine steps to skip before recording.
             max_iterations: engine steps to record at most.
         """
-        ep = endpoints.start_profile(
-            profile_prefix=profile_prefix, delay_iterations=delay_iterations, max_iterations=max_iterations
+        return self._send(
+            endpoints.start_profile(
+                profile_prefix=profile_prefix,
+                delay_iterations=delay_iterations,
+                max_iterations=max_iterations,
+            ),
+            options,
         )
-        self._send(ep, options)
 
     def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
         """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
-        self._send(endpoints.stop_profile(), options)
+        return self._send(endpoints.stop_profile(), options)

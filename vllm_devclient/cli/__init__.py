@@ -1,8 +1,8 @@
 """The `vllm-devclient` command line: every client method as a subcommand, on one server or a fleet.
 
 Every per-server subcommand runs through `AsyncFleet` (one server is a fleet of one), so the output and the
-exit codes are the same whatever the number of `--url`s. The subcommands are generated from the client's
-method table (`_signature.py`, `_generate.py`); `_overrides.py` holds what a signature cannot say.
+exit codes are the same whatever the number of `--url`s. The subcommands are built from the records of the
+client's methods (`vllm_devclient/routes.py`, `calls.py`) by `_generate.py`.
 
 This module imports no click: the console entry point must be able to say, in one line and with exit 7,
 that the `[cli]` extra is missing.

@@ -18,8 +18,7 @@ from .._version import __version__
 from ..errors import InvalidParameterError
 from ._envelope import dumps, envelope
 from ._exit import EXIT_CODES_SHORT, ExitCode
-from ._generate import method_commands
-from ._overrides import CATEGORIES
+from ._generate import CATEGORIES, method_commands
 from ._run import CommandError
 from ._settings import SECRETS, global_options, redact
 

@@ -98,7 +98,6 @@ def _subscriber(settings: Settings, ctx: click.Context, **kw: Any) -> Any:
     default=None,
     help="Stop after this many seconds (exit 4 when --count batches did not arrive by then).",
 )
-@click.option("--duration", type=float, default=None, hidden=True)
 @click.option(
     "--backlog/--no-backlog", default=True, show_default=True, help="Replay what is buffered first."
 )
@@ -110,7 +109,6 @@ def _tail(
     data_parallel_size: int,
     count: int | None,
     deadline: float | None,
-    duration: float | None,
     backlog: bool,
     **common: Any,
 ) -> None:
@@ -122,7 +120,6 @@ def _tail(
     ctx = click.get_current_context()
     settings = settings_of(ctx, split_globals(common))
     start = time.perf_counter()
-    deadline = deadline if deadline is not None else duration
     kw: dict[str, Any] = {"endpoint": endpoint, "backlog": backlog}
     if endpoint is not None:
         kw.update(replay_endpoint=replay_endpoint, topic=topic, data_parallel_size=data_parallel_size)

@@ -8,20 +8,38 @@ tsv: one line per target, no header: target, ok|FAIL, exit code, seconds, answer
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
+import httpx
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..errors import APIStatusError, BarrierTimeoutError, DevModeDisabledError, EngineCallError
 from ..fleet import FleetResult, TargetOutcome
-from ._envelope import dumps
-from ._overrides import summary_line
+from ._envelope import dumps, jsonable
 
-__all__ = ["print_fleet", "short_error", "tsv_cell"]
+__all__ = ["print_fleet", "short_error", "summary_line", "tsv_cell"]
+
+
+def summary_line(value: Any) -> str:
+    """A one-line human rendering of any answer."""
+    if value is None:
+        return "done"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, httpx.Response):
+        return f"{value.status_code} {value.text[:200]}"
+    if isinstance(value, BaseModel):
+        data = value.model_dump(mode="json", exclude_none=True)
+        return ", ".join(f"{k}={json.dumps(jsonable(v))}" for k, v in data.items()) or "done"
+    return json.dumps(jsonable(value), separators=(",", ":"))
 
 
 def short_error(error: BaseException) -> str:

@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ..fleet import TargetOutcome
+from ._output import summary_line
 
 __all__ = ["FleetProgress", "with_ticker"]
 
@@ -114,8 +115,6 @@ class FleetProgress:
 
 
 def _short(value: object, width: int = 60) -> str:
-    from ._overrides import summary_line
-
     text = type(value).__name__ if isinstance(value, BaseException) else summary_line(value)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"

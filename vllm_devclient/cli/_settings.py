@@ -12,7 +12,7 @@ import click
 import httpx
 from click.core import ParameterSource
 
-from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT
+from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, DEFAULT_URL
 from ..fleet import AsyncFleet, TargetOutcome
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ else:  # click < 8.2: ParamType is not generic at run time
     ParamTypeBase = click.ParamType
 
 __all__ = [
-    "DEFAULT_URL",
     "GLOBAL_OPTIONS",
     "SECONDS",
     "Number",
@@ -37,7 +36,6 @@ __all__ = [
     "split_globals",
 ]
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 F = TypeVar("F", bound=Callable[..., Any])
 Output = Literal["table", "json", "tsv"]
 GLOBAL_OPTIONS = ("urls", "api_key", "timeout", "retries", "concurrency", "output", "as_json", "no_progress")

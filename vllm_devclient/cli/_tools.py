@@ -19,8 +19,9 @@ import click
 from rich.console import Console
 
 from ..errors import DevClientError
+from ..fleet import AsyncFleet, FleetResult
 from ._envelope import dumps, envelope, target_entry
-from ._exit import ExitCode, UnsuccessfulResultError, combine
+from ._exit import ExitCode, UnsuccessfulResultError, combine, exit_code_for
 from ._generate import SUBCOMMAND_EPILOG
 from ._output import tsv_cell
 from ._run import CommandError, Unavailable
@@ -149,12 +150,11 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
 # ---- gsm8k -------------------------------------------------------------------------------------------------
 
 
-def _evaluator() -> Callable[..., Any]:
+def _gsm8k() -> Any:
     try:
-        from vllm_devclient.offload_check.gsm8k import evaluate_gsm8k_async
+        return importlib.import_module("vllm_devclient.offload_check.gsm8k")
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
-    return evaluate_gsm8k_async
 
 
 @click.command("gsm8k", epilog=SUBCOMMAND_EPILOG)
@@ -200,54 +200,56 @@ def gsm8k(
     """
     ctx, settings = _settings(common)
     start = time.perf_counter()
-    evaluate = _evaluator()
+    gsm8k = _gsm8k()
+    # The questions are read once; every server gets the same prompts.
+    try:
+        train, test = gsm8k.load_gsm8k(data_dir=data_dir)
+        prompts = gsm8k.build_prompts(train, test, num_questions, num_shots)
+    except DevClientError as exc:
+        raise CommandError(str(exc), exit_code=exit_code_for(exc), error=exc) from exc
     kwargs: dict[str, Any] = {
-        "num_questions": num_questions,
+        "prompts": prompts,
         "concurrency": concurrency,
-        "num_shots": num_shots,
         "max_tokens": max_tokens,
         "model": model,
-        "api_key": settings.api_key,
-        "data_dir": data_dir,
         # The evaluator's own bar (tqdm, when installed) only on a terminal.
         "progress": None if settings.progress and Console(stderr=True).is_terminal else False,
     }
     if settings.timeout_given:
         kwargs["request_timeout"] = settings.timeout
 
-    async def one(url: str) -> tuple[Any, BaseException | None, float]:
-        began = time.perf_counter()
-        try:
-            return await evaluate(url, **kwargs), None, time.perf_counter() - began
-        except DevClientError as exc:
-            return None, exc, time.perf_counter() - began
-
-    async def every() -> list[tuple[Any, BaseException | None, float]]:
-        return list(await asyncio.gather(*(one(url) for url in settings.urls)))
+    async def every() -> FleetResult[Any]:
+        # Every server at once (--concurrency here is requests per server).
+        fleet = AsyncFleet(
+            settings.urls,
+            api_key=settings.api_key,
+            timeout=settings.http_timeout,
+            max_retries=settings.retries,
+            max_concurrency=len(settings.urls),
+        )
+        async with fleet:
+            return await fleet.map(lambda client: gsm8k.evaluate_gsm8k_async(client=client, **kwargs))
 
     try:
         outcomes = asyncio.run(every())
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
-    targets = {
-        url: target_entry(value, error, elapsed)
-        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True)
-    }
+    targets = {url: target_entry(o.value, o.error, o.elapsed_s) for url, o in outcomes.items()}
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(targets, indent=2) + "\n")
     code = combine([int(t["exit_code"]) for t in targets.values()])
 
     def human() -> None:
-        for url, (value, error, elapsed) in zip(settings.urls, outcomes, strict=True):
-            line = _gsm8k_line(value, error)
+        for url, o in outcomes.items():
+            line = _gsm8k_line(o.value, o.error)
             if settings.output == "tsv":
                 click.echo(
-                    f"{url}\t{'ok' if error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
-                    f"{round(elapsed, 3)}\t{tsv_cell(line)}"
+                    f"{url}\t{'ok' if o.error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
+                    f"{round(o.elapsed_s, 3)}\t{tsv_cell(line)}"
                 )
             else:
-                click.echo(f"{url}: {line}", err=error is not None)
+                click.echo(f"{url}: {line}", err=o.error is not None)
 
     _finish(ctx, settings, "gsm8k", start, result=None, code=code, human=human, targets=targets)
 
@@ -266,13 +268,11 @@ def _gsm8k_line(value: Any, error: BaseException | None) -> str:
 
 
 def _recording() -> Any:
-    """The fixture library: `testing.fixtures`, else its older home `testing.recording`."""
-    for name in ("vllm_devclient.testing.fixtures", "vllm_devclient.testing.recording"):
-        try:
-            return importlib.import_module(name)
-        except ImportError as exc:
-            missing = exc
-    raise Unavailable(missing, "testing") from missing
+    """The fixture library (the [testing] extra)."""
+    try:
+        return importlib.import_module("vllm_devclient.testing.fixtures")
+    except ImportError as exc:
+        raise Unavailable(exc, "testing") from exc
 
 
 def _frontends(value: str) -> list[str]:
@@ -283,16 +283,31 @@ def _release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(
         [
             click.option(
-                "--python", type=click.Path(dir_okay=False), help="Interpreter of the vLLM to record."
+                "--python",
+                "pythons",
+                multiple=True,
+                type=click.Path(dir_okay=False),
+                help="Interpreter of a vLLM install to record; repeat for several.  [default: this one]",
             ),
             click.option(
-                "--vllm-rs", type=click.Path(dir_okay=False), help="vllm-rs binary of that install."
+                "--vllm-rs",
+                type=click.Path(dir_okay=False),
+                help="vllm-rs binary of that install (one --python).",
             ),
             click.option("--frontends", default="python,rust", show_default=True, help="Comma-separated."),
         ]
     ):
         fn = option(fn)
     return fn
+
+
+def _releases(pythons: tuple[str, ...], vllm_rs: str | None) -> list[str | None]:
+    """The interpreters to record, None for this one (also when named: its vLLM is the installed one)."""
+    if vllm_rs is not None and len(pythons) > 1:
+        raise click.BadParameter("--vllm-rs goes with one --python", param_hint="--vllm-rs")
+    this = Path(sys.executable).absolute()
+    chosen = [None if Path(p).absolute() == this else str(Path(p).absolute()) for p in pythons]
+    return chosen or [None]
 
 
 def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -313,9 +328,14 @@ def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
 @_release_options
 @global_options(top=False)
 def record(
-    out: str, scenarios: str | None, python: str | None, vllm_rs: str | None, frontends: str, **common: Any
+    out: str,
+    scenarios: str | None,
+    pythons: tuple[str, ...],
+    vllm_rs: str | None,
+    frontends: str,
+    **common: Any,
 ) -> None:
-    """Record every contract scenario on the real frontends into OUT/<version>/<frontend>/."""
+    """Record every contract scenario on the real frontends of each release into OUT/<version>/<frontend>/."""
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
@@ -326,22 +346,23 @@ def record(
     except (KeyError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint="--scenarios") from exc
     names = _frontends(frontends)
-    python = str(Path(python).absolute()) if python else None
-    with _status(settings, "recording the scenarios"):
-        base = recording.record(
-            out, python=python, vllm_rs=vllm_rs, frontends=names, scenarios=chosen, log=sys.stderr
+    releases = []
+    for python in _releases(pythons, vllm_rs):
+        with _status(settings, f"recording the scenarios ({python or 'this vLLM'})"):
+            base = recording.record(
+                out, python=python, vllm_rs=vllm_rs, frontends=names, scenarios=chosen, log=sys.stderr
+            )
+        fixtures = len(list(Path(base).glob("*/*.json")))
+        releases.append(
+            {"version": Path(base).name, "python": python or sys.executable, "fixtures": fixtures}
         )
-    written = sorted(str(p.relative_to(base)) for p in Path(base).glob("*/*.json"))
-    result = {"out": str(base), "version": Path(base).name, "frontends": names, "fixtures": len(written)}
-    _finish(
-        ctx,
-        settings,
-        "record",
-        start,
-        result=result,
-        code=ExitCode.OK,
-        human=lambda: click.echo(f"{len(written)} fixtures written under {base}"),
-    )
+    result = {"out": str(out), "frontends": names, "releases": releases}
+
+    def human() -> None:
+        for release in releases:
+            click.echo(f"{release['fixtures']} fixtures written under {Path(out) / str(release['version'])}")
+
+    _finish(ctx, settings, "record", start, result=result, code=ExitCode.OK, human=human)
 
 
 @click.command("drift", epilog=SUBCOMMAND_EPILOG)
@@ -361,12 +382,12 @@ def drift(
     fixtures: str,
     against: str | None,
     keep: str | None,
-    python: str | None,
+    pythons: tuple[str, ...],
     vllm_rs: str | None,
     frontends: str,
     **common: Any,
 ) -> None:
-    """Re-record the installed vLLM and compare with the committed fixtures; exit 1 on drift."""
+    """Re-record each release, compare with the committed fixtures (--against: two trees); exit 1 on drift."""
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
@@ -374,11 +395,12 @@ def drift(
         if against is not None:
             drifts = recording.diff_fixture_trees(fixtures, against)
         else:
-            python = str(Path(python).absolute()) if python else None
-            with _status(settings, "re-recording the scenarios"):
-                drifts = recording.drift(
-                    fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
-                )
+            drifts = []
+            for python in _releases(pythons, vllm_rs):
+                with _status(settings, f"re-recording the scenarios ({python or 'this vLLM'})"):
+                    drifts += recording.drift(
+                        fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
+                    )
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--fixtures/--against") from exc
     rows = [dataclasses.asdict(d) if _is_dataclass(d) else dict(vars(d)) for d in drifts]

@@ -1,4 +1,4 @@
-"""How a client method becomes a fleet method: typed descriptors, one deadline for all targets, the URLs."""
+"""What both fleets share: the client's method table, the targets' URLs, one deadline for all targets."""
 
 from __future__ import annotations
 
@@ -7,30 +7,16 @@ import time
 from collections.abc import (
     Awaitable,
     Callable,
-    Coroutine,
     Iterable,
 )
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any
 
 from .. import arguments as check
-from .._base_client import NOT_GIVEN, deadline_option
 from ..client import AsyncDevClient
-from ..constants import (
-    DEFAULT_BARRIER_DEADLINE,
-    DEFAULT_READY_DEADLINE,
-    DEFAULT_WAIT_DEADLINE,
-)
 from ..errors import InvalidParameterError
-from .results import FleetResult
-
-if TYPE_CHECKING:
-    from .async_fleet import AsyncFleet
-    from .sync_fleet import Fleet
 
 __all__ = [
     "CLIENT_METHODS",
-    "_FanOut",
-    "_SyncFanOut",
     "_client_method",
     "_listed",
     "_normalise",
@@ -38,33 +24,18 @@ __all__ = [
     "_shared_deadline",
 ]
 
-T = TypeVar("T")
-P = ParamSpec("P")
 
-
-# Methods that run until a deadline: over a fleet the deadline is one moment for every target, so targets
-# that wait for a slot (more targets than max_concurrency) get what is left of it, not a new one.
-_DEADLINES = {
-    "reset_prefix_cache_until_success": DEFAULT_BARRIER_DEADLINE,
-    "wait_until_ready": DEFAULT_READY_DEADLINE,
-    "wait_until_sleeping": DEFAULT_WAIT_DEADLINE,
-    "wait_until_awake": DEFAULT_WAIT_DEADLINE,
-    "wait_until_paused": DEFAULT_WAIT_DEADLINE,
-    "wait_until_resumed": DEFAULT_WAIT_DEADLINE,
-}
 # The least a late target's deadline is given, so its one try can still be answered.
 _LEAST_DEADLINE = 0.001
 
 
-def _shared_deadline(name: str, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    """For a deadline method: the keyword arguments of a target starting now, the deadline made absolute."""
-    if name not in _DEADLINES:
+def _shared_deadline(default: float | None, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """For a method that runs until a deadline (`default` its own): the keyword arguments of a target
+    starting now. Over a fleet the deadline is one moment for every target, so targets that wait for a
+    slot (more targets than max_concurrency) get what is left of it, not a new one."""
+    if default is None:
         return lambda: kwargs
-    # The client's own reading of deadline= and its deprecated old name timeout= (both given: an error).
-    given = deadline_option(
-        kwargs.pop("deadline", NOT_GIVEN), kwargs.pop("timeout", NOT_GIVEN), _DEADLINES[name], 4
-    )
-    end = time.monotonic() + check.seconds(given, "deadline")
+    end = time.monotonic() + check.seconds(kwargs.pop("deadline", default), "deadline")
     return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
 
 
@@ -103,62 +74,6 @@ def _normalise(urls: Iterable[str]) -> tuple[str, ...]:
             raise InvalidParameterError(f"target {url} is listed twice; each server must appear once")
         out.append(url)
     return tuple(out)
-
-
-class _FanOut(Generic[P, T]):
-    """`AsyncFleet.name(...)`: the client method `name` on every target, with the client's signature."""
-
-    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
-        self._method = method
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _FanOut[P, T]: ...
-
-    @overload
-    def __get__(
-        self, obj: AsyncFleet, owner: type[Any]
-    ) -> Callable[P, Coroutine[Any, Any, FleetResult[T]]]: ...
-
-    def __get__(self, obj: AsyncFleet | None, owner: type[Any]) -> Any:
-        if obj is None:
-            return self
-        method, name = self._method, self._method.__name__
-
-        async def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            per_target = _shared_deadline(name, dict(kwargs))
-            return await obj.map(lambda client: method(client, *args, **per_target()), operation=name)
-
-        fan_out.__name__ = fan_out.__qualname__ = name
-        fan_out.__doc__ = self.__doc__
-        return fan_out
-
-
-class _SyncFanOut(Generic[P, T]):
-    """`Fleet.name(...)`: the same fan-out as AsyncFleet's, run to completion on the fleet's loop thread."""
-
-    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
-        self._method = method
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _SyncFanOut[P, T]: ...
-
-    @overload
-    def __get__(self, obj: Fleet, owner: type[Any]) -> Callable[P, FleetResult[T]]: ...
-
-    def __get__(self, obj: Fleet | None, owner: type[Any]) -> Any:
-        if obj is None:
-            return self
-        name = self._method.__name__
-        fan = getattr(obj._fleet, name)  # AsyncFleet's fan-out of the same method
-
-        def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            return obj._run(fan(*args, **kwargs))
-
-        fan_out.__name__ = fan_out.__qualname__ = name
-        fan_out.__doc__ = self.__doc__
-        return fan_out
 
 
 def _rebuild(cls: type[Any], urls: tuple[str, ...], settings: dict[str, Any]) -> Any:

@@ -1,9 +1,9 @@
 """What KVEventSubscriber and AsyncKVEventSubscriber share: configuration, sockets, one EventStream.
 
-The two subscribers are thin I/O drivers over this base: `vllm_devclient/_async/kv_events.py` is
-written by hand, `_sync/kv_events.py` generated from it (scripts/unasync.py). Both open the same
-sockets (plain pyzmq sockets from one context) and differ only in how they wait: `zmq.Poller.poll` for
-the sync subscriber, `zmq.asyncio.Poller.poll` for the async one (the `_support` modules). Reading,
+The two subscribers are thin I/O drivers over this base: `_async_driver.py` is written by hand,
+`_sync_driver.py` generated from it (scripts/generate.py). Both open the same sockets (plain pyzmq
+sockets from one context) and differ only in how they wait: `zmq.Poller.poll` for the sync subscriber,
+`zmq.asyncio.Poller.poll` for the async one (`_waiting.py`). Reading,
 sequence tracking, replay and decoding are shared.
 
 Reconnections: each SUB socket has a monitor (a PAIR socket reporting its CONNECTED and ACCEPTED
@@ -228,7 +228,7 @@ class SubscriberBase:
 
     @staticmethod
     def _new_poller() -> zmq.Poller:
-        """A poller of the driver's kind (set by each driver from its `_support` module)."""
+        """A poller of the driver's kind (set by each driver from `_waiting.py`)."""
         raise NotImplementedError
 
     def __init__(
@@ -424,8 +424,8 @@ class SubscriberBase:
         )
 
     @staticmethod
-    def _check_wait_args(blocks: int, timeout: float, quiet: float = 1.0) -> None:
+    def _check_wait_args(blocks: int, deadline: float, quiet: float = 1.0) -> None:
         with source_arguments():
             check.non_negative_int(blocks, "blocks")
-            check.seconds(timeout, "timeout", allow_zero=True)
+            check.seconds(deadline, "deadline", allow_zero=True)
             check.seconds(quiet, "quiet")

@@ -266,16 +266,16 @@ class ScriptedEngine:
         """Connect straight to a frontend's input (ROUTER) and output (PULL) listeners."""
         self._start(lambda ctx: ([input_address], [output_address], None))
 
-    def wait_registered(self, timeout: float = 60.0) -> None:
-        """Block until the frontend has the ready response; raise if registration failed."""
-        deadline = time.monotonic() + timeout
+    def wait_registered(self, deadline: float = 60.0) -> None:
+        """Block until the frontend has the ready response (within `deadline` seconds); raise if it failed."""
+        end = time.monotonic() + deadline
         while not self._registered.wait(0.05):
             if self._error is not None:
                 raise EngineStartupError(f"scripted engine failed to register: {self._error}")
             if self._thread is None or not self._thread.is_alive():
                 raise EngineStartupError("scripted engine thread is not running")
-            if time.monotonic() > deadline:
-                raise EngineStartupError(f"scripted engine not registered after {timeout:.0f} s")
+            if time.monotonic() > end:
+                raise EngineStartupError(f"scripted engine not registered after {deadline:.0f} s")
         if self._error is not None:
             raise EngineStartupError(f"scripted engine failed: {self._error}")
 
@@ -289,15 +289,15 @@ class ScriptedEngine:
         """Whether the background thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the background thread and close every socket. Idempotent."""
+    def close(self, grace: float = 5.0) -> None:
+        """Stop the background thread (waiting `grace` seconds for it) and close every socket. Idempotent."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
         self._wake()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(grace)
         if self._thread is None or not self._thread.is_alive():
             self._close_fds()
 
@@ -402,18 +402,18 @@ class ScriptedEngine:
         with self._lock:
             return list(self._held)
 
-    def wait_for_call(self, method: str, timeout: float = 10.0, count: int = 1) -> EngineCall:
-        """Block until ``count`` calls of ``method`` were logged; return the latest one."""
-        deadline = time.monotonic() + timeout
+    def wait_for_call(self, method: str, deadline: float = 10.0, count: int = 1) -> EngineCall:
+        """Block until ``count`` calls of ``method`` were logged (at most ``deadline`` s); the latest one."""
+        end = time.monotonic() + deadline
         with self._call_cond:
             while True:
                 found = [c for c in self._calls if c.method == method]
                 if len(found) >= count:
                     return found[-1]
-                left = deadline - time.monotonic()
+                left = end - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(
-                        f"engine saw {len(found)} call(s) of {method!r} within {timeout} s, expected {count}"
+                        f"engine saw {len(found)} call(s) of {method!r} within {deadline} s, expected {count}"
                     )
                 self._call_cond.wait(left)
 

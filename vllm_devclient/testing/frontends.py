@@ -235,8 +235,8 @@ class Frontend:
         self.engine.clear_calls()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the frontend (SIGTERM, then SIGKILL after ``timeout``) and the engine. Idempotent."""
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the frontend (SIGTERM, then SIGKILL after ``grace`` seconds) and the engine. Idempotent."""
         proc = self.process
         if proc is not None and not self._stopped:
             self._stopped = True
@@ -245,7 +245,7 @@ class Frontend:
                 self.engine.release_hung("frontend shutting down")
                 time.sleep(0.1)
             # SIGTERM, then SIGKILL; anything still in the group, or that left it, goes too.
-            stop_group(proc, grace=timeout)
+            stop_group(proc, grace=grace)
         self.engine.close()
         if self._log_file is not None:
             self._log_file.close()

@@ -358,11 +358,11 @@ class _Connection:
         path, _, query = target.partition("?")
         return method, path, query, tuple(headers), body
 
-    def wait_readable(self, timeout: float) -> bool:
-        """Whether a next request starts (bytes buffered or arriving) within `timeout` seconds."""
+    def wait_readable(self, deadline: float) -> bool:
+        """Whether a next request starts (bytes buffered or arriving) within `deadline` seconds."""
         if self.buffer:
             return True
-        return self._fill(time.monotonic() + timeout)
+        return self._fill(time.monotonic() + deadline)
 
     # -- writing
 
@@ -572,17 +572,17 @@ class MisbehavingServer:
         with self._lock:
             return self._accepted
 
-    def wait_for(self, path: str, count: int = 1, timeout: float = 5.0) -> list[ReceivedRequest]:
-        """Block until `count` requests on `path` were read; TimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
+    def wait_for(self, path: str, count: int = 1, deadline: float = 5.0) -> list[ReceivedRequest]:
+        """Block until `count` requests on `path` were read; TimeoutError after `deadline` seconds."""
+        end = time.monotonic() + deadline
         with self._arrived:
             while True:
                 found = [r for r in self._log if r.path == path]
                 if len(found) >= count:
                     return found
-                left = deadline - time.monotonic()
+                left = end - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{len(found)} of {count} requests to {path} within {timeout} s")
+                    raise TimeoutError(f"{len(found)} of {count} requests to {path} within {deadline} s")
                 self._arrived.wait(left)
 
     # -- internals

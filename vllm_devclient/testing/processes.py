@@ -209,18 +209,18 @@ def stop_group(proc: subprocess.Popen[Any], *, grace: float = 10.0) -> int | Non
     return proc.poll()
 
 
-def wait_for(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.02, what: str) -> None:
-    """Poll `predicate` until it is true; TimeoutError naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+def wait_for(predicate: Callable[[], bool], *, deadline: float, interval: float = 0.02, what: str) -> None:
+    """Poll `predicate` until it is true; TimeoutError naming `what` after `deadline` seconds."""
+    end = time.monotonic() + deadline
     while not predicate():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} within {timeout:.1f} s")
+        if time.monotonic() >= end:
+            raise TimeoutError(f"{what} within {deadline:.1f} s")
         time.sleep(interval)
 
 
-def wait_until_bindable(host: str, *ports: int, timeout: float = 5.0) -> None:
+def wait_until_bindable(host: str, *ports: int, deadline: float = 5.0) -> None:
     """Until each port can be bound again the way ZMQ binds (SO_REUSEADDR): after a server on it stopped."""
-    deadline = time.monotonic() + timeout
+    end = time.monotonic() + deadline
     for port in ports:
         while True:
             with socket.socket() as s:
@@ -229,7 +229,7 @@ def wait_until_bindable(host: str, *ports: int, timeout: float = 5.0) -> None:
                     s.bind((host, port))
                     break
                 except OSError:
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > end:
                         raise
             time.sleep(0.05)
 

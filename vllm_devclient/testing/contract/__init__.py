@@ -32,8 +32,8 @@ from .masking import (
     timing_independent,
 )
 from .outcome import body_data, jsonable, resolve, summarize_outcome
-from .runner import LiveServer, ScenarioRun, Target, arun_scenario, run_scenario
-from .scenario import API_KEY, SETUPS, Client, FrontendName, Mode, Scenario, Setup
+from .runner import LiveServer, Target, arun_scenario, run_scenario
+from .scenario import API_KEY, SETUPS, Client, FrontendName, Mode, Scenario, ScenarioRun, Setup
 from .transport import (
     HEADERS_THAT_MATTER,
     Exchange,

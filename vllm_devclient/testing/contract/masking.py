@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .runner import ScenarioRun
+    from .scenario import ScenarioRun
 
 __all__ = [
     "KEEP_METRIC_SAMPLES",

@@ -61,7 +61,15 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
-_ERROR_ATTRS = ("status_code", "method", "engine_message", "param", "attempts", "engine_steps")
+_ERROR_ATTRS = (
+    "status_code",
+    "http_method",
+    "engine_method",
+    "engine_message",
+    "param",
+    "attempts",
+    "engine_steps",
+)
 
 
 def summarize_outcome(outcome: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,11 +16,10 @@ from ... import errors
 from ..engine import ScriptedEngine
 from .clients import make_client
 from .expect import observed_calls
-from .outcome import short
-from .scenario import Mode, Scenario
-from .transport import Exchange, RecordingTransport
+from .scenario import Mode, Scenario, ScenarioRun
+from .transport import RecordingTransport
 
-__all__ = ["LiveServer", "ScenarioRun", "Target", "arun_scenario", "run_scenario"]
+__all__ = ["LiveServer", "Target", "arun_scenario", "run_scenario"]
 
 
 class Target(Protocol):
@@ -46,51 +44,6 @@ class LiveServer:
     engine: ScriptedEngine | None = None
 
 
-@dataclass
-class ScenarioRun:
-    """What one scenario run gave: the typed outcome, the raw exchanges and the engine calls."""
-
-    scenario: Scenario
-    frontend: str
-    mode: Mode
-    outcome: Any
-    exchanges: list[Exchange]
-    engine_calls: list[list[Any]] | None
-    elapsed_s: float
-    # The served model name (a harness frontend's model directory), masked in reports and fixtures.
-    model: str | None = None
-
-    @property
-    def raised(self) -> bool:
-        return isinstance(self.outcome, BaseException)
-
-    def problems(self) -> list[str]:
-        """Everything that differs from the scenario's contract on this frontend (empty: it holds)."""
-        sc = self.scenario
-        out = [f"SDK outcome: {p}" for p in sc.expect_for(self.frontend).problems(self.outcome)]
-        wanted = sc.engine_calls_for(self.frontend)
-        if wanted is not None and self.engine_calls is not None:
-            want = [c.as_json() for c in wanted]
-            if self.engine_calls != want:
-                out.append(f"engine calls: expected {want}, got {self.engine_calls}")
-        if sc.max_elapsed_s is not None and self.elapsed_s > sc.max_elapsed_s:
-            out.append(f"took {self.elapsed_s:.2f} s, more than the {sc.max_elapsed_s:.2f} s allowed")
-        if sc.min_elapsed_s is not None and self.elapsed_s < sc.min_elapsed_s:
-            out.append(f"took {self.elapsed_s:.2f} s, less than {sc.min_elapsed_s:.2f} s")
-        for check in sc.run_checks:
-            msg = check(self)
-            if msg:
-                out.append(msg)
-        return out
-
-    def describe(self) -> str:
-        lines = [f"scenario {self.scenario.name} on {self.frontend} ({self.mode}): {short(self.outcome)}"]
-        for ex in self.exchanges:
-            lines.append("  " + json.dumps(ex.as_json(), sort_keys=True)[:600])
-        lines.append(f"  engine calls: {self.engine_calls}")
-        return "\n".join(lines)
-
-
 def _prepare(scenario: Scenario, target: Target) -> ScriptedEngine | None:
     engine = target.engine
     if engine is None:
@@ -108,13 +61,13 @@ def _prepare(scenario: Scenario, target: Target) -> ScriptedEngine | None:
     return engine
 
 
-def _ensure_dead(engine: ScriptedEngine, base_url: str, timeout: float = 15.0) -> None:
+def _ensure_dead(engine: ScriptedEngine, base_url: str, deadline: float = 15.0) -> None:
     if not engine.dead:
         engine.declare_dead()
     # The frontend learns of the death asynchronously; wait until /health says so.
-    deadline = time.monotonic() + timeout
+    end = time.monotonic() + deadline
     with make_client(base_url, kind="sync", timeout=1.0) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < end:
             try:
                 client.health()
             except errors.APIStatusError:
@@ -124,7 +77,7 @@ def _ensure_dead(engine: ScriptedEngine, base_url: str, timeout: float = 15.0) -
             except errors.APIConnectionError:
                 return  # the Python frontend may exit once its engine is dead
             time.sleep(0.05)
-    raise RuntimeError(f"{base_url}: /health still answers 200 {timeout:.0f} s after the engine died")
+    raise RuntimeError(f"{base_url}: /health still answers 200 {deadline:.0f} s after the engine died")
 
 
 def _result(

@@ -7,19 +7,20 @@ engine calls on each frontend. The scenario data itself lives in `vllm_devclient
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ...client import AsyncDevClient, DevClient
 from ..engine import Action
 from .expect import EngineCallSpec, Expect
-from .outcome import jsonable
+from .outcome import jsonable, short
+from .transport import Exchange
 
-if TYPE_CHECKING:
-    from .runner import ScenarioRun
-
-__all__ = ["API_KEY", "SETUPS", "Client", "EngineCalls", "FrontendName", "Mode", "Scenario", "Setup"]
+__all__ = [
+    "API_KEY", "SETUPS", "Client", "EngineCalls", "FrontendName", "Mode", "Scenario", "ScenarioRun", "Setup",
+]  # fmt: skip
 
 Client: TypeAlias = DevClient | AsyncDevClient
 FrontendName = Literal["python", "rust"]
@@ -96,6 +97,18 @@ class Scenario:
             paths.extend(p for p in e.fields if p not in paths)
         return paths
 
+    def methods_called(self) -> tuple[str, ...]:
+        """The client methods the call uses, in order, read by running it on a spy (nothing is sent)."""
+        called: list[str] = []
+
+        class Spy:
+            def __getattr__(self, name: str) -> Any:
+                called.append(name)
+                return lambda *args, **kwargs: None
+
+        self.call(Spy())  # type: ignore[arg-type]
+        return tuple(called)
+
     def script_json(self) -> dict[str, list[Any]]:
         """The engine script as JSON data (for fixtures and reports)."""
         return {m: [_action_json(a) for a in acts] for m, acts in sorted(self.script.items())}
@@ -105,3 +118,48 @@ def _action_json(action: Action) -> Any:
     name = type(action).__name__
     data = dataclasses.asdict(action)
     return {name: jsonable(data)} if data else name
+
+
+@dataclass
+class ScenarioRun:
+    """What one scenario run gave: the typed outcome, the raw exchanges and the engine calls."""
+
+    scenario: Scenario
+    frontend: str
+    mode: Mode
+    outcome: Any
+    exchanges: list[Exchange]
+    engine_calls: list[list[Any]] | None
+    elapsed_s: float
+    # The served model name (a harness frontend's model directory), masked in reports and fixtures.
+    model: str | None = None
+
+    @property
+    def raised(self) -> bool:
+        return isinstance(self.outcome, BaseException)
+
+    def problems(self) -> list[str]:
+        """Everything that differs from the scenario's contract on this frontend (empty: it holds)."""
+        sc = self.scenario
+        out = [f"SDK outcome: {p}" for p in sc.expect_for(self.frontend).problems(self.outcome)]
+        wanted = sc.engine_calls_for(self.frontend)
+        if wanted is not None and self.engine_calls is not None:
+            want = [c.as_json() for c in wanted]
+            if self.engine_calls != want:
+                out.append(f"engine calls: expected {want}, got {self.engine_calls}")
+        if sc.max_elapsed_s is not None and self.elapsed_s > sc.max_elapsed_s:
+            out.append(f"took {self.elapsed_s:.2f} s, more than the {sc.max_elapsed_s:.2f} s allowed")
+        if sc.min_elapsed_s is not None and self.elapsed_s < sc.min_elapsed_s:
+            out.append(f"took {self.elapsed_s:.2f} s, less than {sc.min_elapsed_s:.2f} s")
+        for check in sc.run_checks:
+            msg = check(self)
+            if msg:
+                out.append(msg)
+        return out
+
+    def describe(self) -> str:
+        lines = [f"scenario {self.scenario.name} on {self.frontend} ({self.mode}): {short(self.outcome)}"]
+        for ex in self.exchanges:
+            lines.append("  " + json.dumps(ex.as_json(), sort_keys=True)[:600])
+        lines.append(f"  engine calls: {self.engine_calls}")
+        return "\n".join(lines)

@@ -6,18 +6,14 @@ Each family module holds a `SCENARIOS` tuple of pure data (see `vllm_devclient.t
 it belongs to; a new family module is listed in `FAMILIES` (a guard test checks that none is left out).
 The order of `FAMILIES` is the order of the parity report's rows and of the fixture summary.
 
-Names that used to live here (`Scenario`, `run_scenario`, `Expect`, the masking functions...) moved to
-`vllm_devclient.testing.contract`; importing them from here still works for one release, with a
-DeprecationWarning.
+What a scenario is and how it runs is in `vllm_devclient.testing.contract`.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 from .. import contract
-from .._moved import moved
 from . import barrier, caches, failures, flows, info, lora, pause, profile, raw, rpc, setups, sleep, weights
 
 __all__ = ["FAMILIES", "SCENARIOS", "get_scenario"]
@@ -57,7 +53,3 @@ def get_scenario(name: str) -> contract.Scenario:
         if sc.name == name:
             return sc
     raise KeyError(f"no scenario named {name!r}")
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, contract)

@@ -34,7 +34,7 @@ def _engine_error(label: str, method: str, fn: Callable[[Client], object], args:
         fn,
         raises(
             errors.EngineCallError,
-            {"status_code": 500, "method": method, "engine_message": msg},
+            {"status_code": 500, "engine_method": method, "engine_message": msg},
         ),
         (call(method, *args),),
         script={method: [Raise(msg)]},
@@ -50,7 +50,7 @@ def _hung(
         name,
         description,
         fn,
-        raises(errors.APITimeoutError, {"method": http_method}),
+        raises(errors.APITimeoutError, {"http_method": http_method}),
         (engine_call,),
         script={engine_call.method: [Hang()]},
         min_elapsed_s=_HANG_TIMEOUT,

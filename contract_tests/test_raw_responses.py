@@ -1,0 +1,106 @@
+"""`client.with_raw_response.<route>()` on every route record, on both real frontends, sync and async.
+
+Each route's scenario runs again with every route call going through `with_raw_response`: the call must give
+a `RawResponse` whose `parsed` is what the plain call gives (the scenario's expectation still holds) and
+whose `http_response` is the answer it was read from. Where a frontend answers the route with an error (the
+Rust frontend's 501 on /tokenizer_info), the raw call raises that same typed error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import httpx
+import pytest
+
+from vllm_devclient import RawResponse
+from vllm_devclient.records import Route
+from vllm_devclient.routes import ROUTES
+from vllm_devclient.testing.contract import Scenario, arun_scenario, run_scenario
+from vllm_devclient.testing.pool import FrontendPool
+from vllm_devclient.testing.scenarios import SCENARIOS
+
+pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool]
+
+Seen = list[tuple[str, Any]]
+
+
+def _scenario_of(route: Route) -> Scenario:
+    """The scenario that shows the route best: one that calls it (alone, if possible) and succeeds on both
+    frontends, if any does."""
+    calling = [
+        sc for sc in SCENARIOS if route.name in sc.methods_called() and sc.setup in ("default", "extras")
+    ]
+    assert calling, f"no scenario calls {route.name}"
+
+    def rank(sc: Scenario) -> tuple[int, int]:
+        errors = sum(sc.expect_for(fe).error for fe in ("python", "rust"))
+        return errors, len(sc.methods_called())
+
+    return min(calling, key=rank)
+
+
+CASES = [(route, _scenario_of(route)) for route in ROUTES]
+
+
+class _RawFace:
+    """The client, but each route method answers through `with_raw_response` (noted in `seen`) and hands
+    the scenario `parsed`, as the plain call would. Passes for the client in isinstance checks."""
+
+    def __init__(self, client: Any, seen: Seen) -> None:
+        self._client = client
+        self._seen = seen
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._client)
+
+    def __getattr__(self, name: str) -> Any:
+        raw = getattr(type(self._client.with_raw_response), name, None)
+        if raw is None:
+            return getattr(self._client, name)
+        method = getattr(self._client.with_raw_response, name)
+        seen = self._seen
+        if inspect.iscoroutinefunction(method):
+
+            async def araw(*args: Any, **kwargs: Any) -> Any:
+                answer = await method(*args, **kwargs)
+                seen.append((name, answer))
+                return answer.parsed
+
+            return araw
+
+        def raw_call(*args: Any, **kwargs: Any) -> Any:
+            answer = method(*args, **kwargs)
+            seen.append((name, answer))
+            return answer.parsed
+
+        return raw_call
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("route", "scenario"), CASES, ids=[route.name for route, _ in CASES])
+async def test_with_raw_response_answers_a_raw_response(
+    route: Route, scenario: Scenario, mode: str, frontend: Any, frontend_pool: FrontendPool
+) -> None:
+    target = frontend if scenario.setup == "default" else frontend_pool.get(frontend.frontend, scenario.setup)
+    seen: Seen = []
+    raw = dataclasses.replace(scenario, call=lambda c: scenario.call(_RawFace(c, seen)))
+    run = run_scenario(raw, target) if mode == "sync" else await arun_scenario(raw, target)
+    assert run.problems() == [], run.describe()
+    answers = [answer for name, answer in seen if name == route.name]
+    if scenario.expect_for(run.frontend).error:
+        assert answers == [] and run.raised  # a non-2xx raises in raw mode too
+        return
+    assert answers, f"{route.name} was not called through with_raw_response: {seen}"
+    # One exchange per route call: each RawResponse carries the answer its own request got.
+    assert len(seen) == len(run.exchanges), run.describe()
+    for (name, answer), exchange in zip(seen, run.exchanges, strict=True):
+        assert isinstance(answer, RawResponse), (name, answer)
+        assert isinstance(answer.http_response, httpx.Response)
+        assert exchange.response is not None
+        assert answer.status_code == exchange.response["status"], name
+        sent = answer.http_response.request
+        assert (sent.method, sent.url.path) == (exchange.request["method"], exchange.request["path"]), name

@@ -1,0 +1,168 @@
+"""The import graph of `vllm_devclient`, read from the source (ast): its circles and its upward imports.
+
+Edges: every import statement anywhere in a module (module level, `if TYPE_CHECKING:`, inside functions)
+and every string constant that names a module of the package (importlib look-ups). A circle is a strongly
+connected component of more than one module; an upward import is one from a lower layer (`LAYERS`) to a
+higher one.
+
+    python scripts/import_graph.py           # the report
+    python scripts/import_graph.py --check   # exit 1 on a circle in the core or an upward import
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = "vllm_devclient"
+
+# The package's layers, lowest first: a module imports its own layer and those below, never one above.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_version", "constants", "errors", "redaction", "arguments", "models", "transports"),
+    ("answers", "metrics", "endpoints"),
+    ("operations",),
+    ("_base_client",),
+    ("_async", "_sync"),
+    ("client", "kv_events", "records"),
+    ("fleet", "routes", "calls"),
+    ("cli", "testing", "offload_check", ""),  # "": the package's __init__
+)
+# Circles here are allowed (the issue's rule: the core has none); the report still lists them.
+OUTSIDE_THE_CORE = ("cli", "testing")
+
+
+def modules(root: Path) -> dict[str, Path]:
+    out = {}
+    for path in sorted((root / PKG).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _known(mods: dict[str, Path], name: str) -> str:
+    while name not in mods and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _targets(mods: dict[str, Path], package: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [_known(mods, a.name) for a in node.names if a.name.startswith(PKG)]
+    if node.level:
+        parts = package.split(".")
+        target = ".".join(parts[: len(parts) - node.level + 1]) + ("." + node.module if node.module else "")
+    elif (node.module or "").startswith(PKG):
+        target = node.module or ""
+    else:
+        return []
+    return [
+        f"{target}.{a.name}" if f"{target}.{a.name}" in mods else _known(mods, target) for a in node.names
+    ]
+
+
+def _module_edges(mods: dict[str, Path], name: str, found: dict[tuple[str, str], set[str]]) -> None:
+    path = mods[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+    def walk(node: ast.AST, how: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            kind = how
+            if how == "top" and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                kind = "lazy"
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                kind = "typing"
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                for target in _targets(mods, package, child):
+                    if target != name:
+                        found.setdefault((name, target), set()).add(kind)
+            elif isinstance(child, ast.Constant) and child.value in mods and child.value not in (name, PKG):
+                found.setdefault((name, str(child.value)), set()).add("lazy")
+            walk(child, kind)
+
+    walk(ast.parse(path.read_text()), "top")
+
+
+def edges(mods: dict[str, Path]) -> dict[tuple[str, str], set[str]]:
+    """(importer, imported) -> how: "top", "lazy" (in a function, or by name), "typing" (TYPE_CHECKING)."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for name in mods:
+        _module_edges(mods, name, found)
+    return found
+
+
+def circles(
+    mods: dict[str, Path], found: dict[tuple[str, str], set[str]], nodes: set[str]
+) -> list[list[str]]:
+    """Strongly connected components of more than one module among `nodes` (Tarjan)."""
+    graph: dict[str, list[str]] = {m: [] for m in nodes}
+    for a, b in sorted(found):
+        if a in nodes and b in nodes:
+            graph[a].append(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in sorted(nodes):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def layer(module: str) -> int:
+    head = module[len(PKG) + 1 :].split(".")[0] if module != PKG else ""
+    for i, names in enumerate(LAYERS):
+        if head in names:
+            return i
+    raise SystemExit(f"{module}: in no layer of scripts/import_graph.py's LAYERS")
+
+
+def in_core(module: str) -> bool:
+    return module != PKG and not any(
+        module == f"{PKG}.{x}" or module.startswith(f"{PKG}.{x}.") for x in OUTSIDE_THE_CORE
+    )
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[argv.index("--root") + 1]) if "--root" in argv else ROOT
+    mods = modules(root)
+    found = edges(mods)
+    short = len(PKG) + 1
+    whole = circles(mods, found, set(mods) - {PKG})
+    core = circles(mods, found, {m for m in mods if in_core(m)})
+    up = sorted((a, b, "/".join(sorted(how))) for (a, b), how in found.items() if layer(b) > layer(a))
+    print(f"{len(mods)} modules; circles: {len(whole)} in the package, {len(core)} in the core")
+    for component in whole:
+        print(f"  circle of {len(component)}: {' '.join(m[short:] for m in component)}")
+    print(f"upward imports: {len(up)}")
+    for a, b, how in up:
+        print(f"  {a[short:]} -> {b[short:]} ({how})")
+    return 1 if "--check" in argv and (core or up) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
