@@ -184,7 +184,12 @@ CALLS: tuple[Call, ...] = (
         doc="POST /v1/completions, greedy by default (never resent: it would run twice).",
         answer=Completion,
         params=(
-            Param(name="prompt", type=str, positional=True, help="The prompt text."),
+            Param(
+                name="prompt",
+                type=str | Sequence[int],
+                positional=True,
+                help="The prompt text, or its token ids.",
+            ),
             Param(
                 name="model",
                 type=str | None,

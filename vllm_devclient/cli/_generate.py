@@ -4,8 +4,9 @@ record's `Cli`.
 
 A parameter's type picks its click type: bool -> `--flag` (default False) or `--flag/--no-flag`; int,
 float, str; `Literal[...]` -> a choice; a list of strings -> a repeatable option; a list of (key, value)
-pairs -> a repeatable `KEY=VALUE`; anything else -> JSON (inline or `@file`, checked to be an object or a
-list as the type says, and validated into a pydantic model where the type is one). Only the options given
+pairs -> a repeatable `KEY=VALUE`; a union holding str -> text; anything else -> JSON (inline or `@file`,
+checked to be an object or a list as the type says, and validated into a pydantic model where the type is
+one). Only the options given
 on the command line are passed, so the client's own defaults apply to the rest.
 """
 
@@ -71,6 +72,8 @@ def shape(tp: Any) -> Shape:
             return Shape(shapes[0].kind, optional, shapes[0].choices, shapes[0].json_kinds, shapes[0].model)
         if any(s.kind == "pairs" for s in shapes):
             return Shape("pairs", optional)
+        if any(s.kind == "str" for s in shapes):  # text or something else: the command line gives text
+            return Shape("str", optional)
         kinds = tuple(dict.fromkeys(k for s in shapes for k in s.json_kinds))
         any_json = any(s.kind == "json" and not s.json_kinds for s in shapes)
         return Shape("json", optional, json_kinds=() if any_json else kinds)
