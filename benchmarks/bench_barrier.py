@@ -190,11 +190,12 @@ def _long_wait(server: RustServer, bare: _Bare, wait: float) -> dict[str, Any]:
         _trial(server, barrier, wait, sdk)
     _trial(server, lambda: (bare.poll_loop(True), 0), wait, loop)
     return compare(
-        f"polls during a {wait:.0f} s wait vs a hand-written {INTERVAL * 1e3:.0f} ms poll loop",
+        f"polls during a long wait vs a hand-written {INTERVAL * 1e3:.0f} ms poll loop",
         baseline_name=f"bare httpx, polling every {INTERVAL * 1e3:.0f} ms",
         baseline=Stats.of(loop.polls),
         sdk=Stats.of(sdk.polls),
         unit="polls",
+        wait_s=wait,
         latency_ms=round(sdk.latency[0] * 1e3, 2),
         gaps_ms=[round(g * 1e3, 1) for g in sdk.gaps[0]],
     )
@@ -221,8 +222,10 @@ def run(quick: bool = False) -> dict[str, Any]:
             for seed, (is_async, step) in enumerate([(False, False), (False, True), (True, True)]):
                 if quick and is_async:
                     continue
-                kw = {"step": step, "is_async": is_async, "trials": trials, "max_delay": max_delay}
-                measured.append((is_async, step, *_measure(server, bare, seed=seed, **kw)))
+                sdk, loop = _measure(
+                    server, bare, step=step, is_async=is_async, trials=trials, max_delay=max_delay, seed=seed
+                )
+                measured.append((is_async, step, sdk, loop))
             reset_rtt = Stats.of(bare.reset_rtt)
             for is_async, step, sdk, loop in measured:
                 rows += _rows("async" if is_async else "sync", step, sdk, loop, reset_rtt)

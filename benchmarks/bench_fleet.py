@@ -197,9 +197,11 @@ async def _measure_async(urls: list[str], rounds: int, sequential: bool) -> dict
     target = "/reset_prefix_cache?reset_running_requests=false&reset_external=false"
     async with (
         AsyncFleet(urls) as fleet,
-        AsyncDevClient(urls[0]) as one,
+        AsyncDevClient(urls[0], transport="auto") as one,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
     ):
+        if type(fleet._transport).__name__ != "AiohttpPool":  # the hand-written gather's transport
+            raise RuntimeError(f"the fleet travels on {type(fleet._transport).__name__}, not AiohttpPool")
         clients = list(fleet.clients.values())
 
         async def single() -> None:
@@ -232,7 +234,7 @@ async def _measure_async(urls: list[str], rounds: int, sequential: bool) -> dict
 
 
 def _measure_sync(urls: list[str], rounds: int) -> dict[str, list[float]]:
-    with Fleet(urls) as fleet, DevClient(urls[0]) as one:
+    with Fleet(urls) as fleet, DevClient(urls[0], transport="auto") as one:
         return interleave(
             {
                 "one": lambda: one.reset_prefix_cache(),

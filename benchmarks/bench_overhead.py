@@ -21,6 +21,7 @@ blocks of 20 calls, in a shuffled order each round; every call is timed alone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
@@ -87,11 +88,11 @@ async def asgi_app(
 
 
 def _bare(call: _peers.Call) -> dict[str, Callable[[], object]]:
-    return {route: (lambda m=method, t=target: call(m, t)) for route, (method, target) in ROUTES.items()}
+    return {route: functools.partial(call, method, target) for route, (method, target) in ROUTES.items()}
 
 
 def _abare(call: _peers.ACall) -> dict[str, Callable[[], Awaitable[object]]]:
-    return {route: (lambda m=method, t=target: call(m, t)) for route, (method, target) in ROUTES.items()}
+    return {route: functools.partial(call, method, target) for route, (method, target) in ROUTES.items()}
 
 
 def _sdk(client: Any, pool: str) -> dict[str, Callable[[], Any]]:
@@ -182,7 +183,7 @@ def measure_rust(server: RustServer, rounds: int, budget: float) -> list[dict[st
         with (
             httpx.Client(headers=HEADERS) as hx,
             DevClient(url, transport="httpx") as on_httpx,
-            DevClient(url) as on_h11,
+            DevClient(url, transport="auto") as on_h11,
         ):
             pairs = {
                 "httpx": (_bare(_peers.httpx_call(hx, url)), _sdk(on_httpx, "httpx")),
@@ -197,7 +198,7 @@ def measure_rust(server: RustServer, rounds: int, budget: float) -> list[dict[st
             httpx.AsyncClient(headers=HEADERS) as hx,
             aiohttp.ClientSession(headers=HEADERS) as session,
             AsyncDevClient(url, transport="httpx") as on_httpx,
-            AsyncDevClient(url) as on_aiohttp,
+            AsyncDevClient(url, transport="auto") as on_aiohttp,
         ):
             pairs = {
                 "httpx-async": (_abare(_peers.httpx_acall(hx, url)), _sdk(on_httpx, "httpx-async")),

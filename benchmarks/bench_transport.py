@@ -24,6 +24,7 @@ Rows, each against baselines measured in the same run:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,7 +58,7 @@ SDK_VARIANTS = ("sdk", "sdk-httpx")
 
 
 def _calls(name: str, call: Callable[[str, str], Any]) -> dict[str, Callable[[], Any]]:
-    return {f"{name} {route}": (lambda m=m, t=t: call(m, t)) for route, (m, t) in ROUTES.items()}
+    return {f"{name} {route}": functools.partial(call, m, t) for route, (m, t) in ROUTES.items()}
 
 
 def _sdk_calls(name: str, client: Any) -> dict[str, Callable[[], Any]]:

@@ -38,6 +38,12 @@ COMMITTED = ROOT / "benchmarks" / "results.json"
 NEEDS_RUST = {"overhead", "transport", "barrier"}
 
 
+@pytest.fixture(autouse=True)
+def _default_transports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/conftest.py sends the unit tests through httpx (for respx); the benchmarks measure the defaults.
+    monkeypatch.delenv("VLLM_DEVCLIENT_TRANSPORT", raising=False)
+
+
 def quick_result(name: str) -> dict[str, Any]:
     """bench_<name>.run(quick=True), run once per test session. Where the benchmark needs the Rust frontend
     it must be there (a run without it reports its rows as skipped): find_vllm_rs raises, which the root
@@ -172,7 +178,7 @@ def test_barrier_rows() -> None:
         ]["engine_steps_max"]
         == 0
     )
-    long_wait = next(r for name, r in rows.items() if name.startswith("polls during"))
+    long_wait = rows["polls during a long wait vs a hand-written 20 ms poll loop"]
     # The gaps between the engine's reset calls are the back-off the client used: they must grow.
     gaps = long_wait["gaps_ms"]
     assert long_wait["sdk"]["median"] == len(gaps) + 1 >= 3
