@@ -720,12 +720,12 @@ def test_a_closed_async_fleet_gives_devclient_errors(server: MisbehavingServer) 
 
 @pytest.mark.parametrize("status", [400, 500, 503, 200])
 def test_a_50_mb_error_page_gives_a_bounded_error_text(server: MisbehavingServer, status: int) -> None:
-    server.script("/collective_rpc", HugeBody(status, size=50 * 1024 * 1024))
+    server.script("/collective_rpc", HugeBody(status))  # README quotes its size
     with DevClient(server.base_url, max_retries=0) as client, pytest.raises(DevClientError) as info:
         client.collective_rpc("m")
     err = info.value
     body = getattr(err, "body", None)
-    assert isinstance(body, str) and len(body) == 50 * 1024 * 1024, "`.body` keeps the whole page"
+    assert isinstance(body, str) and len(body) == HugeBody.size, "`.body` keeps the whole page"
     for text in (str(err), repr(err)):
         assert body[: ERROR_TEXT_LIMIT + 1] not in text, f"{type(err).__name__} quotes more of the page"
         assert len(text) <= ERROR_TEXT_LIMIT + OWN_WORDS, f"{type(err).__name__}: {len(text):,} characters"
