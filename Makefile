@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench record drift generate
+.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench figures record drift generate
 
 setup:
 	bash scripts/setup.sh
@@ -38,8 +38,16 @@ sdist-test: setup
 
 test: lint typecheck pytest dist-check
 
+# Every benchmark; the numbers go to benchmarks/results.json (committed: machine, date, every row with its
+# baseline and ratio), and the docs' speed figures are written again from them.
 bench: setup
-	$(PY) -m benchmarks --json $(OUT)/benchmarks.json
+	$(PY) -m benchmarks --json benchmarks/results.json
+	$(PY) scripts/figures.py
+
+# Every figure in the docs, written again from the committed artifacts (scripts/figures.py says which);
+# tests/test_doc_figures.py fails when a doc and its artifact disagree.
+figures: setup
+	$(PY) scripts/figures.py
 
 # Re-record rust_fixtures/ for every installed release (.venv's vLLM, then each .venv-vllm-*/ of
 # docs/releases.md), or re-record them and fail on any difference from the committed fixtures.

@@ -2,6 +2,9 @@
 
     python -m benchmarks [--quick] [--json PATH] [--only NAME ...]
 
+`make bench` runs them all and writes benchmarks/results.json (committed: the machine, the date, every row
+with its baseline and ratio); scripts/figures.py writes the docs' speed figures from it.
+
 Benchmarks are the modules `benchmarks/bench_<name>.py`, each with `run(quick: bool = False) -> dict`; they
 are imported one at a time, so one that is absent (not written yet) is reported as "missing" and one that
 fails is reported as "error" without stopping the others. Exit status: 0 when every benchmark ran (goals
@@ -11,11 +14,13 @@ met or not: the table says which), 1 when one crashed, 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -177,18 +182,52 @@ def _load() -> list[float] | None:
         return None
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _commit() -> str | None:
+    """The checkout's commit, "+dirty" when the tree has changes; None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty.strip() else "")
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+
+
 def report(
     results: Sequence[dict[str, Any]], *, quick: bool, total_s: float, load: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     out: dict[str, Any] = _clean(
         {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": _commit(),
+            "machine": machine(),
             "quick": quick,
             "total_s": round(total_s, 2),
             # Ratios are measured side by side, but a loaded machine still widens the p95s: keep the context.
             "loadavg": load or {},
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
             "benchmarks": {str(r["name"]): r for r in results},
         }
     )
@@ -208,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     names = args.only or list(BENCHMARKS)
+    # The benchmarks measure the default transports (and name httpx where they use it): a transport chosen
+    # for the whole environment would quietly swap the pools under the fleets.
+    os.environ.pop("VLLM_DEVCLIENT_TRANSPORT", None)
 
     start = time.perf_counter()
     load: dict[str, Any] = {"start": _load()}

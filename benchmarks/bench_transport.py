@@ -1,25 +1,30 @@
-"""Transport: the SDK per call against every peer's hand-written calls, fan-out CPU, and concurrency.
+"""Transport: the SDK per call against every peer's hand-written calls, the default transports' gain over
+httpx, fan-out CPU, and concurrency.
 
 Rows, each against baselines measured in the same run:
 
 - per call, on the real `vllm-rs` frontend (scripted engine, loopback keep-alive), GET /version and POST
-  /reset_prefix_cache (one engine round trip): sync SDK vs `http.client` (the floor: one persistent
-  connection, no pool), urllib3 and httpx; async SDK vs aiohttp (what SkyRL writes by hand) and
+  /reset_prefix_cache (one engine round trip): the sync SDK vs `http.client` (the floor: one persistent
+  connection, no pool), urllib3 and httpx; the async SDK vs aiohttp (what SkyRL writes by hand) and
   httpx.AsyncClient. Variants take turns in blocks of 20 calls in a shuffled order; medians in
   microseconds. Goals: sync SDK <= 2.0x the floor on /version; async SDK <= 1.15x aiohttp.
+- the transport's gain, a row of its own: the SDK on its default pool (h11 sync, aiohttp async) against
+  the same SDK on httpx (`transport="httpx"`), in the same rounds. The SDK's own cost over one transport
+  is bench_overhead's.
 - fleet fan-out over 256 instant targets in one process (a small asyncio HTTP server on 256 ports in a
-  child process): the client's CPU time per request (`time.process_time` around whole fan-outs), AsyncFleet
-  against a hand-written httpx fan-out with a client per target and asyncio.gather, which is what the fleet
-  cost before this transport (it measured 1.05x of that baseline). Goal: at least 2x less CPU per request.
-- 1,000 concurrent calls on one AsyncDevClient against 100, on one instant target: the wall time ratio.
-  Linear is 10x; goal <= 15x (httpx's pool with 1,000 waiters took 190x).
+  child process): the client's CPU time per request (`time.process_time` around whole fan-outs), each
+  variant run in turn three times: AsyncFleet on its default pool; the fleet's former layout, really run
+  (an AsyncDevClient on its own httpx pool per target, asyncio.gather; goal: at least 2x less CPU per
+  request for the fleet); and two fan-outs written by hand: aiohttp (one session, asyncio.gather) and httpx
+  (a client per target, asyncio.gather).
+- 1,000 concurrent calls on one AsyncDevClient against 100, on one instant target: the wall time ratio,
+  on the default pool (linear is 10x; goal <= 15x) and on httpx (no goal: what the default replaced).
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,6 +36,7 @@ import urllib3
 from vllm_devclient import AsyncDevClient, DevClient
 from vllm_devclient.fleet import AsyncFleet
 
+from . import _peers
 from ._common import RustServer, Stats, ainterleave, compare, interleave, ratio, result, rust_available, value
 from .bench_fleet import FleetServers
 
@@ -38,68 +44,42 @@ PER_ROUND = 20
 SYNC_GOAL = 2.0
 ASYNC_GOAL = 1.15
 FANOUT_TARGETS = 256
-FANOUT_GOAL = 2.0  # CPU per request: baseline / SDK
+FANOUT_GOAL = 2.0  # CPU per request: the former layout / the fleet
 CONCURRENCY_GOAL = 15.0
-RESET_QUERY = "reset_running_requests=false&reset_external=false"
-ROUTES = ("version", "reset_prefix_cache")
+FLEET = "AsyncFleet"
+FORMER = "the fleet's former layout (an AsyncDevClient on httpx per target + gather)"
+AIOHTTP_BY_HAND = "aiohttp by hand (one session + gather)"
+HTTPX_BY_HAND = "httpx by hand (a client per target + gather)"
+ROUTES = {"version": ("GET", "/version"), "reset_prefix_cache": ("POST", _peers.RESET_TARGET)}
+SDK_VARIANTS = ("sdk", "sdk-httpx")
 
 
-# ---- the hand-written peers ------------------------------------------------------------------------------
+# ---- per call ------------------------------------------------------------------------------------------
 
 
-class _HttpClientFloor:
-    """The floor: http.client on one persistent connection (reconnecting if the server closed it)."""
+def _calls(name: str, call: Callable[[str, str], Any]) -> dict[str, Callable[[], Any]]:
+    return {f"{name} {route}": functools.partial(call, m, t) for route, (m, t) in ROUTES.items()}
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.conn = http.client.HTTPConnection(host, port)
 
-    def call(self, method: str, target: str) -> Any:
-        for attempt in (0, 1):
-            try:
-                self.conn.request(method, target, headers={"Accept": "application/json"})
-                response = self.conn.getresponse()
-                body = response.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionError):
-                self.conn.close()
-                self.conn = http.client.HTTPConnection(self.host, self.port)
-                if attempt:
-                    raise
-        if response.status != 200:
-            raise RuntimeError(response.status)
-        return json.loads(body)
+def _sdk_calls(name: str, client: Any) -> dict[str, Callable[[], Any]]:
+    return {f"{name} {route}": getattr(client, route) for route in ROUTES}
 
 
 def _sync_variants(url: str) -> tuple[dict[str, Callable[[], object]], list[Any]]:
     host, port = url.split("//")[1].split(":")
-    floor = _HttpClientFloor(host, int(port))
+    floor = _peers.HttpClientFloor(host, int(port))
     pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
     hx = httpx.Client()
     sdk = DevClient(url, transport="auto")
-
-    def u3(method: str, target: str) -> Any:
-        r = pool.request(method, target, headers={"Accept": "application/json"})
-        if r.status != 200:
-            raise RuntimeError(r.status)
-        return json.loads(r.data)
-
-    def hxc(method: str, target: str) -> Any:
-        r = hx.request(method, url + target)
-        r.raise_for_status()
-        return r.json()
-
-    variants: dict[str, Callable[[], object]] = {
-        "http.client version": lambda: floor.call("GET", "/version"),
-        "http.client reset_prefix_cache": lambda: floor.call("POST", "/reset_prefix_cache?" + RESET_QUERY),
-        "urllib3 version": lambda: u3("GET", "/version"),
-        "urllib3 reset_prefix_cache": lambda: u3("POST", "/reset_prefix_cache?" + RESET_QUERY),
-        "httpx version": lambda: hxc("GET", "/version"),
-        "httpx reset_prefix_cache": lambda: hxc("POST", "/reset_prefix_cache?" + RESET_QUERY),
-        "sdk version": sdk.version,
-        "sdk reset_prefix_cache": sdk.reset_prefix_cache,
-    }
-    return variants, [floor.conn, pool, hx, sdk]
+    sdk_httpx = DevClient(url, transport="httpx")
+    variants = (
+        _calls("http.client", floor.call)
+        | _calls("urllib3", _peers.urllib3_call(pool))
+        | _calls("httpx", _peers.httpx_call(hx, url))
+        | _sdk_calls("sdk", sdk)
+        | _sdk_calls("sdk-httpx", sdk_httpx)
+    )
+    return variants, [floor, pool, hx, sdk, sdk_httpx]
 
 
 async def _async_samples(url: str, rounds: int, budget: float) -> dict[str, list[float]]:
@@ -107,27 +87,14 @@ async def _async_samples(url: str, rounds: int, budget: float) -> dict[str, list
         aiohttp.ClientSession() as session,
         httpx.AsyncClient() as hx,
         AsyncDevClient(url, transport="auto") as sdk,
+        AsyncDevClient(url, transport="httpx") as sdk_httpx,
     ):
-
-        async def aio(method: str, target: str) -> Any:
-            async with session.request(method, url + target) as r:
-                if r.status != 200:
-                    raise RuntimeError(r.status)
-                return json.loads(await r.read())
-
-        async def hxa(method: str, target: str) -> Any:
-            r = await hx.request(method, url + target)
-            r.raise_for_status()
-            return r.json()
-
-        variants: dict[str, Callable[[], Awaitable[object]]] = {
-            "aiohttp version": lambda: aio("GET", "/version"),
-            "aiohttp reset_prefix_cache": lambda: aio("POST", "/reset_prefix_cache?" + RESET_QUERY),
-            "httpx version": lambda: hxa("GET", "/version"),
-            "httpx reset_prefix_cache": lambda: hxa("POST", "/reset_prefix_cache?" + RESET_QUERY),
-            "sdk version": sdk.version,
-            "sdk reset_prefix_cache": sdk.reset_prefix_cache,
-        }
+        variants = (
+            _calls("aiohttp", _peers.aiohttp_call(session, url))
+            | _calls("httpx", _peers.httpx_acall(hx, url))
+            | _sdk_calls("sdk", sdk)
+            | _sdk_calls("sdk-httpx", sdk_httpx)
+        )
         return await ainterleave(
             variants, rounds=rounds, per_round=PER_ROUND, warmup=PER_ROUND, max_seconds=budget
         )
@@ -137,7 +104,8 @@ def _per_call_rows(
     mode: str, samples: dict[str, list[float]], floor: str, goal: float
 ) -> list[dict[str, Any]]:
     rows = []
-    peers = sorted({name.split(" ")[0] for name in samples} - {"sdk"}, key=lambda p: p != floor)
+    peers = sorted({name.split(" ")[0] for name in samples} - set(SDK_VARIANTS), key=lambda p: p != floor)
+    pool = "h11" if mode == "sync" else "aiohttp"
     for route in ROUTES:
         sdk = Stats.of(samples[f"sdk {route}"]).scaled(1e6)
         for peer in peers:
@@ -153,6 +121,15 @@ def _per_call_rows(
                     ok=(ratio(sdk.median, base.median) <= goal) if judged else None,
                 )
             )
+        rows.append(
+            compare(
+                f"rust {mode} {route}: transport gain, SDK on {pool} vs SDK on httpx",
+                baseline_name="the SDK on httpx",
+                baseline=Stats.of(samples[f"sdk-httpx {route}"]).scaled(1e6),
+                sdk=sdk,
+                transport=pool,
+            )
+        )
     return rows
 
 
@@ -186,36 +163,50 @@ async def _cpu_per_request(fan_out: Callable[[], Awaitable[object]], repeats: in
     return (time.process_time() - start) / (repeats * requests)
 
 
-async def _fanout(urls: list[str], repeats: int) -> tuple[float, float]:
+async def _fanout(urls: list[str], repeats: int) -> dict[str, float]:
+    """Client CPU per request of each fan-out (the best of three turns, the variants taking turns)."""
     clients = [httpx.AsyncClient() for _ in urls]
+    calls = [_peers.httpx_acall(c, u) for c, u in zip(clients, urls, strict=True)]
+    # The fleet's former layout: an AsyncDevClient on its own httpx pool per target, gathered.
+    former = [AsyncDevClient(u, transport="httpx") for u in urls]
+    method, target = ROUTES["reset_prefix_cache"]
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
+        AsyncFleet(urls, max_concurrency=len(urls)) as fleet,
+    ):
+        aio = [_peers.aiohttp_call(session, u) for u in urls]
 
-    async def bare() -> None:
-        async def one(client: httpx.AsyncClient, url: str) -> bool:
-            r = await client.post(
-                url + "/reset_prefix_cache",
-                params={"reset_running_requests": "false", "reset_external": "false"},
-            )
-            r.raise_for_status()
-            return bool(r.json()["success"])
+        async def by_hand(per_target: list[_peers.ACall]) -> None:
+            answers = await asyncio.gather(*(call(method, target) for call in per_target))
+            if not all(a["success"] for a in answers):
+                raise RuntimeError("a target answered success=false")
 
-        assert all(await asyncio.gather(*(one(c, u) for c, u in zip(clients, urls, strict=True))))
-
-    async with AsyncFleet(urls, max_concurrency=len(urls)) as fleet:
-
-        async def sdk() -> None:
+        async def sdk_fleet() -> None:
             (await fleet.reset_prefix_cache()).raise_for_errors()
 
-        cpu_bare, cpu_sdk = [], []
-        for _ in range(3):  # alternate, so a slow phase hits both
-            cpu_bare.append(await _cpu_per_request(bare, repeats, len(urls)))
-            cpu_sdk.append(await _cpu_per_request(sdk, repeats, len(urls)))
+        async def sdk_former() -> None:
+            if not all(r.success for r in await asyncio.gather(*(c.reset_prefix_cache() for c in former))):
+                raise RuntimeError("a target answered success=false")
+
+        variants: dict[str, Callable[[], Awaitable[None]]] = {
+            FLEET: sdk_fleet,
+            FORMER: sdk_former,
+            AIOHTTP_BY_HAND: lambda: by_hand(aio),
+            HTTPX_BY_HAND: lambda: by_hand(calls),
+        }
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(3):  # take turns, so a slow phase hits every variant
+            for name, fan_out in variants.items():
+                cpu[name].append(await _cpu_per_request(fan_out, repeats, len(urls)))
     for c in clients:
         await c.aclose()
-    return min(cpu_bare), min(cpu_sdk)
+    for d in former:
+        await d.close()
+    return {name: min(v) for name, v in cpu.items()}
 
 
-async def _concurrency(url: str) -> tuple[float, float]:
-    async with AsyncDevClient(url, transport="auto") as client:
+async def _concurrency(url: str, transport: str) -> tuple[float, float]:
+    async with AsyncDevClient(url, transport=transport) as client:  # type: ignore[arg-type]
 
         async def burst(n: int) -> float:
             start = time.perf_counter()
@@ -229,32 +220,46 @@ async def _concurrency(url: str) -> tuple[float, float]:
     return small, large
 
 
+def _cpu_row(cpu: dict[str, float], sdk: str, baseline: str, what: str = "", **judged: Any) -> dict[str, Any]:
+    return compare(
+        f"fleet fan-out {FANOUT_TARGETS} instant targets, client CPU per request: {what}{sdk} vs {baseline}",
+        baseline_name=baseline,
+        baseline=Stats.of([cpu[baseline]]).scaled(1e6),
+        sdk=Stats.of([cpu[sdk]]).scaled(1e6),
+        **judged,
+    )
+
+
 def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with FleetServers("asyncio", FANOUT_TARGETS) as servers:
-        cpu_bare, cpu_sdk = asyncio.run(_fanout(servers.urls, repeats))
-        gain = ratio(cpu_bare, cpu_sdk)
-        rows.append(
-            compare(
-                f"fleet fan-out {FANOUT_TARGETS} instant targets, client CPU per request",
-                baseline_name="httpx per target + gather (the fleet's cost before)",
-                baseline=Stats.of([cpu_bare]).scaled(1e6),
-                sdk=Stats.of([cpu_sdk]).scaled(1e6),
+        cpu = asyncio.run(_fanout(servers.urls, repeats))
+        gain = ratio(cpu[FORMER], cpu[FLEET])
+        rows += [
+            _cpu_row(
+                cpu,
+                FLEET,
+                FORMER,
+                "transport gain, ",
                 goal=f">= {FANOUT_GOAL:.1f}x less",
                 ok=gain >= FANOUT_GOAL,
+            ),
+            _cpu_row(cpu, FLEET, AIOHTTP_BY_HAND),
+            _cpu_row(cpu, FLEET, HTTPX_BY_HAND),
+        ]
+        for transport, goal in (("auto", CONCURRENCY_GOAL), ("httpx", None)):
+            small, large = asyncio.run(_concurrency(servers.urls[0], transport))
+            on = "its default pool" if transport == "auto" else "httpx"
+            rows.append(
+                value(
+                    f"1000 vs 100 concurrent calls on one AsyncDevClient on {on} (wall time ratio)",
+                    round(ratio(large, small), 2),
+                    unit="x",
+                    detail=f"100 calls {small * 1e3:.1f} ms, 1000 calls {large * 1e3:.1f} ms",
+                    goal=None if goal is None else f"<= {goal:.0f}x",
+                    ok=None if goal is None else ratio(large, small) <= goal,
+                )
             )
-        )
-        small, large = asyncio.run(_concurrency(servers.urls[0]))
-        rows.append(
-            value(
-                "1000 vs 100 concurrent calls on one AsyncDevClient (wall time ratio)",
-                round(ratio(large, small), 2),
-                unit="x",
-                detail=f"100 calls {small * 1e3:.1f} ms, 1000 calls {large * 1e3:.1f} ms",
-                goal=f"<= {CONCURRENCY_GOAL:.0f}x",
-                ok=ratio(large, small) <= CONCURRENCY_GOAL,
-            )
-        )
     return rows
 
 

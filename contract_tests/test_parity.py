@@ -1,8 +1,10 @@
-"""The parity report over the real frontends: written where asked, shown in the CI log, no SDK mismatch."""
+"""The parity report over the real frontends: written where asked, shown in the CI log, no SDK mismatch, and
+the same figures as the committed run the docs quote (docs/parity.json)."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from vllm_devclient.testing.parity import run_parity, safe_scenarios
 from vllm_devclient.testing.scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
+COMMITTED = Path(__file__).resolve().parent.parent / "docs" / "parity.json"
 
 
 def test_parity_report(
@@ -49,6 +52,11 @@ def test_parity_report(
         for row in report.rows
         if row.scenario in report.sdk_mismatches
         for side in row.sides
+    )
+    committed = json.loads(COMMITTED.read_text())
+    assert committed["vllm"] == version
+    assert committed["summary"] == report.summary(), (
+        f"{COMMITTED.name} is not what this run gives: `python scripts/figures.py --parity`, `make figures`"
     )
 
 

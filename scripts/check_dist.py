@@ -6,7 +6,8 @@
   point (the pytest plugin is opt-in), the CLI's JSON schema inside, a core install without click, rich or
   pytest, and an `[all]` extra that brings no
   test-only package (pytest, tokenizers, huggingface_hub), read from the metadata itself;
-- the sdist carries what its tests read (tests/, rust_fixtures/, the root conftest.py);
+- the sdist carries what its tests read (tests/, rust_fixtures/, the root conftest.py, the figures'
+  generator and artifacts);
 - `pip install --dry-run 'wheel[all]'` resolves without pytest (needs the package index: skipped, with a
   line saying so, when it cannot be reached);
 - in a fresh venv with only the core install, `vllm-devclient --help` exits 7 with one line naming
@@ -103,7 +104,15 @@ def check_wheel(wheel: Path) -> None:
 def check_sdist(sdist: Path) -> None:
     with tarfile.open(sdist) as tf:
         names = {"/".join(n.split("/")[1:]) for n in tf.getnames()}
-    for needed in ("LICENSE", "conftest.py", "tests/conftest.py", "tests/test_replay.py", "docs/cli.md"):
+    # tests/test_doc_figures.py reads the generator and the artifacts the docs' figures come from.
+    needed_files = ("LICENSE", "conftest.py", "tests/conftest.py", "tests/test_replay.py", "docs/cli.md")
+    artifacts = (
+        "scripts/figures.py",
+        "docs/parity.json",
+        "rust_fixtures/summary.json",
+        "benchmarks/results.json",
+    )
+    for needed in needed_files + artifacts:
         check(needed in names, f"sdist: has {needed}")
     check(
         any(n.startswith("rust_fixtures/") and n.endswith(".json") for n in names),

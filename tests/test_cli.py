@@ -614,10 +614,21 @@ class FakeReport:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": "harness", "sdk_mismatches": self.sdk_mismatches}
 
+    def summary(self) -> dict[str, Any]:
+        return {
+            "labels": self.labels,
+            "scenarios": [row.scenario for row in self.rows],
+            "raw_differences": self.differences,
+            "sdk_differences_by_design": self.documented_sdk_differences,
+            "sdk_mismatches": self.sdk_mismatches,
+        }
+
 
 @pytest.fixture
 def fake_parity(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
+    from vllm_devclient.testing import parity
+
     module = types.ModuleType("vllm_devclient.testing.parity")
 
     def run_parity(urls: Any = None, **kw: Any) -> FakeReport:
@@ -626,6 +637,7 @@ def fake_parity(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return FakeReport(["wake_up"] if urls and "diff" in urls[0] else [])
 
     module.run_parity = run_parity  # type: ignore[attr-defined]
+    module.summary_lines = parity.summary_lines  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm_devclient.testing.parity", module)
     return calls
 

@@ -77,6 +77,9 @@ GONE_NAMES = (
     ("vllm_devclient.metrics", "fetch_metrics"),
     ("vllm_devclient.metrics", "afetch_metrics"),
     ("vllm_devclient.testing.scenarios", "__getattr__"),
+    ("vllm_devclient.offload_check", "StoreWatcher"),
+    ("vllm_devclient.offload_check", "open_store_watcher"),
+    ("vllm_devclient.offload_check", "compare_answers"),
 )
 
 

@@ -1,9 +1,10 @@
 """The SDK against every recorded exchange in rust_fixtures/ (no server, no vllm): sync and async clients.
 
-Each fixture was recorded from a real frontend by `vllm-devclient record` (`make record`). The
-replayed call must give the typed result or error the live run gave (the recorded outcome); for a release
-that meets the current contract, also everything the live contract test asserts. A fake clock makes the
-deadline scenarios instant.
+Each fixture was recorded from a real frontend by `vllm-devclient record` (`make record`). The replayed call
+must give the typed result or error the live run gave (the recorded outcome), and that outcome must meet a
+contract written down beforehand, never the recording itself: the scenario's expectation where the release
+meets the current contract, else the expectation of the release change that explains it
+(`vllm_devclient.testing.fixtures.history`). A fake clock makes the deadline scenarios instant.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from vllm_devclient.testing.fixtures import (
     replay_async,
     replay_transport,
 )
+from vllm_devclient.testing.fixtures.history import CHANGES, change_for
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
 from vllm_devclient.transports import httpx_adapter
 
@@ -95,13 +97,17 @@ def test_fixtures_cover_three_releases_and_every_scenario() -> None:
 
 def _check(run: ScenarioRun, doc: dict[str, Any]) -> None:
     sc = run.scenario
-    expect = sc.expect_for(doc["frontend"])
-    got = expect.project(run.outcome, sc.compared_paths())
+    current = sc.expect_for(doc["frontend"])
+    got = current.project(run.outcome, sc.compared_paths())
     where = f"{doc['vllm_version']}/{doc['frontend']}/{doc['scenario']} ({run.mode})"
     assert got == doc["outcome"], f"{where}: replay gave {got}, the live run gave {doc['outcome']}"
-    if doc["meets_current_contract"]:
-        # Everything the live contract test asserts about the SDK outcome (timings aside: nothing waits here).
-        assert expect.problems(run.outcome) == [], where
+    # The oracle: everything the live contract test asserts about the SDK outcome (timings aside: nothing
+    # waits here), or what the release change that explains this fixture says the SDK must give.
+    change = change_for(doc)
+    expect = current if change is None else change.expect[doc["scenario"]]
+    assert expect.problems(run.outcome) == [], f"{where} ({change.why if change else 'current contract'})"
+    if change is not None:
+        assert current.problems(run.outcome), f"{where}: meets the current contract; drop it from {change}"
     assert len(run.exchanges) >= 1, where
 
 
@@ -118,6 +124,30 @@ async def test_replay_async(doc: dict[str, Any]) -> None:
 def test_every_fixture_names_a_known_scenario() -> None:
     for doc in DOCS:
         get_scenario(doc["scenario"])
+
+
+def test_a_fixture_misses_the_current_contract_only_through_a_release_change() -> None:
+    """Each fixture that misses the current contract is explained by exactly one release change (its
+    expectation is the oracle); a fixture that meets it by none."""
+    for doc in DOCS:
+        where = f"{doc['vllm_version']}/{doc['frontend']}/{doc['scenario']}"
+        change = change_for(doc)
+        if doc["meets_current_contract"]:
+            assert change is None, f"{where} meets the current contract, yet {change} claims it"
+        else:
+            assert change is not None, f"{where} misses the current contract and no release change says why"
+
+
+def test_every_release_change_covers_a_recorded_fixture() -> None:
+    """No entry in the history that no recording needs (a stale or mistyped one)."""
+    recorded = {(doc["scenario"], doc["frontend"], doc["vllm_version"]) for doc in DOCS}
+    names = {sc.name for sc in SCENARIOS}
+    for change in CHANGES:
+        for scenario in change.expect:
+            assert scenario in names, f"{change.why}: no scenario {scenario!r}"
+            for frontend in change.frontends:
+                covered = [key for key in recorded if change.covers(*key) and key[:2] == (scenario, frontend)]
+                assert covered, f"{change.why}: no fixture of {scenario} on {frontend} up to {change.through}"
 
 
 def test_replay_refuses_a_request_that_was_not_recorded() -> None:

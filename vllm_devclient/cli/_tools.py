@@ -103,7 +103,7 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
         raise click.UsageError(f"parity compares two servers: give --url twice, or none (got {len(urls)})")
     try:
         from ..testing.frontends import FrontendStartupError, VllmNotInstalledError
-        from ..testing.parity import run_parity
+        from ..testing.parity import run_parity, summary_lines
     except ImportError as exc:
         raise Unavailable(exc, "testing") from exc
     what = (
@@ -122,7 +122,6 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
     except FrontendStartupError as exc:
         raise CommandError(f"a frontend did not start: {exc}", error=exc) from exc
     mismatches = list(report.sdk_mismatches)
-    by_design: dict[str, str] = dict(report.documented_sdk_differences)
     error = UnsuccessfulResultError(f"SDK mismatches: {', '.join(mismatches)}") if mismatches else None
 
     def human() -> None:
@@ -132,16 +131,8 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
                 sdk = "=" if row.sdk_same else ("by design" if row.sdk_difference else "MISMATCH")
                 click.echo(f"{row.scenario}\t{raw}\t{sdk}")
             return
-        click.echo(f"{len(report.rows)} scenarios, {' vs '.join(report.labels)}")
-        click.echo(f"  raw answers differ: {len(report.differences)} (what the SDK hides)")
-        designed = "; ".join(f"{name} ({why})" for name, why in by_design.items())
-        click.echo(
-            f"  SDK outcome differs by design: {len(by_design)}" + (f": {designed}" if designed else "")
-        )
-        click.echo(
-            f"  SDK mismatches: {len(mismatches)}" + (f": {', '.join(mismatches)}" if mismatches else "")
-        )
-        click.echo(f"full table: {report_path}")
+        for line in summary_lines(report.summary(), report_path):
+            click.echo(line)
 
     code = ExitCode.FAILED if mismatches else ExitCode.OK
     _finish(ctx, settings, "parity", start, result=report.to_dict(), code=code, error=error, human=human)

@@ -40,6 +40,7 @@ __all__ = [
     "report_from_runs",
     "run_parity",
     "safe_scenarios",
+    "summary_lines",
 ]
 
 # ---------------------------------------------------------------------------------------- the report
@@ -159,6 +160,18 @@ class ParityReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
+    def summary(self) -> dict[str, Any]:
+        """The report's figures (what `summary_lines` prints, and docs/parity.json keeps): no bodies, nothing
+        that changes from run to run."""
+        return {
+            "labels": self.labels,
+            "versions": self.versions,
+            "scenarios": [r.scenario for r in self.rows],
+            "raw_differences": self.differences,
+            "sdk_differences_by_design": self.documented_sdk_differences,
+            "sdk_mismatches": self.sdk_mismatches,
+        }
+
     def to_markdown(self, body_width: int = 90) -> str:
         a, b = self.labels
         lines = [f"# Parity report: {a} vs {b}", ""]
@@ -226,6 +239,20 @@ class ParityReport:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(self.to_markdown())
         return out
+
+
+def summary_lines(summary: Mapping[str, Any], report_path: str | Path) -> list[str]:
+    """What `vllm-devclient parity` prints, from `ParityReport.summary()` (or docs/parity.json)."""
+    by_design: Mapping[str, str] = summary["sdk_differences_by_design"]
+    mismatches: list[str] = summary["sdk_mismatches"]
+    designed = "; ".join(f"{name} ({why})" for name, why in by_design.items())
+    return [
+        f"{len(summary['scenarios'])} scenarios, {' vs '.join(summary['labels'])}",
+        f"  raw answers differ: {len(summary['raw_differences'])} (what the SDK hides)",
+        f"  SDK outcome differs by design: {len(by_design)}" + (f": {designed}" if designed else ""),
+        f"  SDK mismatches: {len(mismatches)}" + (f": {', '.join(mismatches)}" if mismatches else ""),
+        f"full table: {report_path}",
+    ]
 
 
 def _calls_differ(row: ParityRow) -> bool:
