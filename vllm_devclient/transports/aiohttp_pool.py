@@ -20,6 +20,7 @@ import aiohttp
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from . import base
+from .tls import TLSConfig, TLSFailure, closed_without_answer, handshake_failure
 
 __all__ = ["AiohttpPool"]
 
@@ -34,10 +35,15 @@ class _StatedRequest(aiohttp.ClientRequest):
 
 class AiohttpPool:
     def __init__(
-        self, *, max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive_expiry: float = KEEPALIVE_EXPIRY
+        self,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._max_connections = max_connections
         self._expiry = keepalive_expiry
+        self._tls = tls or TLSConfig.of()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._ssl: ssl.SSLContext | None = None
@@ -48,9 +54,7 @@ class AiohttpPool:
             self._abandon()
             self._loop = loop
             if self._ssl is None:
-                from .h11_pool import _default_ssl_context
-
-                self._ssl = _default_ssl_context()
+                self._ssl = self._tls.context()
             pooled = aiohttp.TCPConnector(
                 limit=self._max_connections, keepalive_timeout=self._expiry, ssl=self._ssl
             )
@@ -118,6 +122,10 @@ class AiohttpPool:
             raise base.TransportTimeout(
                 f"connecting to {request.origin.host_header} timed out", sent=False
             ) from None
+        except aiohttp.ClientSSLError as exc:
+            raise handshake_failure(exc, request.origin, self._tls) or base.ConnectFailed(
+                f"TLS with {request.origin.host_header} failed: {exc}"
+            ) from None
         except aiohttp.ClientConnectorError as exc:
             raise base.ConnectFailed(
                 f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
@@ -125,8 +133,13 @@ class AiohttpPool:
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise base.TransportTimeout("no complete answer before the deadline", answered=answered) from None
         except aiohttp.ServerDisconnectedError:
+            note = ""
+            if not answered and request.origin.scheme == "https":
+                note = f" ({closed_without_answer(self._tls)})"
             raise base.ConnectionDropped(
-                "the server closed the connection" + (" mid-answer" if answered else " without answering"),
+                "the server closed the connection"
+                + (" mid-answer" if answered else " without answering")
+                + note,
                 answered=answered,
             ) from None
         except aiohttp.ClientPayloadError as exc:
@@ -134,6 +147,10 @@ class AiohttpPool:
         except aiohttp.ClientResponseError as exc:
             raise base.ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
         except aiohttp.ClientOSError as exc:
+            # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+            refused = None if answered else handshake_failure(exc, request.origin, self._tls)
+            if isinstance(refused, TLSFailure):
+                raise refused from None
             raise base.ConnectionDropped(
                 f"the connection broke: {exc.strerror or exc}", answered=answered
             ) from None

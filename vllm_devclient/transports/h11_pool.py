@@ -19,7 +19,6 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Callable
 
 import h11
 
@@ -34,6 +33,7 @@ from .base import (
     WireResponse,
     fold_headers,
 )
+from .tls import TLSConfig, TLSFailure, closed_without_answer, handshake_failure
 
 __all__ = ["H11Pool"]
 
@@ -41,12 +41,13 @@ _READ_SIZE = 65536
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "sock")
+    __slots__ = ("fresh", "h11", "idle_since", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, *, fresh: bool) -> None:
         self.sock = sock
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self.fresh = fresh  # no exchange on it yet
 
     def usable(self, now: float, expiry: float) -> bool:
         if now - self.idle_since > expiry:
@@ -82,14 +83,14 @@ class H11Pool:
         *,
         max_idle: int = DEFAULT_MAX_CONNECTIONS,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
-        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._lock = threading.Lock()
         self._max_idle = max_idle
         self._expiry = keepalive_expiry
-        self._ssl_factory = ssl_context or _default_ssl_context
-        self._ssl: ssl.SSLContext | None = None
+        self._tls = tls or TLSConfig.of()
+        self._ssl: ssl.SSLContext | None = None  # made at the first https connection
 
     # ---- the pool ----------------------------------------------------------------------------------------
 
@@ -106,6 +107,7 @@ class H11Pool:
 
     def _checkin(self, origin: Origin, conn: _Connection) -> None:
         conn.idle_since = time.monotonic()
+        conn.fresh = False
         with self._lock:
             idle = self._idle.setdefault(origin, [])
             if len(idle) < self._max_idle:
@@ -127,20 +129,20 @@ class H11Pool:
             raise TransportTimeout("no time left to connect", sent=False) from None
         limits = [t for t in (connect_timeout, left) if t is not None]
         limit = min(limits) if limits else None
+        if origin.scheme == "https" and self._ssl is None:
+            self._ssl = self._tls.context()  # outside the try: a bad CA file is not a connect failure
         try:
             sock = socket.create_connection((origin.host, origin.port), timeout=limit)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if origin.scheme == "https":
-                if self._ssl is None:
-                    self._ssl = self._ssl_factory()
+            if self._ssl is not None and origin.scheme == "https":
                 sock = self._ssl.wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
             raise TransportTimeout(f"connecting to {origin.host_header} timed out", sent=False) from None
         except ssl.SSLError as exc:
-            raise ConnectFailed(f"TLS handshake with {origin.host_header} failed: {exc}") from None
+            raise _tls_failure(exc, origin, self._tls) from None
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {origin.host_header}: {exc.strerror or exc}") from None
-        return _Connection(sock)
+        return _Connection(sock, fresh=True)
 
     # ---- one exchange ------------------------------------------------------------------------------------
 
@@ -187,9 +189,11 @@ class H11Pool:
             raise TransportTimeout("sending the request timed out") from None
         except OSError as exc:
             raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
-        return self._receive(conn, deadline)
+        return self._receive(conn, request.origin, deadline)
 
-    def _receive(self, conn: _Connection, deadline: float | None) -> tuple[WireResponse, bool]:
+    def _receive(
+        self, conn: _Connection, origin: Origin, deadline: float | None
+    ) -> tuple[WireResponse, bool]:
         answered = False
         status = 0
         headers: dict[str, str] = {}
@@ -208,11 +212,20 @@ class H11Pool:
                         "no complete answer before the deadline", answered=answered
                     ) from None
                 except OSError as exc:
+                    # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+                    refused = (
+                        handshake_failure(exc, origin, self._tls) if conn.fresh and not answered else None
+                    )
+                    if isinstance(refused, TLSFailure):
+                        raise refused from None
                     raise ConnectionDropped(
                         f"the connection broke: {exc.strerror or exc}", answered=answered
                     ) from None
                 if not data and not answered:
-                    raise ConnectionDropped("the server closed the connection without answering")
+                    note = ""
+                    if conn.fresh and isinstance(conn.sock, ssl.SSLSocket):
+                        note = f" ({closed_without_answer(self._tls)})"
+                    raise ConnectionDropped("the server closed the connection without answering" + note)
                 answered = True
                 try:
                     conn.h11.receive_data(data)
@@ -239,10 +252,7 @@ class H11Pool:
         return WireResponse(status, headers, body), reusable
 
 
-def _default_ssl_context() -> ssl.SSLContext:
-    try:
-        import certifi
-
-        return ssl.create_default_context(cafile=certifi.where())
-    except ImportError:  # pragma: no cover - certifi comes with httpx
-        return ssl.create_default_context()
+def _tls_failure(exc: ssl.SSLError, origin: Origin, tls: TLSConfig) -> ConnectFailed:
+    return handshake_failure(exc, origin, tls) or ConnectFailed(
+        f"TLS with {origin.host_header} failed: {exc}"
+    )
