@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
+from ..client import AsyncDevClient
 from ..errors import DevClientError
 from ._envelope import dumps, envelope, target_entry
 from ._exit import ExitCode, UnsuccessfulResultError, combine
@@ -96,6 +97,10 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
     full table to --report. Exit 1 when the SDK's result differs between the two (a mismatch).
     """
     ctx, settings = _settings(common)
+    if settings.verify is not True or settings.cert is not None:
+        raise click.UsageError(
+            "parity takes no --cacert, --cert or --insecure (it honours $SSL_CERT_FILE)", ctx
+        )
     start = time.perf_counter()
     urls = list(settings.urls) if settings.urls_given else None
     if urls is not None and len(urls) != 2:
@@ -207,7 +212,6 @@ def gsm8k(
         "num_shots": num_shots,
         "max_tokens": max_tokens,
         "model": model,
-        "api_key": settings.api_key,
         "data_dir": data_dir,
         # The evaluator's own bar (tqdm, when installed) only on a terminal.
         "progress": None if settings.progress and Console(stderr=True).is_terminal else False,
@@ -218,7 +222,11 @@ def gsm8k(
     async def one(url: str) -> tuple[Any, BaseException | None, float]:
         began = time.perf_counter()
         try:
-            return await evaluate(url, **kwargs), None, time.perf_counter() - began
+            # A client of ours, for the TLS options (every call the evaluator makes passes its own timeout).
+            async with AsyncDevClient(
+                url, api_key=settings.api_key, verify=settings.verify, cert=settings.cert
+            ) as c:
+                return await evaluate(url, client=c, **kwargs), None, time.perf_counter() - began
         except DevClientError as exc:
             return None, exc, time.perf_counter() - began
 
