@@ -20,7 +20,7 @@ import aiohttp
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from . import base
-from .tls import TLSConfig, TLSFailure, closed_without_answer, handshake_failure
+from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
 
 __all__ = ["AiohttpPool"]
 
@@ -133,9 +133,7 @@ class AiohttpPool:
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise base.TransportTimeout("no complete answer before the deadline", answered=answered) from None
         except aiohttp.ServerDisconnectedError:
-            note = ""
-            if not answered and request.origin.scheme == "https":
-                note = f" ({closed_without_answer(self._tls)})"
+            note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(
                 "the server closed the connection"
                 + (" mid-answer" if answered else " without answering")
@@ -151,8 +149,9 @@ class AiohttpPool:
             refused = None if answered else handshake_failure(exc, request.origin, self._tls)
             if isinstance(refused, TLSFailure):
                 raise refused from None
+            note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(
-                f"the connection broke: {exc.strerror or exc}", answered=answered
+                f"the connection broke: {exc.strerror or exc}{note}", answered=answered
             ) from None
         except aiohttp.ClientConnectionError as exc:
             raise base.ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None

@@ -33,11 +33,13 @@ from .base import (
     WireResponse,
     fold_headers,
 )
-from .tls import TLSConfig, TLSFailure, closed_without_answer, handshake_failure
+from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
 
 __all__ = ["H11Pool"]
 
 _READ_SIZE = 65536
+# How long a failed send on a new TLS connection waits for the alert that says why.
+_ALERT_WAIT = 0.5
 
 
 class _Connection:
@@ -188,8 +190,24 @@ class H11Pool:
         except TimeoutError:
             raise TransportTimeout("sending the request timed out") from None
         except OSError as exc:
+            refused = self._refusal(conn, request.origin)
+            if refused is not None:
+                raise refused from None
             raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
         return self._receive(conn, request.origin, deadline)
+
+    def _refusal(self, conn: _Connection, origin: Origin) -> TLSFailure | None:
+        """The alert of a TLS 1.3 server that refused our certificate after our side of the handshake had
+        ended: a send fails on the server's close while the alert waits to be read."""
+        if not (conn.fresh and isinstance(conn.sock, ssl.SSLSocket)):
+            return None
+        try:
+            conn.sock.settimeout(_ALERT_WAIT)
+            conn.sock.recv(1)
+        except OSError as exc:
+            refused = handshake_failure(exc, origin, self._tls)
+            return refused if isinstance(refused, TLSFailure) else None
+        return None
 
     def _receive(
         self, conn: _Connection, origin: Origin, deadline: float | None
@@ -222,9 +240,7 @@ class H11Pool:
                         f"the connection broke: {exc.strerror or exc}", answered=answered
                     ) from None
                 if not data and not answered:
-                    note = ""
-                    if conn.fresh and isinstance(conn.sock, ssl.SSLSocket):
-                        note = f" ({closed_without_answer(self._tls)})"
+                    note = unanswered_note(origin, self._tls) if conn.fresh else ""
                     raise ConnectionDropped("the server closed the connection without answering" + note)
                 answered = True
                 try:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import httpx
 
 from . import base
-from .tls import TLSConfig, TLSFailure, closed_without_answer, handshake_failure
+from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
 
 __all__ = ["AsyncHttpxTransport", "HttpxTransport", "to_httpx_request", "to_httpx_response"]
 
@@ -61,7 +61,7 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
         raise base.TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
         if "without sending" in str(exc) or not answered[0]:
-            note = f" ({closed_without_answer(tls)})" if origin.scheme == "https" else ""
+            note = unanswered_note(origin, tls)
             raise base.ConnectionDropped(
                 "the server closed the connection without answering" + note
             ) from None
@@ -74,8 +74,9 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
         refused = None if answered[0] else handshake_failure(exc, origin, tls)
         if isinstance(refused, TLSFailure):
             raise refused from None
+        note = "" if answered[0] else unanswered_note(origin, tls)
         raise base.ConnectionDropped(
-            f"the connection broke: {type(exc).__name__}", answered=answered[0]
+            f"the connection broke: {type(exc).__name__}{note}", answered=answered[0]
         ) from None
 
 

@@ -32,7 +32,7 @@ from ..arguments import ClientCert
 from ..errors import InvalidParameterError
 from .base import ConnectFailed, Origin
 
-__all__ = ["CertArg", "TLSConfig", "TLSFailure", "VerifyArg", "closed_without_answer", "handshake_failure"]
+__all__ = ["CertArg", "TLSConfig", "TLSFailure", "VerifyArg", "handshake_failure", "unanswered_note"]
 
 # What `verify=` and `cert=` take (httpx's shapes; paths may also be `os.PathLike`).
 VerifyArg = bool | str | os.PathLike[str] | ssl.SSLContext
@@ -228,11 +228,14 @@ def handshake_failure(exc: BaseException, origin: Origin, tls: TLSConfig) -> Con
         return TLSFailure(f"TLS: {host} {did} ({reason}): {_client_cert_hint(tls)}")
     if reason in _NOT_TLS:
         return TLSFailure(f"TLS: {host} does not answer TLS ({reason}): if it serves plain HTTP, use http://")
-    note = f"; {closed_without_answer(tls)}" if "EOF" in reason else ""
+    note = unanswered_note(origin, tls) if "EOF" in reason else ""
     return ConnectFailed(f"the TLS handshake with {host} failed ({reason or err}){note}")
 
 
-def closed_without_answer(tls: TLSConfig) -> str:
-    """What to add when an https server closed a new connection without a word: a server that wants a client
-    certificate (uvicorn, the Python frontend) refuses one that way, with no TLS alert."""
-    return f"a server that requires client certificates closes this way too: {_client_cert_hint(tls)}"
+def unanswered_note(origin: Origin, tls: TLSConfig) -> str:
+    """What to add when an https server closed or reset a new connection without a word: that is how a
+    server that wants a client certificate refuses one when it sends no alert (uvicorn, so the Python
+    frontend), or when its alert was lost to the reset that followed it."""
+    if origin.scheme != "https":
+        return ""
+    return f" (a server that requires client certificates closes this way too: {_client_cert_hint(tls)})"
