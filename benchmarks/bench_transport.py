@@ -7,6 +7,8 @@ Rows, each against baselines measured in the same run:
   connection, no pool), urllib3 and httpx; async SDK vs aiohttp (what SkyRL writes by hand) and
   httpx.AsyncClient. Variants take turns in blocks of 20 calls in a shuffled order; medians in
   microseconds. Goals: sync SDK <= 2.0x the floor on /version; async SDK <= 1.15x aiohttp.
+- the same over https (vllm-rs serving TLS with certificates of a CA made for the run; every peer trusts
+  that CA through an SSLContext, the SDK through `verify=`), same goals.
 - fleet fan-out over 256 instant targets in one process (a small asyncio HTTP server on 256 ports in a
   child process): the client's CPU time per request (`time.process_time` around whole fan-outs), AsyncFleet
   against a hand-written httpx fan-out with a client per target and asyncio.gather, which is what the fleet
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,9 +53,14 @@ ROUTES = ("version", "reset_prefix_cache")
 class _HttpClientFloor:
     """The floor: http.client on one persistent connection (reconnecting if the server closed it)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.conn = http.client.HTTPConnection(host, port)
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.conn = self._connection()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.tls is None:
+            return http.client.HTTPConnection(self.host, self.port)
+        return http.client.HTTPSConnection(self.host, self.port, context=self.tls)
 
     def call(self, method: str, target: str) -> Any:
         for attempt in (0, 1):
@@ -63,7 +71,7 @@ class _HttpClientFloor:
                 break
             except (http.client.RemoteDisconnected, ConnectionError):
                 self.conn.close()
-                self.conn = http.client.HTTPConnection(self.host, self.port)
+                self.conn = self._connection()
                 if attempt:
                     raise
         if response.status != 200:
@@ -71,12 +79,21 @@ class _HttpClientFloor:
         return json.loads(body)
 
 
-def _sync_variants(url: str) -> tuple[dict[str, Callable[[], object]], list[Any]]:
+def _tls(ca: str | None) -> ssl.SSLContext | None:
+    """What the peers trust over https: the run's CA (the SDK is given the same file as `verify=`)."""
+    return None if ca is None else ssl.create_default_context(cafile=ca)
+
+
+def _sync_variants(url: str, ca: str | None) -> tuple[dict[str, Callable[[], object]], list[Any]]:
     host, port = url.split("//")[1].split(":")
-    floor = _HttpClientFloor(host, int(port))
-    pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
-    hx = httpx.Client()
-    sdk = DevClient(url, transport="auto")
+    tls = _tls(ca)
+    floor = _HttpClientFloor(host, int(port), tls)
+    if tls is None:
+        pool: urllib3.HTTPConnectionPool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
+    else:
+        pool = urllib3.HTTPSConnectionPool(host, int(port), maxsize=1, ssl_context=tls)
+    hx = httpx.Client(verify=tls or True)
+    sdk = DevClient(url, transport="auto", verify=ca or True)
 
     def u3(method: str, target: str) -> Any:
         r = pool.request(method, target, headers={"Accept": "application/json"})
@@ -102,11 +119,12 @@ def _sync_variants(url: str) -> tuple[dict[str, Callable[[], object]], list[Any]
     return variants, [floor.conn, pool, hx, sdk]
 
 
-async def _async_samples(url: str, rounds: int, budget: float) -> dict[str, list[float]]:
+async def _async_samples(url: str, ca: str | None, rounds: int, budget: float) -> dict[str, list[float]]:
+    tls = _tls(ca)
     async with (
-        aiohttp.ClientSession() as session,
-        httpx.AsyncClient() as hx,
-        AsyncDevClient(url, transport="auto") as sdk,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls or True)) as session,
+        httpx.AsyncClient(verify=tls or True) as hx,
+        AsyncDevClient(url, transport="auto", verify=ca or True) as sdk,
     ):
 
         async def aio(method: str, target: str) -> Any:
@@ -142,7 +160,7 @@ def _per_call_rows(
         sdk = Stats.of(samples[f"sdk {route}"]).scaled(1e6)
         for peer in peers:
             base = Stats.of(samples[f"{peer} {route}"]).scaled(1e6)
-            judged = peer == floor and (mode == "async" or route == "version")
+            judged = peer == floor and (mode.endswith("async") or route == "version")
             rows.append(
                 compare(
                     f"rust {mode} {route} vs {peer}",
@@ -156,12 +174,12 @@ def _per_call_rows(
     return rows
 
 
-def measure_per_call(rounds: int, budget: float) -> list[dict[str, Any]]:
+def measure_per_call(rounds: int, budget: float, *, tls: bool = False) -> list[dict[str, Any]]:
     why_not = rust_available()
     if why_not is not None:
         return [value("rust frontend", "skipped", reason=why_not, ok=False)]
-    with RustServer() as server:
-        variants, closers = _sync_variants(server.base_url)
+    with RustServer(tls=tls) as server:
+        variants, closers = _sync_variants(server.base_url, server.ca)
         try:
             sync = interleave(
                 variants, rounds=rounds, per_round=PER_ROUND, warmup=PER_ROUND, max_seconds=budget
@@ -169,9 +187,10 @@ def measure_per_call(rounds: int, budget: float) -> list[dict[str, Any]]:
         finally:
             for c in closers:
                 c.close()
-        asynchronous = asyncio.run(_async_samples(server.base_url, rounds, budget))
-    return _per_call_rows("sync", sync, "http.client", SYNC_GOAL) + _per_call_rows(
-        "async", asynchronous, "aiohttp", ASYNC_GOAL
+        asynchronous = asyncio.run(_async_samples(server.base_url, server.ca, rounds, budget))
+    scheme = "https " if tls else ""
+    return _per_call_rows(f"{scheme}sync", sync, "http.client", SYNC_GOAL) + _per_call_rows(
+        f"{scheme}async", asynchronous, "aiohttp", ASYNC_GOAL
     )
 
 
@@ -260,5 +279,6 @@ def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     rows = measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0)
+    rows += measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0, tls=True)
     rows += measure_fanout_and_concurrency(repeats=2 if quick else 10)
     return result("transport", method=__doc__ or "", rows=rows)
