@@ -53,6 +53,7 @@ class AsyncFleet:
     otherwise call `.raise_for_errors()` on the result. `on_result` is called as each target finishes
     (for progress display). Arguments that are invalid everywhere (InvalidParameterError) are raised as
     they are, since nothing was sent; anything that is not a DevClientError is a bug and propagates.
+    `verify` and `cert` are the clients' TLS settings, one for every https target (http targets ignore them).
     """
 
     def __init__(
