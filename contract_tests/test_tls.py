@@ -19,7 +19,7 @@ import pytest
 
 from vllm_devclient import APIConnectionError, AsyncDevClient, DevClient, TLSError
 from vllm_devclient.fleet import AsyncFleet, Fleet
-from vllm_devclient.testing.certificates import Certificates, make_certificates
+from vllm_devclient.testing.certificates import Certificates
 from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
 
 pytestmark = pytest.mark.frontend
@@ -29,11 +29,6 @@ CLIENTS = [("sync", "auto"), ("async", "auto"), ("sync", "httpx"), ("async", "ht
 IDS = [f"{kind}-{transport}" for kind, transport in CLIENTS]
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
 @pytest.fixture(autouse=True)
 def _no_ca_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
@@ -41,14 +36,14 @@ def _no_ca_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def python_tls(certs: Certificates, tiny_model_dir: Path) -> Iterator[Frontend]:
-    with PythonFrontend(model_dir=tiny_model_dir, tls=certs, require_client_cert=True) as fe:
+def python_tls(tls_certificates: Certificates, tiny_model_dir: Path) -> Iterator[Frontend]:
+    with PythonFrontend(model_dir=tiny_model_dir, tls=tls_certificates, require_client_cert=True) as fe:
         yield fe
 
 
 @pytest.fixture(scope="module")
-def rust_tls(certs: Certificates, tiny_model_dir: Path) -> Iterator[Frontend]:
-    with RustFrontend(model_dir=tiny_model_dir, tls=certs, require_client_cert=True) as fe:
+def rust_tls(tls_certificates: Certificates, tiny_model_dir: Path) -> Iterator[Frontend]:
+    with RustFrontend(model_dir=tiny_model_dir, tls=tls_certificates, require_client_cert=True) as fe:
         yield fe
 
 
@@ -85,10 +80,10 @@ def test_both_clients_reach_a_frontend_that_requires_client_certificates(
 
 @pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
 def test_without_a_client_certificate_the_refusal_names_cert(
-    kind: str, transport: str, tls_frontend: Frontend, certs: Certificates
+    kind: str, transport: str, tls_frontend: Frontend, tls_certificates: Certificates
 ) -> None:
     with pytest.raises(APIConnectionError) as info:
-        call(kind, transport, tls_frontend.base_url, "is_paused", verify=certs.ca)
+        call(kind, transport, tls_frontend.base_url, "is_paused", verify=tls_certificates.ca)
     assert "cert=" in str(info.value) and "--cert" in str(info.value)
     if tls_frontend.frontend == "rust" and (kind, transport) == ("sync", "auto"):
         # rustls says why (an alert), and the sync pool reads it: the one certain case.
@@ -107,16 +102,16 @@ def test_a_client_that_does_not_trust_the_ca_says_how_to(
 
 
 def test_ssl_cert_file_is_enough_to_trust_the_frontends(
-    python_tls: Frontend, rust_tls: Frontend, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+    python_tls: Frontend, rust_tls: Frontend, tls_certificates: Certificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_certificates.ca))
     for fe in (python_tls, rust_tls):
         for kind, transport in CLIENTS:
             assert call(kind, transport, fe.base_url, "health", cert=fe.client_tls["cert"]) is True
 
 
 def test_a_fleet_of_http_and_https_frontends(
-    python_tls: Frontend, rust_tls: Frontend, rust_frontend: Frontend, certs: Certificates
+    python_tls: Frontend, rust_tls: Frontend, rust_frontend: Frontend, tls_certificates: Certificates
 ) -> None:
     urls = [rust_frontend.base_url, rust_tls.base_url, python_tls.base_url]
     tls = rust_tls.client_tls
@@ -136,13 +131,22 @@ def test_a_fleet_of_http_and_https_frontends(
     }
 
 
-def test_the_command_line_with_cacert_cert_and_key(tls_frontend: Frontend, certs: Certificates) -> None:
+def test_the_command_line_with_cacert_cert_and_key(
+    tls_frontend: Frontend, tls_certificates: Certificates
+) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR", "VLLM_DEVCLIENT_URL")
     }
-    tls = ["--cacert", str(certs.ca), "--cert", str(certs.client), "--key", str(certs.client_key)]
+    tls = [
+        "--cacert",
+        str(tls_certificates.ca),
+        "--cert",
+        str(tls_certificates.client),
+        "--key",
+        str(tls_certificates.client_key),
+    ]
     proc = subprocess.run(
         [CLI, "--url", tls_frontend.base_url, *tls, "-o", "json", "version"],
         capture_output=True,

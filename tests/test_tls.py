@@ -32,7 +32,7 @@ from vllm_devclient.cli._exit import ExitCode
 from vllm_devclient.endpoints import health
 from vllm_devclient.fleet import AsyncFleet, Fleet
 from vllm_devclient.operations import CallContext, RetryPolicy
-from vllm_devclient.testing.certificates import CLIENT_NAME, KEY_PASSWORD, Certificates, make_certificates
+from vllm_devclient.testing.certificates import CLIENT_NAME, KEY_PASSWORD, Certificates
 from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer
 from vllm_devclient.testing.tls_proxy import TLSProxy
 from vllm_devclient.transports import TLSFailure
@@ -42,11 +42,6 @@ from .test_cli import doc, invoke
 # (client, transport): the default transports and httpx, each sync and async.
 CLIENTS = [("sync", "auto"), ("async", "auto"), ("sync", "httpx"), ("async", "httpx")]
 IDS = [f"{kind}-{transport}" for kind, transport in CLIENTS]
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(autouse=True)
@@ -69,14 +64,16 @@ def _proxy(backend: MisbehavingServer, cert: Path, key: Path, client_ca: Path | 
 
 
 @pytest.fixture(scope="module")
-def https(backend: MisbehavingServer, certs: Certificates) -> Iterator[TLSProxy]:
-    with _proxy(backend, certs.server, certs.server_key) as proxy:
+def https(backend: MisbehavingServer, tls_certificates: Certificates) -> Iterator[TLSProxy]:
+    with _proxy(backend, tls_certificates.server, tls_certificates.server_key) as proxy:
         yield proxy
 
 
 @pytest.fixture(scope="module")
-def mtls(backend: MisbehavingServer, certs: Certificates) -> Iterator[TLSProxy]:
-    with _proxy(backend, certs.server, certs.server_key, client_ca=certs.ca) as proxy:
+def mtls(backend: MisbehavingServer, tls_certificates: Certificates) -> Iterator[TLSProxy]:
+    with _proxy(
+        backend, tls_certificates.server, tls_certificates.server_key, client_ca=tls_certificates.ca
+    ) as proxy:
         yield proxy
 
 
@@ -98,26 +95,27 @@ def is_paused(kind: str, transport: str, url: str, **options: Any) -> bool:
 
 
 @pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
-def test_ssl_cert_file_is_honoured_by_every_transport(
-    kind: str, transport: str, https: TLSProxy, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("variable", "ca"), [("SSL_CERT_FILE", "ca"), ("SSL_CERT_DIR", "ca_folder")])
+def test_ssl_cert_file_and_dir_are_honoured_by_every_transport(
+    kind: str,
+    transport: str,
+    variable: str,
+    ca: str,
+    https: TLSProxy,
+    tls_certificates: Certificates,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
-    assert is_paused(kind, transport, https.base_url) is False
-
-
-@pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
-def test_ssl_cert_dir_is_honoured_by_every_transport(
-    kind: str, transport: str, https: TLSProxy, certs: Certificates, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SSL_CERT_DIR", str(certs.ca_folder))
+    monkeypatch.setenv(variable, str(getattr(tls_certificates, ca)))
     assert is_paused(kind, transport, https.base_url) is False
 
 
 def test_ssl_cert_file_wins_over_ssl_cert_dir_as_in_httpx(
-    https: TLSProxy, certs: Certificates, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    https: TLSProxy, tls_certificates: Certificates, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_DIR", str(certs.ca_folder))
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs.stranger))  # a CA file that did not sign the server's
+    monkeypatch.setenv("SSL_CERT_DIR", str(tls_certificates.ca_folder))
+    monkeypatch.setenv(
+        "SSL_CERT_FILE", str(tls_certificates.stranger)
+    )  # a CA file that did not sign the server's
     with pytest.raises(TLSError, match=r"trusting SSL_CERT_FILE="):
         is_paused("sync", "auto", https.base_url)
 
@@ -129,15 +127,17 @@ def test_verify_takes_a_ca_file_a_folder_or_an_ssl_context(
     transport: str,
     form: str,
     https: TLSProxy,
-    certs: Certificates,
+    tls_certificates: Certificates,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs.stranger))  # a given verify= is not overridden by it
+    monkeypatch.setenv(
+        "SSL_CERT_FILE", str(tls_certificates.stranger)
+    )  # a given verify= is not overridden by it
     verify: object = {
-        "str": str(certs.ca),
-        "Path": certs.ca,
-        "folder": certs.ca_folder,
-        "SSLContext": ssl.create_default_context(cafile=str(certs.ca)),
+        "str": str(tls_certificates.ca),
+        "Path": tls_certificates.ca,
+        "folder": tls_certificates.ca_folder,
+        "SSLContext": ssl.create_default_context(cafile=str(tls_certificates.ca)),
     }[form]
     assert is_paused(kind, transport, https.base_url, verify=verify) is False
 
@@ -171,41 +171,45 @@ def test_verify_false_warns_once_for_a_client_and_its_derived_clients_nothing_ov
 @pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
 @pytest.mark.parametrize("shape", ["pair", "combined file", "encrypted key with password"])
 def test_cert_in_every_httpx_shape_passes_mtls(
-    kind: str, transport: str, shape: str, mtls: TLSProxy, certs: Certificates
+    kind: str, transport: str, shape: str, mtls: TLSProxy, tls_certificates: Certificates
 ) -> None:
     cert: object = {
-        "pair": (certs.client, certs.client_key),
-        "combined file": str(certs.client_combined),
-        "encrypted key with password": (str(certs.client), str(certs.client_key_encrypted), KEY_PASSWORD),
+        "pair": (tls_certificates.client, tls_certificates.client_key),
+        "combined file": str(tls_certificates.client_combined),
+        "encrypted key with password": (
+            str(tls_certificates.client),
+            str(tls_certificates.client_key_encrypted),
+            KEY_PASSWORD,
+        ),
     }[shape]
     seen = len(mtls.client_names)
-    assert is_paused(kind, transport, mtls.base_url, verify=certs.ca, cert=cert) is False
+    assert is_paused(kind, transport, mtls.base_url, verify=tls_certificates.ca, cert=cert) is False
     assert mtls.client_names[seen:] == [CLIENT_NAME]  # the server saw our certificate
 
 
 @pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
 @pytest.mark.parametrize("given", ["none", "another CA's"])
 def test_a_server_that_refuses_the_client_certificate_says_pass_cert(
-    kind: str, transport: str, given: str, mtls: TLSProxy, certs: Certificates
+    kind: str, transport: str, given: str, mtls: TLSProxy, tls_certificates: Certificates
 ) -> None:
     # The proxy refuses as uvicorn does (a close, no alert): the message says what that may mean.
-    cert = None if given == "none" else (certs.stranger, certs.stranger_key)
+    cert = None if given == "none" else (tls_certificates.stranger, tls_certificates.stranger_key)
     with pytest.raises(APIConnectionError) as info:
-        is_paused(kind, transport, mtls.base_url, verify=certs.ca, cert=cert)
+        is_paused(kind, transport, mtls.base_url, verify=tls_certificates.ca, cert=cert)
     assert "cert=" in str(info.value) and "--cert" in str(info.value)
     if cert is not None:
-        assert str(certs.stranger) in str(info.value)
+        assert str(tls_certificates.stranger) in str(info.value)
 
 
 @pytest.mark.parametrize("transport", ["auto", "httpx"])
 def test_a_wrong_key_password_is_refused_without_showing_it(
-    transport: str, https: TLSProxy, certs: Certificates
+    transport: str, https: TLSProxy, tls_certificates: Certificates
 ) -> None:
     # The default transports load certificates at their first https connection, httpx when it is made.
     password = "not-the-password-42"
-    cert = (certs.client, certs.client_key_encrypted, password)
+    cert = (tls_certificates.client, tls_certificates.client_key_encrypted, password)
     with pytest.raises(InvalidParameterError, match="cert=: cannot load the client certificate") as info:
-        is_paused("sync", transport, https.base_url, verify=certs.ca, cert=cert)
+        is_paused("sync", transport, https.base_url, verify=tls_certificates.ca, cert=cert)
     assert password not in str(info.value)
 
 
@@ -235,10 +239,10 @@ def test_a_refused_certificate_is_a_tls_error_naming_host_reason_and_fix(
     reason: str,
     fix: str,
     backend: MisbehavingServer,
-    certs: Certificates,
+    tls_certificates: Certificates,
 ) -> None:
-    cert, key = getattr(certs, server), getattr(certs, f"{server}_key")
-    options = {} if verify is None else {"verify": certs.ca}
+    cert, key = getattr(tls_certificates, server), getattr(tls_certificates, f"{server}_key")
+    options = {} if verify is None else {"verify": tls_certificates.ca}
     before = backend.count("/is_paused")
     with _proxy(backend, cert, key) as proxy, pytest.raises(TLSError) as info:
         is_paused(kind, transport, proxy.base_url, **options)
@@ -246,7 +250,7 @@ def test_a_refused_certificate_is_a_tls_error_naming_host_reason_and_fix(
     host = proxy.base_url.removeprefix("https://")
     for needle in (host, reason, fix, "--insecure"):
         assert needle in message, message
-    trusted = "certifi's CA bundle" if verify is None else f"verify={certs.ca}"
+    trusted = "certifi's CA bundle" if verify is None else f"verify={tls_certificates.ca}"
     assert f"trusting {trusted}" in message
     assert isinstance(info.value, APIConnectionError) and info.value.sent is False
     assert backend.count("/is_paused") == before  # nothing reached the server
@@ -262,16 +266,23 @@ def test_a_tls_error_is_never_retried() -> None:
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_a_tls_error_ends_a_wait_at_once(kind: str, backend: MisbehavingServer, certs: Certificates) -> None:
+def test_a_tls_error_ends_a_wait_at_once(
+    kind: str, backend: MisbehavingServer, tls_certificates: Certificates
+) -> None:
     # Tolerated, the wait would poll the full 60 s and end with WaitTimeoutError.
-    with _proxy(backend, certs.expired, certs.expired_key) as proxy, pytest.raises(TLSError):
+    with (
+        _proxy(backend, tls_certificates.expired, tls_certificates.expired_key) as proxy,
+        pytest.raises(TLSError),
+    ):
         if kind == "sync":
-            with DevClient(proxy.base_url, verify=certs.ca, transport="auto") as client:
+            with DevClient(proxy.base_url, verify=tls_certificates.ca, transport="auto") as client:
                 client.wait_until_ready(deadline=60)
         else:
 
             async def go() -> None:
-                async with AsyncDevClient(proxy.base_url, verify=certs.ca, transport="auto") as client:
+                async with AsyncDevClient(
+                    proxy.base_url, verify=tls_certificates.ca, transport="auto"
+                ) as client:
                     await client.wait_until_paused(deadline=60)
 
             asyncio.run(go())
@@ -296,12 +307,12 @@ def test_bad_tls_arguments_are_refused_before_anything_is_sent(options: dict[str
 
 
 def test_cert_with_an_ssl_context_and_tls_options_with_an_http_client_are_refused(
-    certs: Certificates,
+    tls_certificates: Certificates,
 ) -> None:
     import httpx
 
     with pytest.raises(InvalidParameterError, match="load the client certificate into your context"):
-        DevClient("https://x", verify=ssl.create_default_context(), cert=certs.client_combined)
+        DevClient("https://x", verify=ssl.create_default_context(), cert=tls_certificates.client_combined)
     with pytest.raises(InvalidParameterError, match="do not reach an http_client you pass in"):
         AsyncDevClient("https://x", verify=False, http_client=httpx.AsyncClient())
 
@@ -314,9 +325,11 @@ def test_cert_with_an_ssl_context_and_tls_options_with_an_http_client_are_refuse
     ],
 )
 def test_an_environment_variable_naming_nothing_is_refused_by_name(
-    name: str, value: str, match: str, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+    name: str, value: str, match: str, tls_certificates: Certificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(name, str(certs.ca) if value == "ca" else value)  # SSL_CERT_DIR naming a file
+    monkeypatch.setenv(
+        name, str(tls_certificates.ca) if value == "ca" else value
+    )  # SSL_CERT_DIR naming a file
     with pytest.raises(InvalidParameterError, match=match):
         DevClient("https://127.0.0.1:1")
 
@@ -335,15 +348,21 @@ def test_a_ca_file_that_is_not_pem_is_refused_by_name(
 
 
 def test_clients_pickle_with_their_tls_settings_and_the_environment_they_read(
-    mtls: TLSProxy, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+    mtls: TLSProxy, tls_certificates: Certificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
-    client = DevClient(mtls.base_url, cert=(certs.client, certs.client_key), transport="auto")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_certificates.ca))
+    client = DevClient(
+        mtls.base_url, cert=(tls_certificates.client, tls_certificates.client_key), transport="auto"
+    )
     monkeypatch.delenv("SSL_CERT_FILE")  # the copy carries what the original read
     with pickle.loads(pickle.dumps(client)) as copy:
         assert copy.is_paused() is False
     client.close()
-    fleet = Fleet([mtls.base_url], verify=certs.ca, cert=(certs.client, certs.client_key))
+    fleet = Fleet(
+        [mtls.base_url],
+        verify=tls_certificates.ca,
+        cert=(tls_certificates.client, tls_certificates.client_key),
+    )
     with pickle.loads(pickle.dumps(fleet)) as fleet_copy:
         assert fleet_copy.is_paused().all_ok
     fleet.close()
@@ -366,15 +385,15 @@ def test_an_ssl_context_refuses_pickling_with_a_clear_type_error(cls: type) -> N
 
 
 def test_a_fleet_of_http_and_https_targets_reaches_each_and_names_the_refused_one(
-    backend: MisbehavingServer, https: TLSProxy, certs: Certificates
+    backend: MisbehavingServer, https: TLSProxy, tls_certificates: Certificates
 ) -> None:
-    with _proxy(backend, certs.wrong_host, certs.wrong_host_key) as wrong:
+    with _proxy(backend, tls_certificates.wrong_host, tls_certificates.wrong_host_key) as wrong:
         targets = [backend.base_url, https.base_url, wrong.base_url]
-        with Fleet(targets, verify=certs.ca, max_retries=0) as fleet:
+        with Fleet(targets, verify=tls_certificates.ca, max_retries=0) as fleet:
             result = fleet.is_paused()
 
         async def run() -> Any:
-            async with AsyncFleet(targets, verify=certs.ca, max_retries=0) as afleet:
+            async with AsyncFleet(targets, verify=tls_certificates.ca, max_retries=0) as afleet:
                 return await afleet.is_paused()
 
         aresult = asyncio.run(run())
@@ -393,20 +412,26 @@ def cli(*args: str, env: dict[str, str] | None = None) -> Any:
     return invoke(*args, env={"VLLM_DEVCLIENT_TRANSPORT": "", **(env or {})})
 
 
-def test_cli_cacert_and_ssl_cert_file_reach_an_https_server(https: TLSProxy, certs: Certificates) -> None:
-    given = cli("--url", https.base_url, "--cacert", str(certs.ca), "-o", "json", "is-paused")
+def test_cli_cacert_and_ssl_cert_file_reach_an_https_server(
+    https: TLSProxy, tls_certificates: Certificates
+) -> None:
+    given = cli("--url", https.base_url, "--cacert", str(tls_certificates.ca), "-o", "json", "is-paused")
     assert given.exit_code == 0, given.output
     assert doc(given)["targets"][https.base_url]["result"] is False
-    after = cli("is-paused", "--url", https.base_url, "--cacert", str(certs.ca_folder))  # after it, too
+    after = cli(
+        "is-paused", "--url", https.base_url, "--cacert", str(tls_certificates.ca_folder)
+    )  # after it, too
     assert after.exit_code == 0, after.output
-    env = cli("--url", https.base_url, "is-paused", env={"SSL_CERT_FILE": str(certs.ca)})
+    env = cli("--url", https.base_url, "is-paused", env={"SSL_CERT_FILE": str(tls_certificates.ca)})
     assert env.exit_code == 0, env.output
 
 
-def test_cli_cert_and_key_pass_mtls(mtls: TLSProxy, certs: Certificates) -> None:
-    base = ("--url", mtls.base_url, "--cacert", str(certs.ca))
-    pair = cli(*base, "--cert", str(certs.client), "--key", str(certs.client_key), "is-paused")
-    combined = cli(*base, "--cert", str(certs.client_combined), "is-paused")
+def test_cli_cert_and_key_pass_mtls(mtls: TLSProxy, tls_certificates: Certificates) -> None:
+    base = ("--url", mtls.base_url, "--cacert", str(tls_certificates.ca))
+    pair = cli(
+        *base, "--cert", str(tls_certificates.client), "--key", str(tls_certificates.client_key), "is-paused"
+    )
+    combined = cli(*base, "--cert", str(tls_certificates.client_combined), "is-paused")
     assert (pair.exit_code, combined.exit_code) == (0, 0), pair.output + combined.output
     missing = cli(*base, "-o", "json", "is-paused")
     error = doc(missing)["targets"][mtls.base_url]["error"]
