@@ -53,12 +53,8 @@ class AiohttpPool:
         if self._sessions is None or loop is not self._loop:
             self._abandon()
             self._loop = loop
-            if self._ssl is None:
-                self._ssl = self._tls.context()
-            pooled = aiohttp.TCPConnector(
-                limit=self._max_connections, keepalive_timeout=self._expiry, ssl=self._ssl
-            )
-            single = aiohttp.TCPConnector(limit=self._max_connections, force_close=True, ssl=self._ssl)
+            pooled = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self._expiry)
+            single = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
             self._sessions = (self._new_session(pooled), self._new_session(single))
         return self._sessions[1 if fresh else 0]
 
@@ -95,10 +91,19 @@ class AiohttpPool:
         for session in sessions:
             await session.close()
 
+    def _ssl_for(self, origin: base.Origin) -> ssl.SSLContext | bool:
+        """The SSLContext for https, made at the first https request (so http never loads a CA bundle)."""
+        if origin.scheme != "https":
+            return True  # aiohttp's default; unused over http
+        if self._ssl is None:
+            self._ssl = self._tls.context()
+        return self._ssl
+
     async def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
     ) -> base.WireResponse:
         session = self._session(request.fresh_connection)
+        tls = self._ssl_for(request.origin)
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise base.TransportTimeout("no time left to send the request", sent=False)
@@ -113,6 +118,7 @@ class AiohttpPool:
                 data=request.body,
                 allow_redirects=False,
                 timeout=timeout,
+                ssl=tls,
             ) as response:
                 answered = True
                 body = await response.read()

@@ -4,10 +4,12 @@ handshake means, said in words that name the setting to change.
 The rules, httpx's (`httpx.create_ssl_context`, 0.28) unless told otherwise:
 
 - `verify=True` (the default): the CA bundle file named by `SSL_CERT_FILE`, else the folder of hashed CA
-  certificates named by `SSL_CERT_DIR`, else certifi's bundle. An empty variable counts as unset.
-  Unlike httpx, the environment is read once, when the client is made (a pickled client carries what it
-  read, as it carries the API key read from `VLLM_API_KEY`), and a variable that names no file (no folder)
-  is an `InvalidParameterError` naming it (httpx 0.28 raises FileNotFoundError; 0.27 ignored it).
+  certificates named by `SSL_CERT_DIR`, else certifi's bundle. An empty variable counts as unset. The
+  environment is read when the client is made; a pickled client carries what it read (as it carries the
+  API key read from `VLLM_API_KEY`). A variable naming nothing readable is an `InvalidParameterError`
+  naming it when the CAs are loaded: at the first https connection (`transport="httpx"`: when the client is
+  made), so a plain-http client never minds it (httpx 0.28 raises FileNotFoundError when any client is
+  made; 0.27 ignored the variable). Either variable may name a file or a folder.
 - `verify="path"` (or a `pathlib.Path`): that CA bundle file, or that folder; the environment is not read.
   (httpx 0.28 takes only a string here, and with a DeprecationWarning.)
 - `verify=False`: no check of the server's certificate or name (the client logs one warning).
@@ -98,16 +100,9 @@ class TLSConfig:
 
     @classmethod
     def _from_environment(cls, client: ClientCert | None) -> TLSConfig:
-        for name, isa, what in (
-            ("SSL_CERT_FILE", os.path.isfile, "a CA bundle file"),
-            ("SSL_CERT_DIR", os.path.isdir, "a folder of CA certificates"),
-        ):
+        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
             path = os.environ.get(name)
             if path:
-                if not isa(path):
-                    raise InvalidParameterError(
-                        f"{name}={path} is not {what}: fix or unset it, or pass verify= a CA bundle"
-                    )
                 return cls(path, client, f"{name}={path}")
         return cls(True, client)
 
@@ -154,7 +149,8 @@ class TLSConfig:
                 ctx = ssl.create_default_context(cafile=verify)
         except (OSError, ssl.SSLError) as exc:
             raise InvalidParameterError(
-                f"cannot load the CA certificates of {self.trust}: {_reason(exc)}"
+                f"cannot load the CA certificates of {self.trust}: {_reason(exc)} (fix it, or pass verify= "
+                "a CA bundle)"
             ) from None
         if self.cert is not None:
             certfile, keyfile, password = self.cert
