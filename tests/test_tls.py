@@ -265,6 +265,28 @@ def test_a_tls_error_is_never_retried() -> None:
         call.throw(TLSFailure("TLS: the certificate of h:1 is out of its validity period"))
 
 
+def test_an_alert_that_escapes_httpx_unwrapped_is_still_named() -> None:
+    # anyio re-raises some ssl errors as they are (httpx does not wrap them): a refusal read late, here.
+    import httpx
+
+    class Refusing(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            alert = ssl.SSLError(
+                1, "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required"
+            )
+            alert.reason = "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+            raise alert
+
+    async def go() -> None:
+        async with AsyncDevClient(
+            "https://127.0.0.1:1", http_client=httpx.AsyncClient(transport=Refusing()), max_retries=0
+        ) as client:
+            await client.is_paused()
+
+    with pytest.raises(TLSError, match=r"127.0.0.1:1 asks for a client certificate .* pass cert="):
+        asyncio.run(go())
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_tls_error_ends_a_wait_at_once(
     kind: str, backend: MisbehavingServer, tls_certificates: Certificates

@@ -190,19 +190,20 @@ class H11Pool:
         except TimeoutError:
             raise TransportTimeout("sending the request timed out") from None
         except OSError as exc:
-            refused = self._refusal(conn, request.origin)
+            refused = self._refusal(conn, request.origin, deadline)
             if refused is not None:
                 raise refused from None
             raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
         return self._receive(conn, request.origin, deadline)
 
-    def _refusal(self, conn: _Connection, origin: Origin) -> TLSFailure | None:
+    def _refusal(self, conn: _Connection, origin: Origin, deadline: float | None) -> TLSFailure | None:
         """The alert of a TLS 1.3 server that refused our certificate after our side of the handshake had
-        ended: a send fails on the server's close while the alert waits to be read."""
-        if not (conn.fresh and isinstance(conn.sock, ssl.SSLSocket)):
+        ended: a send fails on the server's close while the alert waits to be read (within the deadline)."""
+        wait = _ALERT_WAIT if deadline is None else min(_ALERT_WAIT, deadline - time.monotonic())
+        if not (conn.fresh and isinstance(conn.sock, ssl.SSLSocket)) or wait <= 0:
             return None
         try:
-            conn.sock.settimeout(_ALERT_WAIT)
+            conn.sock.settimeout(wait)
             conn.sock.recv(1)
         except OSError as exc:
             refused = handshake_failure(exc, origin, self._tls)

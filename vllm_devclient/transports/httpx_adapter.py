@@ -10,6 +10,7 @@ safe to repeat may meet a pooled connection the server had closed: it then fails
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,8 +70,9 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
     except httpx.LocalProtocolError:
         # httpx's message would quote the offending header value, which may be a credential.
         raise base.ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
-    except httpx.TransportError as exc:
-        # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+    except (httpx.TransportError, ssl.SSLError) as exc:
+        # TLS 1.3: a server that refuses our certificate says so after our handshake ended (an alert that
+        # anyio lets through unwrapped, in the async client).
         refused = None if answered[0] else handshake_failure(exc, origin, tls)
         if isinstance(refused, TLSFailure):
             raise refused from None
