@@ -101,6 +101,17 @@ def test_a_client_that_does_not_trust_the_ca_says_how_to(
     assert "--cacert" in str(info.value) and "SSL_CERT_FILE" in str(info.value)
 
 
+@pytest.mark.parametrize(("kind", "transport"), CLIENTS, ids=IDS)
+def test_https_to_a_plain_http_frontend_says_use_http(
+    kind: str, transport: str, rust_frontend: Frontend
+) -> None:
+    url = rust_frontend.base_url.replace("http://", "https://")
+    with pytest.raises(
+        TLSError, match=r"does not answer TLS \(WRONG_VERSION_NUMBER\): if it serves plain HTTP, use"
+    ):
+        call(kind, transport, url, "is_paused")
+
+
 def test_ssl_cert_file_is_enough_to_trust_the_frontends(
     python_tls: Frontend, rust_tls: Frontend, tls_certificates: Certificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -124,9 +124,10 @@ class TLSConfig:
         """Log the one warning a client (or fleet) gives when it will not check the certificates it meets."""
         if not self.checks_server:
             log.warning(
-                "TLS certificate verification is off for %s (verify=False): the connection is encrypted, "
-                "but anyone on the path can pose as the server",
+                "TLS certificate verification is off for %s (%s): the connection is encrypted, but anyone "
+                "on the path can pose as the server",
                 what,
+                "verify=False" if self.verify is False else "an SSLContext that checks nothing",
             )
 
     def context(self) -> ssl.SSLContext:
