@@ -106,9 +106,7 @@ def test_https_to_a_plain_http_frontend_says_use_http(
     kind: str, transport: str, rust_frontend: Frontend
 ) -> None:
     url = rust_frontend.base_url.replace("http://", "https://")
-    with pytest.raises(
-        TLSError, match=r"does not answer TLS \(WRONG_VERSION_NUMBER\): if it serves plain HTTP, use"
-    ):
+    with pytest.raises(TLSError, match=r"does not answer TLS .*: if it serves plain HTTP, use http://"):
         call(kind, transport, url, "is_paused")
 
 
