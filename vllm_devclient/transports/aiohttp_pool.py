@@ -20,7 +20,7 @@ import aiohttp
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from . import base
-from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
+from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["AiohttpPool"]
 
@@ -129,9 +129,7 @@ class AiohttpPool:
                 f"connecting to {request.origin.host_header} timed out", sent=False
             ) from None
         except aiohttp.ClientSSLError as exc:
-            raise handshake_failure(exc, request.origin, self._tls) or base.ConnectFailed(
-                f"TLS with {request.origin.host_header} failed: {exc}"
-            ) from None
+            raise tls_connect_failure(exc, request.origin, self._tls) from None
         except aiohttp.ClientConnectorError as exc:
             raise base.ConnectFailed(
                 f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"

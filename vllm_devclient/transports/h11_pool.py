@@ -33,7 +33,7 @@ from .base import (
     WireResponse,
     fold_headers,
 )
-from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
+from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["H11Pool"]
 
@@ -141,7 +141,7 @@ class H11Pool:
         except TimeoutError:
             raise TransportTimeout(f"connecting to {origin.host_header} timed out", sent=False) from None
         except ssl.SSLError as exc:
-            raise _tls_failure(exc, origin, self._tls) from None
+            raise tls_connect_failure(exc, origin, self._tls) from None
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {origin.host_header}: {exc.strerror or exc}") from None
         return _Connection(sock, fresh=True)
@@ -267,9 +267,3 @@ class H11Pool:
                 raise ProtocolViolation(f"cannot decode the {encoding} body: {exc}") from None
         reusable = conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
         return WireResponse(status, headers, body), reusable
-
-
-def _tls_failure(exc: ssl.SSLError, origin: Origin, tls: TLSConfig) -> ConnectFailed:
-    return handshake_failure(exc, origin, tls) or ConnectFailed(
-        f"TLS with {origin.host_header} failed: {exc}"
-    )

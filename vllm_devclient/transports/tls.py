@@ -34,7 +34,15 @@ from ..arguments import ClientCert
 from ..errors import InvalidParameterError
 from .base import ConnectFailed, Origin
 
-__all__ = ["CertArg", "TLSConfig", "TLSFailure", "VerifyArg", "handshake_failure", "unanswered_note"]
+__all__ = [
+    "CertArg",
+    "TLSConfig",
+    "TLSFailure",
+    "VerifyArg",
+    "handshake_failure",
+    "tls_connect_failure",
+    "unanswered_note",
+]
 
 # What `verify=` and `cert=` take (httpx's shapes; paths may also be `os.PathLike`).
 VerifyArg = bool | str | os.PathLike[str] | ssl.SSLContext
@@ -227,6 +235,13 @@ def handshake_failure(exc: BaseException, origin: Origin, tls: TLSConfig) -> Con
         return TLSFailure(f"TLS: {host} does not answer TLS ({reason}): if it serves plain HTTP, use http://")
     note = unanswered_note(origin, tls) if "EOF" in reason else ""
     return ConnectFailed(f"the TLS handshake with {host} failed ({reason or err}){note}")
+
+
+def tls_connect_failure(exc: BaseException, origin: Origin, tls: TLSConfig) -> ConnectFailed:
+    """`handshake_failure` for an error known to come from TLS while connecting."""
+    return handshake_failure(exc, origin, tls) or ConnectFailed(
+        f"TLS with {origin.host_header} failed: {exc}"
+    )
 
 
 def unanswered_note(origin: Origin, tls: TLSConfig) -> str:
