@@ -17,6 +17,7 @@ import json
 import math
 import random
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -342,6 +343,7 @@ class ChildServer:
 
 class RustServer(ChildServer):
     """`vllm-rs` with the scripted engine in a child process; `.base_url`, `.model`, `.command(op, ...)`.
+    With `tls=True` it serves https (certificates made in the child; `.ca` is the CA to trust).
 
     Commands (answered with one JSON line): script(method, values), switch_after(method, before, after,
     delay), switched -> {"at"}, calls(method) -> {"times"}, clear, reset. Closing stdin stops everything.
@@ -349,9 +351,10 @@ class RustServer(ChildServer):
 
     what = "Rust frontend"
 
-    def __init__(self, startup_timeout: float = 60.0) -> None:
-        super().__init__("from benchmarks._common import _serve_rust; _serve_rust()", startup_timeout)
+    def __init__(self, startup_timeout: float = 60.0, *, tls: bool = False) -> None:
+        super().__init__(f"from benchmarks._common import _serve_rust; _serve_rust({tls})", startup_timeout)
         self.base_url: str = self.hello["base_url"]
+        self.ca: str | None = self.hello["ca"]
         self.model: str = self.hello["model"]
         self.startup_s: float = self.hello["startup_s"]
         self.frontend_pid: int = self.hello["frontend_pid"]
@@ -370,8 +373,10 @@ def rust_available() -> str | None:
     return None
 
 
-def _serve_rust() -> None:
+def _serve_rust(tls: bool = False) -> None:
     """The child process: start the frontend, then obey JSON-line commands until stdin closes."""
+    import tempfile
+
     from vllm_devclient.testing.engine import Return
     from vllm_devclient.testing.frontends import RustFrontend
 
@@ -380,7 +385,12 @@ def _serve_rust() -> None:
         sys.stdout.flush()
 
     try:
-        frontend = RustFrontend().start()
+        certs = None
+        if tls:
+            from vllm_devclient.testing.certificates import make_certificates
+
+            certs = make_certificates(tempfile.mkdtemp(prefix="bench-tls-"))
+        frontend = RustFrontend(tls=certs).start()
     except Exception as exc:
         say({"error": f"{type(exc).__name__}: {exc}"})
         return
@@ -407,6 +417,7 @@ def _serve_rust() -> None:
                 "model": frontend.model,
                 "startup_s": frontend.startup_seconds,
                 "frontend_pid": frontend.pid,
+                "ca": None if certs is None else str(certs.ca),
             }
         )
         for line in sys.stdin:
@@ -443,3 +454,5 @@ def _serve_rust() -> None:
     finally:
         stop.set()
         frontend.stop()
+        if certs is not None:
+            shutil.rmtree(certs.ca.parent, ignore_errors=True)

@@ -65,7 +65,12 @@ def _sdk_calls(name: str, client: Any) -> dict[str, Callable[[], Any]]:
     return {f"{name} {route}": getattr(client, route) for route in ROUTES}
 
 
-def _sync_variants(url: str) -> tuple[dict[str, Callable[[], object]], list[Any]]:
+def _tls(ca: str | None) -> ssl.SSLContext | None:
+    """What the peers trust over https: the run's CA (the SDK is given the same file as `verify=`)."""
+    return None if ca is None else ssl.create_default_context(cafile=ca)
+
+
+def _sync_variants(url: str, ca: str | None) -> tuple[dict[str, Callable[[], object]], list[Any]]:
     host, port = url.split("//")[1].split(":")
     floor = _peers.HttpClientFloor(host, int(port))
     pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
@@ -82,7 +87,8 @@ def _sync_variants(url: str) -> tuple[dict[str, Callable[[], object]], list[Any]
     return variants, [floor, pool, hx, sdk, sdk_httpx]
 
 
-async def _async_samples(url: str, rounds: int, budget: float) -> dict[str, list[float]]:
+async def _async_samples(url: str, ca: str | None, rounds: int, budget: float) -> dict[str, list[float]]:
+    tls = _tls(ca)
     async with (
         aiohttp.ClientSession() as session,
         httpx.AsyncClient() as hx,
@@ -110,7 +116,7 @@ def _per_call_rows(
         sdk = Stats.of(samples[f"sdk {route}"]).scaled(1e6)
         for peer in peers:
             base = Stats.of(samples[f"{peer} {route}"]).scaled(1e6)
-            judged = peer == floor and (mode == "async" or route == "version")
+            judged = peer == floor and (mode.endswith("async") or route == "version")
             rows.append(
                 compare(
                     f"rust {mode} {route} vs {peer}",
@@ -133,12 +139,12 @@ def _per_call_rows(
     return rows
 
 
-def measure_per_call(rounds: int, budget: float) -> list[dict[str, Any]]:
+def measure_per_call(rounds: int, budget: float, *, tls: bool = False) -> list[dict[str, Any]]:
     why_not = rust_available()
     if why_not is not None:
         return [value("rust frontend", "skipped", reason=why_not, ok=False)]
-    with RustServer() as server:
-        variants, closers = _sync_variants(server.base_url)
+    with RustServer(tls=tls) as server:
+        variants, closers = _sync_variants(server.base_url, server.ca)
         try:
             sync = interleave(
                 variants, rounds=rounds, per_round=PER_ROUND, warmup=PER_ROUND, max_seconds=budget
@@ -146,9 +152,10 @@ def measure_per_call(rounds: int, budget: float) -> list[dict[str, Any]]:
         finally:
             for c in closers:
                 c.close()
-        asynchronous = asyncio.run(_async_samples(server.base_url, rounds, budget))
-    return _per_call_rows("sync", sync, "http.client", SYNC_GOAL) + _per_call_rows(
-        "async", asynchronous, "aiohttp", ASYNC_GOAL
+        asynchronous = asyncio.run(_async_samples(server.base_url, server.ca, rounds, budget))
+    scheme = "https " if tls else ""
+    return _per_call_rows(f"{scheme}sync", sync, "http.client", SYNC_GOAL) + _per_call_rows(
+        f"{scheme}async", asynchronous, "aiohttp", ASYNC_GOAL
     )
 
 
@@ -265,5 +272,6 @@ def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     rows = measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0)
+    rows += measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0, tls=True)
     rows += measure_fanout_and_concurrency(repeats=2 if quick else 10)
     return result("transport", method=__doc__ or "", rows=rows)

@@ -37,7 +37,7 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "vllm-devclient"
-TEST_ONLY = {"pytest", "tokenizers", "huggingface-hub"}
+TEST_ONLY = {"pytest", "tokenizers", "huggingface-hub", "cryptography"}
 problems: list[str] = []
 
 

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_ONLY = {"pytest", "tokenizers", "huggingface_hub", "huggingface-hub", "respx", "pytest-asyncio"}
+TEST_ONLY = {
+    "pytest",
+    "tokenizers",
+    "huggingface_hub",
+    "huggingface-hub",
+    "respx",
+    "pytest-asyncio",
+    "cryptography",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +63,7 @@ def test_all_brings_no_test_only_package_and_dev_has_the_release_tools(project: 
     everything = _closure(extras, "all")
     assert not everything & TEST_ONLY, everything & TEST_ONLY
     assert {"click", "rich", "pyzmq", "msgspec", "prometheus_client", "tqdm"} <= everything
-    assert "pytest" in _closure(extras, "testing")
+    assert {"pytest", "cryptography"} <= _closure(extras, "testing")
     assert {"jsonschema", "build", "twine"} <= _closure(extras, "dev")
 
 

@@ -29,6 +29,7 @@ from .errors import (
     PermissionDeniedError,
     ResponseValidationError,
     ServiceUnavailableError,
+    TLSError,
     WaitTimeoutError,
 )
 from .models import (
@@ -115,6 +116,7 @@ __all__ = [
     "ServiceUnavailableError",
     "SleepResult",
     "StatusResult",
+    "TLSError",
     "TargetOutcome",
     "TokenizerInfo",
     "VersionInfo",

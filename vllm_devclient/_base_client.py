@@ -29,7 +29,7 @@ from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
-from .transports import Origin, ResponseLike, TransportKind, WireRequest, transport_kind
+from .transports import Origin, ResponseLike, TLSConfig, TransportKind, WireRequest, transport_kind
 
 __all__ = [
     "NOT_GIVEN",
@@ -182,6 +182,7 @@ class ClientConfig:
     model: str | None
     default_headers: Mapping[str, str]
     transport: TransportKind
+    tls: TLSConfig
 
     @classmethod
     def of(
@@ -194,6 +195,8 @@ class ClientConfig:
         model: object,
         default_headers: object,
         transport: object,
+        verify: object = True,
+        cert: object = None,
     ) -> ClientConfig:
         key = check.api_key(api_key if api_key is not None else os.environ.get("VLLM_API_KEY"))
         url = check.base_url(base_url)
@@ -213,6 +216,21 @@ class ClientConfig:
             model=None if model is None else check.text(model, "model"),
             default_headers=check.header_map(default_headers, "default_headers"),
             transport=kind,
+            tls=TLSConfig.of(verify, cert),
+        )
+
+    @property
+    def origin(self) -> Origin:
+        url = self.url
+        return Origin(url.scheme, url.host, url.port, url.prefix)  # type: ignore[arg-type]
+
+
+def check_own_tls(http_client: object, verify: object, cert: object) -> None:
+    """`verify=` and `cert=` set up the SDK's own transports; an http_client passed in has its own."""
+    if http_client is not None and (verify is not True or cert is not None):
+        raise InvalidParameterError(
+            "verify= and cert= do not reach an http_client you pass in: give them to it "
+            "(httpx.Client(verify=...)), or leave http_client out"
         )
 
 
@@ -228,8 +246,9 @@ class BaseClient:
         self.max_retries = config.max_retries
         self._retry = RetryPolicy(max_retries=config.max_retries)
         self._models = ModelCache(config.model)
-        self._origin = Origin(config.url.scheme, config.url.host, config.url.port, config.url.prefix)  # type: ignore[arg-type]
-        self._secrets = Secrets.of(config.api_key, config.url.password)
+        self._origin = config.origin
+        key_password = config.tls.cert[2] if config.tls.cert else None
+        self._secrets = Secrets.of(config.api_key, config.url.password, key_password)
         self._headers = self._build_headers()
         self._json_headers = (*self._headers, _JSON)
         self._frontend: Frontend = "unknown"

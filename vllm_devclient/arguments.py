@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import ssl
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,9 +23,11 @@ from .errors import InvalidParameterError
 
 __all__ = [
     "BaseURL",
+    "ClientCert",
     "Timeouts",
     "api_key",
     "base_url",
+    "client_cert",
     "flag",
     "header_map",
     "json_body",
@@ -37,6 +41,7 @@ __all__ = [
     "text",
     "texts",
     "timeout",
+    "verify",
 ]
 
 
@@ -281,4 +286,54 @@ def base_url(value: object) -> BaseURL:
         prefix=prefix,
         username=urllib.parse.unquote(parts.username) if parts.username else None,
         password=urllib.parse.unquote(parts.password) if parts.password is not None else None,
+    )
+
+
+# ---- TLS ---------------------------------------------------------------------------------------------------
+
+# `cert=` as loaded: (certificate file, key file or None, key password or None).
+ClientCert = tuple[str, str | None, str | None]
+
+
+def _existing_path(value: object, name: str, what: str) -> str:
+    if not isinstance(value, str | os.PathLike) or not isinstance(os.fspath(value), str):
+        raise InvalidParameterError(f"{name} must be a path to {what}, got {_shown(value)}")
+    path = os.fspath(value)
+    if not os.path.exists(path):
+        raise InvalidParameterError(f"{name}: {path} does not exist (it must be {what})")
+    return path
+
+
+def verify(value: object) -> bool | str | ssl.SSLContext:
+    """`verify=`: True (the CA bundle of the environment or certifi's), False (no check), the path of a CA
+    bundle file or of a folder of hashed CA certificates, or an `ssl.SSLContext`."""
+    if isinstance(value, bool | ssl.SSLContext):
+        return value
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidParameterError(
+            "verify must be True, False, the path of a CA bundle (a file or a folder) or an ssl.SSLContext, "
+            f"got {_shown(value)}"
+        )
+    return _existing_path(value, "verify", "a CA bundle file or a folder of CA certificates")
+
+
+def client_cert(value: object) -> ClientCert | None:
+    """`cert=`, in httpx's shapes: a PEM file holding the certificate and its key, (certificate, key), or
+    (certificate, key, password). The password is never shown."""
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        return (_existing_path(value, "cert", "a PEM file"), None, None)
+    if isinstance(value, tuple | list) and len(value) in (2, 3):
+        certfile = _existing_path(value[0], "cert[0] (the certificate)", "a PEM file")
+        keyfile = None if value[1] is None else _existing_path(value[1], "cert[1] (the key)", "a PEM file")
+        password = value[2] if len(value) == 3 else None
+        if password is not None and not isinstance(password, str):
+            raise InvalidParameterError(
+                f"cert[2] (the key's password) must be a string, got a {type(password).__name__}"
+            )
+        return (certfile, keyfile, password or None)
+    raise InvalidParameterError(
+        "cert must be a path to a PEM file (certificate and key), (certificate, key) or (certificate, key, "
+        f"password), got a {type(value).__name__}"
     )

@@ -39,6 +39,7 @@ __all__ = [
     "PermissionDeniedError",
     "ResponseValidationError",
     "ServiceUnavailableError",
+    "TLSError",
     "UnsuccessfulResultError",
     "WaitTimeoutError",
     "error_from_response",
@@ -86,6 +87,14 @@ class APIConnectionError(DevClientError):
 
 class APITimeoutError(APIConnectionError):
     """No answer within the timeout. Neither frontend times out a hung engine call: this is what ends it."""
+
+
+class TLSError(APIConnectionError):
+    """The TLS handshake failed over a certificate: the server's is not trusted, out of date or for another
+    host, or the server wants (or refused) this client's, or it does not speak TLS. The message names the
+    host, the reason and the setting that fixes it (`verify=`, `cert=`, `SSL_CERT_FILE`; the CLI's
+    `--cacert`, `--cert`, `--insecure`). Never retried, and it ends a wait at once: another try would meet
+    the same certificate."""
 
 
 class ResponseValidationError(DevClientError):

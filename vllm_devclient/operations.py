@@ -46,6 +46,7 @@ from .errors import (
     EngineDeadError,
     Frontend,
     ResponseValidationError,
+    TLSError,
     WaitTimeoutError,
     clip,
     error_from_response,
@@ -53,6 +54,7 @@ from .errors import (
 from .models import BarrierResult, Completion, ResetPrefixCacheResult
 from .redaction import NO_SECRETS, Secrets
 from .transports.base import ConnectionDropped, ResponseLike, TransportError, TransportTimeout
+from .transports.tls import TLSFailure
 
 T = TypeVar("T")
 log = logging.getLogger("vllm_devclient")
@@ -107,7 +109,11 @@ def _earliest(a: float | None, b: float | None) -> float | None:
 
 
 def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -> APIConnectionError:
-    kind = APITimeoutError if isinstance(exc, TransportTimeout) else APIConnectionError
+    kind: type[APIConnectionError] = APIConnectionError
+    if isinstance(exc, TLSFailure):
+        kind = TLSError
+    elif isinstance(exc, TransportTimeout):
+        kind = APITimeoutError
     verb = "timed out" if kind is APITimeoutError else "failed"
     note = "" if exc.sent else " (nothing was sent)"
     return kind(
@@ -180,7 +186,8 @@ def call(
                 log.debug("%s %s: %s; resending on a new connection", ep.method, ep.path, exc.reason)
                 continue
             error: DevClientError = _transport_error(exc, ep, ctx)
-            may_retry = ep.idempotent or not exc.sent
+            # A certificate failure is met again on every try.
+            may_retry = (ep.idempotent or not exc.sent) and not isinstance(exc, TLSFailure)
         else:
             status = response.status_code
             _log_exchange(ep, ctx, start, str(status))
@@ -282,7 +289,7 @@ def _try_timeouts(request_timeout: float, end: float) -> Timeouts:
 def _not_yet(exc: DevClientError) -> bool:
     """A barrier try that failed in a way the next try may not: counted as 'not yet'."""
     if isinstance(exc, APIConnectionError):
-        return True
+        return not isinstance(exc, TLSError)
     return (
         isinstance(exc, APIStatusError)
         and not isinstance(exc, EngineCallError)
@@ -391,7 +398,7 @@ def wait_until(
                 probe, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
             )
         except DevClientError as exc:
-            if not tolerate(exc):
+            if isinstance(exc, TLSError) or not tolerate(exc):
                 raise
             last = exc
         else:

@@ -23,11 +23,16 @@ class DevClient(_SyncFlows):
         timeout: default HTTP timeout of one try of a call, as a whole: seconds, an httpx.Timeout, or None.
             Long routes (weight transfer, collective_rpc, sleep level 2) default to no bound.
         max_retries: retries of idempotent calls after connection failures and 502/503/504.
-        http_client: an httpx.Client to send with (for your own TLS, proxies or respx mocks).
+        http_client: an httpx.Client to send with (for your own proxies or respx mocks).
         model: the served model name for completions and stepping (default: the first on /v1/models).
         default_headers: headers sent on every call.
         transport: "auto" (aiohttp, or httpx when a proxy applies) or "httpx"; default
             $VLLM_DEVCLIENT_TRANSPORT or "auto".
+        verify: how https servers are checked: True (the CA bundle in $SSL_CERT_FILE or $SSL_CERT_DIR, else
+            certifi's), the path of a CA bundle file or folder, an ssl.SSLContext, or False (no check; logs
+            a warning).
+        cert: a client certificate for servers that ask for one (mTLS), as httpx takes it: a PEM file with
+            the certificate and its key, (certificate, key), or (certificate, key, password).
 
     One DevClient may be shared by many threads: its connection pool is locked.
     Clients pickle by their configuration (for Ray actors and worker processes).

@@ -24,6 +24,7 @@ from .._base_client import (
     RawResponse,
     RequestOptions,
     TimeoutArg,
+    check_own_tls,
     to_httpx,
 )
 from ..constants import (
@@ -34,7 +35,15 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
-from ..transports import SyncTransport, TransportError, TransportKind, WireRequest, make_sync_transport
+from ..transports import (
+    CertArg,
+    SyncTransport,
+    TransportError,
+    TransportKind,
+    VerifyArg,
+    WireRequest,
+    make_sync_transport,
+)
 from ._support import sleep
 
 __all__ = ["_SyncCore"]
@@ -58,6 +67,8 @@ class _SyncCore(BaseClient):
         model: str | None = None,
         default_headers: Mapping[str, str] | None = None,
         transport: TransportKind | None = None,
+        verify: VerifyArg = True,
+        cert: CertArg | None = None,
     ) -> None:
         config = ClientConfig.of(
             base_url,
@@ -67,12 +78,15 @@ class _SyncCore(BaseClient):
             model=model,
             default_headers=default_headers,
             transport=transport,
+            verify=verify,
+            cert=cert,
         )
         if http_client is not None and not isinstance(http_client, httpx.Client):
             raise InvalidParameterError(
                 f"http_client must be an httpx.Client, got {type(http_client).__name__}"
             )
-        self._setup(config, make_sync_transport(config.transport, _origin(config), http_client), owns=True)
+        check_own_tls(http_client, verify, cert)
+        self._setup(config, _transport_of(config, http_client), owns=True)
         self._custom_http = http_client is not None
 
     def _setup(self, config: ClientConfig, transport: SyncTransport, *, owns: bool) -> None:
@@ -80,14 +94,14 @@ class _SyncCore(BaseClient):
         self._transport = transport
         self._owns_transport = owns
         self._custom_http = False
+        if owns and self._origin.scheme == "https":
+            config.tls.warn_if_unchecked(self.base_url)
 
     @classmethod
     def _from_config(cls, config: ClientConfig, transport: SyncTransport | None = None) -> Self:
         client = cls.__new__(cls)
         owns = transport is None
-        client._setup(
-            config, transport or make_sync_transport(config.transport, _origin(config), None), owns=owns
-        )
+        client._setup(config, transport or _transport_of(config, None), owns=owns)
         return client
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -96,6 +110,7 @@ class _SyncCore(BaseClient):
                 f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx client does not "
                 "travel); pickle one made from configuration only"
             )
+        self._config.tls.refuse_pickling(type(self).__name__)
         return (type(self)._from_config, (self._config,))
 
     def with_options(
@@ -210,8 +225,5 @@ class _SyncCore(BaseClient):
         return raw.http_response
 
 
-def _origin(config: ClientConfig) -> Any:
-    from ..transports import Origin
-
-    url = config.url
-    return Origin(url.scheme, url.host, url.port, url.prefix)  # type: ignore[arg-type]
+def _transport_of(config: ClientConfig, http_client: httpx.Client | None) -> SyncTransport:
+    return make_sync_transport(config.transport, config.origin, http_client, config.tls)

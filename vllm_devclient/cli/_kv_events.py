@@ -73,6 +73,8 @@ def _subscriber(settings: Settings, ctx: click.Context, **kw: Any) -> Any:
         api_key=settings.api_key,
         timeout=settings.http_timeout,
         max_retries=settings.retries,
+        verify=settings.verify,
+        cert=settings.cert,
     ) as client:
         try:
             return KVEventSubscriber.from_client(client, backlog=kw["backlog"])

@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, DEFAULT_URL
 from ..fleet import AsyncFleet, TargetOutcome
+from ..transports import CertArg, VerifyArg
 
 if TYPE_CHECKING:
     ParamTypeBase = click.ParamType[Any]
@@ -38,7 +39,20 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 Output = Literal["table", "json", "tsv"]
-GLOBAL_OPTIONS = ("urls", "api_key", "timeout", "retries", "concurrency", "output", "as_json", "no_progress")
+GLOBAL_OPTIONS = (
+    "urls",
+    "api_key",
+    "cacert",
+    "cert",
+    "key",
+    "insecure",
+    "timeout",
+    "retries",
+    "concurrency",
+    "output",
+    "as_json",
+    "no_progress",
+)
 
 
 # What the command line must never print: the API key and passwords in URLs (a server may echo them).
@@ -74,6 +88,8 @@ class Settings:
     concurrency: int
     output: Output
     progress: bool
+    verify: VerifyArg = True  # --cacert, --insecure
+    cert: CertArg | None = None  # --cert, --key
 
     @property
     def json(self) -> bool:
@@ -91,6 +107,8 @@ class Settings:
             max_retries=self.retries,
             max_concurrency=self.concurrency,
             on_result=on_result,
+            verify=self.verify,
+            cert=self.cert,
         )
 
 
@@ -134,6 +152,27 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             envvar="VLLM_API_KEY" if top else None,
             hidden=hidden,
             help="Bearer key, never printed.  [default: $VLLM_API_KEY]",
+        ),
+        # TLS, by curl's names. --key stays out of the group's help (to fit a screen): --cert's help names it.
+        click.Option(
+            ["--cacert"],
+            metavar="FILE",
+            hidden=hidden,
+            help="CA bundle for https.  [default: $SSL_CERT_FILE]",
+        ),
+        click.Option(
+            ["--cert"],
+            metavar="FILE",
+            hidden=hidden,
+            help="Client certificate for mTLS (PEM, key in it or --key).",
+        ),
+        click.Option(["--key"], metavar="FILE", hidden=True, help="The key of --cert, in a file of its own."),
+        click.Option(
+            ["--insecure"],
+            is_flag=True,
+            default=None,
+            hidden=hidden,
+            help="Do not check https certificates (a warning says so).",
         ),
         *(
             click.Option(
@@ -212,6 +251,7 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
     keep_secret(api_key)
     for url in urls:
         keep_secret(urlsplit(url).password)
+    verify, cert = _tls(pick, ctx)
     timeout_given = sub.get("timeout") is not None or (
         root.get_parameter_source("timeout") is ParameterSource.COMMANDLINE
     )
@@ -225,7 +265,20 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
         concurrency=int(pick("concurrency") or DEFAULT_MAX_CONCURRENCY),
         output=_output(sub) or _output(top) or "table",
         progress=not pick("no_progress"),
+        verify=verify,
+        cert=cert,
     )
+
+
+def _tls(pick: Callable[[str], Any], ctx: click.Context) -> tuple[VerifyArg, CertArg | None]:
+    """`verify=` and `cert=` from --cacert, --insecure, --cert and --key (the SDK checks the files)."""
+    cacert, insecure, certfile, keyfile = pick("cacert"), pick("insecure"), pick("cert"), pick("key")
+    if cacert and insecure:
+        raise click.UsageError("--cacert and --insecure contradict each other: pass one of them", ctx)
+    if keyfile and not certfile:
+        raise click.UsageError("--key needs --cert (the certificate the key belongs to)", ctx)
+    verify: VerifyArg = False if insecure else cacert or True
+    return verify, (None if not certfile else (certfile, keyfile))
 
 
 def split_globals(kwargs: dict[str, Any]) -> dict[str, Any]:

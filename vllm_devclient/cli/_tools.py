@@ -97,6 +97,10 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
     full table to --report. Exit 1 when the SDK's result differs between the two (a mismatch).
     """
     ctx, settings = _settings(common)
+    if settings.verify is not True or settings.cert is not None:
+        raise click.UsageError(
+            "parity takes no --cacert, --cert or --insecure (it honours $SSL_CERT_FILE)", ctx
+        )
     start = time.perf_counter()
     urls = list(settings.urls) if settings.urls_given else None
     if urls is not None and len(urls) != 2:
@@ -217,6 +221,8 @@ def gsm8k(
             timeout=settings.http_timeout,
             max_retries=settings.retries,
             max_concurrency=len(settings.urls),
+            verify=settings.verify,
+            cert=settings.cert,
         )
         async with fleet:
             return await fleet.map(lambda client: gsm8k.evaluate_gsm8k_async(client=client, **kwargs))

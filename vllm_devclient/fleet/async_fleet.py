@@ -25,6 +25,7 @@ from .._base_client import (
     RequestOptions,
     TimeoutArg,
     WeightUpdateOptions,
+    check_own_tls,
     weight_update_options,
 )
 from ..client import AsyncDevClient
@@ -36,7 +37,7 @@ from ..constants import (
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError
 from ..models import MessageResult, StatusResult
-from ..transports import Origin, make_async_transport
+from ..transports import CertArg, VerifyArg, make_async_transport
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 
@@ -87,6 +88,7 @@ class AsyncFleet:
     otherwise call `.raise_for_errors()` on the result. `on_result` is called as each target finishes
     (for progress display). Arguments that are invalid everywhere (InvalidParameterError) are raised as
     they are, since nothing was sent; anything that is not a DevClientError is a bug and propagates.
+    `verify` and `cert` are the clients' TLS settings, one for every https target (http targets ignore them).
     """
 
     def __init__(
@@ -101,6 +103,8 @@ class AsyncFleet:
         on_result: OnResult | None = None,
         http_client: httpx.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
+        verify: VerifyArg = True,
+        cert: CertArg | None = None,
     ) -> None:
         self.max_concurrency = check.positive_int(max_concurrency, "max_concurrency")
         self.raise_on_error = check.flag(raise_on_error, "raise_on_error")
@@ -114,15 +118,21 @@ class AsyncFleet:
                 model=None,
                 default_headers=default_headers,
                 transport=None,
+                verify=verify,
+                cert=cert,
             )
             for url in _listed(urls)
         ]
+        check_own_tls(http_client, verify, cert)
         self.urls = _normalise([c.url.url for c in configs])
         # One connection pool for every target: aiohttp keys its connections by host, and one pool's
         # bookkeeping costs less per request than many (an http_client passed in is shared the same way).
         first = configs[0]
-        origin = Origin(first.url.scheme, first.url.host, first.url.port, first.url.prefix)  # type: ignore[arg-type]
-        self._transport = make_async_transport(first.transport, origin, http_client)
+        self._tls = first.tls
+        self._transport = make_async_transport(first.transport, first.origin, http_client, first.tls)
+        https = [c.url.url for c in configs if c.url.scheme == "https"]
+        if https and http_client is None:
+            self._tls.warn_if_unchecked(f"{len(https)} https target(s) of a fleet ({https[0]}, ...)")
         self.clients: dict[str, AsyncDevClient] = {
             c.url.url: AsyncDevClient._from_config(c, self._transport) for c in configs
         }
@@ -140,6 +150,8 @@ class AsyncFleet:
                 "raise_on_error": raise_on_error,
                 "on_result": on_result,
                 "default_headers": default_headers,
+                "verify": verify,
+                "cert": cert,
             }
         )
 
@@ -148,6 +160,7 @@ class AsyncFleet:
             raise TypeError(
                 "a fleet made with http_client= cannot be pickled; pickle one made from configuration"
             )
+        self._tls.refuse_pickling(type(self).__name__)
         return (_rebuild, (type(self), self.urls, self._settings))
 
     def __repr__(self) -> str:

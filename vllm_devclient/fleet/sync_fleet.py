@@ -30,6 +30,7 @@ from ..constants import (
 from ..endpoints import PauseMode
 from ..errors import DevClientError
 from ..models import MessageResult, StatusResult
+from ..transports import CertArg, VerifyArg
 from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
 from .fan_out import _rebuild
 from .results import FleetResult, OnResult
@@ -115,6 +116,8 @@ class Fleet:
         raise_on_error: bool = False,
         on_result: OnResult | None = None,
         default_headers: Mapping[str, str] | None = None,
+        verify: VerifyArg = True,
+        cert: CertArg | None = None,
     ) -> None:
         self._fleet = AsyncFleet(
             urls,
@@ -125,6 +128,8 @@ class Fleet:
             raise_on_error=raise_on_error,
             on_result=on_result,
             default_headers=default_headers,
+            verify=verify,
+            cert=cert,
         )
         self._loop = _LoopThread()
         self._finalizer = weakref.finalize(self, self._loop.close)
@@ -143,6 +148,7 @@ class Fleet:
     def __reduce__(self) -> tuple[Any, ...]:
         settings = self._fleet._settings
         assert settings is not None  # a Fleet always builds its pool from configuration
+        self._fleet._tls.refuse_pickling(type(self).__name__)
         return (_rebuild, (type(self), self.urls, settings))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

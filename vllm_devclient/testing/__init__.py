@@ -8,7 +8,7 @@ Test your own control code against both vLLM HTTP frontends on a machine without
         fe.engine.script("reset_prefix_cache", [Return(False), Return(True)])
         ...  # call fe.base_url with your client; inspect fe.engine.calls
 
-Needs the ``testing`` extra (pyzmq, msgspec, tokenizers, psutil) and a vLLM install (``bash
+Needs the ``testing`` extra (pyzmq, msgspec, tokenizers, psutil, cryptography) and a vLLM install (``bash
 scripts/setup.sh`` in a checkout). Names are imported lazily so that loading the pytest plugin
 costs nothing when the fixtures are not used.
 
@@ -16,7 +16,9 @@ By concern: ``engine`` (the scripted engine core), ``frontends`` (the launchers)
 (ports, child processes, process groups), ``pytest_plugin`` (the fixtures); the contract harness
 in ``contract`` (expectations, recording transport, ``make_client``, runner, masking),
 ``scenarios`` (the data, one module per route family), ``pool`` (frontends by setup),
-``parity`` (the report) and ``fixtures`` (releases, recording, replay, drift of rust_fixtures/).
+``parity`` (the report) and ``fixtures`` (releases, recording, replay, drift of rust_fixtures/); for
+TLS tests ``certificates`` (a CA and its certificates, made on the spot) and ``tls_proxy`` (https in front
+of any plain-http server); the frontends serve https themselves with ``tls=``.
 """
 
 from __future__ import annotations

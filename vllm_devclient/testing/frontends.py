@@ -24,7 +24,7 @@ import time
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..client import DevClient
 from ..errors import DevClientError
@@ -32,6 +32,9 @@ from .engine import EngineCall, EngineStartupError, ScriptedEngine
 from .model_dir import make_model_dir
 from .processes import free_port, listener, spawn, stop_group
 from .processes import log_tail as _log_tail
+
+if TYPE_CHECKING:
+    from .certificates import Certificates
 
 __all__ = [
     "INSTALL_HINT",
@@ -145,6 +148,8 @@ class Frontend:
         startup_timeout: float | None = None,
         log_path: str | os.PathLike[str] | None = None,
         keep_log: bool = False,
+        tls: Certificates | None = None,
+        require_client_cert: bool = False,
     ) -> None:
         """Configure (not start) a frontend.
 
@@ -153,8 +158,14 @@ class Frontend:
         :class:`ScriptedEngine` to use (default: a new one with ``max_model_len``);
         ``model_dir`` defaults to :func:`make_model_dir`; ``log_path`` keeps the frontend's
         output (default: a temporary file, deleted by :meth:`stop` unless ``keep_log`` or the
-        start failed).
+        start failed). ``tls`` (from :func:`~vllm_devclient.testing.certificates.make_certificates`)
+        serves https with its ``server`` certificate; ``require_client_cert`` then requires a client
+        certificate its CA signed (mTLS). ``client_tls`` is what a client passes to reach it.
         """
+        if require_client_cert and tls is None:
+            raise ValueError("require_client_cert needs tls= (the CA that signs the client certificates)")
+        self.tls = tls
+        self.require_client_cert = require_client_cert
         if engine is not None and engine.running:
             raise ValueError("pass an engine that was not started yet; each frontend starts its own")
         self.dev_mode = dev_mode
@@ -193,6 +204,17 @@ class Frontend:
     def running(self) -> bool:
         """Whether the frontend process is alive."""
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def client_tls(self) -> dict[str, Any]:
+        """`verify=` and `cert=` for a client of this frontend (nothing for plain http)."""
+        if self.tls is None:
+            return {}
+        cert = (self.tls.client, self.tls.client_key) if self.require_client_cert else None
+        return {"verify": self.tls.ca, "cert": cert}
+
+    def _url(self, port: int) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the frontend's output."""
@@ -317,7 +339,9 @@ class Frontend:
     def _wait_health(self, deadline: float) -> None:
         # In slices, to notice a frontend that exits meanwhile; short tries: the Rust frontend accepts TCP
         # before it can answer.
-        with DevClient(self.base_url, api_key=self.api_key or "", timeout=_HEALTH_TRY_S) as client:
+        with DevClient(
+            self.base_url, api_key=self.api_key or "", timeout=_HEALTH_TRY_S, **self.client_tls
+        ) as client:
             while True:
                 self._check_alive()
                 remaining = deadline - time.monotonic()
@@ -364,10 +388,14 @@ class RustFrontend(Frontend):
         http, inputs, outputs = listener(), listener(), listener()
         try:
             self.port = http.getsockname()[1]
-            self.base_url = f"http://127.0.0.1:{self.port}"
+            self.base_url = self._url(self.port)
             args: dict[str, Any] = {"model_tag": self.model, "max_model_len": self.max_model_len}
             if self.api_key is not None:
                 args["api_key"] = self.api_key
+            if self.tls is not None:
+                args.update(ssl_certfile=str(self.tls.server), ssl_keyfile=str(self.tls.server_key))
+                if self.require_client_cert:
+                    args.update(ssl_ca_certs=str(self.tls.ca), ssl_cert_reqs=2)
             args.update(self.extra_args)
             fds = [http.fileno(), inputs.fileno(), outputs.fileno()]
             cmd = [
@@ -415,7 +443,7 @@ class PythonFrontend(Frontend):
         if self.python == sys.executable and importlib.util.find_spec("vllm") is None:
             raise VllmNotInstalledError(f"the 'vllm' package is not importable here. {INSTALL_HINT}")
         self.port, rpc_port = free_port(), free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = self._url(self.port)
         cmd = [
             self.python, "-m", "vllm.entrypoints.cli.main", "serve", self.model,
             "--host", "127.0.0.1",
@@ -429,6 +457,10 @@ class PythonFrontend(Frontend):
         ]  # fmt: skip
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
+        if self.tls is not None:
+            cmd += ["--ssl-certfile", str(self.tls.server), "--ssl-keyfile", str(self.tls.server_key)]
+            if self.require_client_cert:
+                cmd += ["--ssl-ca-certs", str(self.tls.ca), "--ssl-cert-reqs", "2"]
         cmd += self.extra_args
         env = self._env()
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")

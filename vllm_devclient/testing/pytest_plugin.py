@@ -13,6 +13,9 @@ Fixtures:
 - ``frontend`` (function, parametrised ``python``/``rust``): the shared frontend, its engine reset
   to defaults (scripts, call log, held requests) before and after the test.
 - ``engine`` (function): ``frontend.engine``.
+- ``tls_certificates`` (session): a CA and its certificates for TLS tests, in a temporary folder
+  (:func:`~vllm_devclient.testing.certificates.make_certificates`; ``RustFrontend(tls=...)`` serves https
+  with them).
 - ``reset_engines`` (function): resets the engines of every shared frontend already started; use
   it with ``autouse`` in a conftest to reset them around tests that use ``rust_frontend`` or
   ``python_frontend`` directly.
@@ -29,10 +32,19 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .certificates import Certificates
     from .engine import ScriptedEngine
     from .frontends import Frontend
 
-__all__ = ["engine", "frontend", "python_frontend", "reset_engines", "rust_frontend", "tiny_model_dir"]
+__all__ = [
+    "engine",
+    "frontend",
+    "python_frontend",
+    "reset_engines",
+    "rust_frontend",
+    "tiny_model_dir",
+    "tls_certificates",
+]
 
 _STARTED_KEY = pytest.StashKey[list["Frontend"]]()
 
@@ -68,6 +80,14 @@ def tiny_model_dir() -> Path:
     from .model_dir import make_model_dir
 
     return make_model_dir()
+
+
+@pytest.fixture(scope="session")
+def tls_certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A CA and its certificates for TLS tests (see `vllm_devclient.testing.certificates`)."""
+    from .certificates import make_certificates
+
+    return make_certificates(tmp_path_factory.mktemp("tls-certificates"))
 
 
 @pytest.fixture(scope="session")

@@ -24,18 +24,23 @@ from .base import (
     WireRequest,
     WireResponse,
 )
+from .tls import CertArg, TLSConfig, TLSFailure, VerifyArg
 
 __all__ = [
     "AsyncTransport",
+    "CertArg",
     "ConnectFailed",
     "ConnectionDropped",
     "Origin",
     "ProtocolViolation",
     "ResponseLike",
     "SyncTransport",
+    "TLSConfig",
+    "TLSFailure",
     "TransportError",
     "TransportKind",
     "TransportTimeout",
+    "VerifyArg",
     "WireRequest",
     "WireResponse",
     "make_async_transport",
@@ -80,28 +85,28 @@ def _use_httpx(kind: TransportKind, origin: Origin) -> bool:
 
 
 def make_sync_transport(
-    kind: TransportKind, origin: Origin, http_client: httpx.Client | None
+    kind: TransportKind, origin: Origin, http_client: httpx.Client | None, tls: TLSConfig
 ) -> SyncTransport:
     from .httpx_adapter import HttpxTransport
 
     if http_client is not None:
         return HttpxTransport(http_client, owned=False)
     if _use_httpx(kind, origin):
-        return HttpxTransport(httpx.Client(), owned=True)
+        return HttpxTransport(httpx.Client(verify=tls.context()), owned=True, tls=tls)
     from .h11_pool import H11Pool
 
-    return H11Pool()
+    return H11Pool(tls=tls)
 
 
 def make_async_transport(
-    kind: TransportKind, origin: Origin, http_client: httpx.AsyncClient | None
+    kind: TransportKind, origin: Origin, http_client: httpx.AsyncClient | None, tls: TLSConfig
 ) -> AsyncTransport:
     from .httpx_adapter import AsyncHttpxTransport
 
     if http_client is not None:
         return AsyncHttpxTransport(http_client, owned=False)
     if _use_httpx(kind, origin):
-        return AsyncHttpxTransport(httpx.AsyncClient(), owned=True)
+        return AsyncHttpxTransport(httpx.AsyncClient(verify=tls.context()), owned=True, tls=tls)
     from .aiohttp_pool import AiohttpPool
 
-    return AiohttpPool()
+    return AiohttpPool(tls=tls)

@@ -20,6 +20,7 @@ import aiohttp
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from . import base
+from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["AiohttpPool"]
 
@@ -34,10 +35,15 @@ class _StatedRequest(aiohttp.ClientRequest):
 
 class AiohttpPool:
     def __init__(
-        self, *, max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive_expiry: float = KEEPALIVE_EXPIRY
+        self,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._max_connections = max_connections
         self._expiry = keepalive_expiry
+        self._tls = tls or TLSConfig.of()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._ssl: ssl.SSLContext | None = None
@@ -47,14 +53,8 @@ class AiohttpPool:
         if self._sessions is None or loop is not self._loop:
             self._abandon()
             self._loop = loop
-            if self._ssl is None:
-                from .h11_pool import _default_ssl_context
-
-                self._ssl = _default_ssl_context()
-            pooled = aiohttp.TCPConnector(
-                limit=self._max_connections, keepalive_timeout=self._expiry, ssl=self._ssl
-            )
-            single = aiohttp.TCPConnector(limit=self._max_connections, force_close=True, ssl=self._ssl)
+            pooled = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self._expiry)
+            single = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
             self._sessions = (self._new_session(pooled), self._new_session(single))
         return self._sessions[1 if fresh else 0]
 
@@ -91,10 +91,19 @@ class AiohttpPool:
         for session in sessions:
             await session.close()
 
+    def _ssl_for(self, origin: base.Origin) -> ssl.SSLContext | bool:
+        """The SSLContext for https, made at the first https request (so http never loads a CA bundle)."""
+        if origin.scheme != "https":
+            return True  # aiohttp's default; unused over http
+        if self._ssl is None:
+            self._ssl = self._tls.context()
+        return self._ssl
+
     async def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
     ) -> base.WireResponse:
         session = self._session(request.fresh_connection)
+        tls = self._ssl_for(request.origin)
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise base.TransportTimeout("no time left to send the request", sent=False)
@@ -109,6 +118,7 @@ class AiohttpPool:
                 data=request.body,
                 allow_redirects=False,
                 timeout=timeout,
+                ssl=tls,
             ) as response:
                 answered = True
                 body = await response.read()
@@ -118,6 +128,8 @@ class AiohttpPool:
             raise base.TransportTimeout(
                 f"connecting to {request.origin.host_header} timed out", sent=False
             ) from None
+        except aiohttp.ClientSSLError as exc:
+            raise tls_connect_failure(exc, request.origin, self._tls) from None
         except aiohttp.ClientConnectorError as exc:
             raise base.ConnectFailed(
                 f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
@@ -125,8 +137,11 @@ class AiohttpPool:
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise base.TransportTimeout("no complete answer before the deadline", answered=answered) from None
         except aiohttp.ServerDisconnectedError:
+            note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(
-                "the server closed the connection" + (" mid-answer" if answered else " without answering"),
+                "the server closed the connection"
+                + (" mid-answer" if answered else " without answering")
+                + note,
                 answered=answered,
             ) from None
         except aiohttp.ClientPayloadError as exc:
@@ -134,8 +149,13 @@ class AiohttpPool:
         except aiohttp.ClientResponseError as exc:
             raise base.ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
         except aiohttp.ClientOSError as exc:
+            # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+            refused = None if answered else handshake_failure(exc, request.origin, self._tls)
+            if isinstance(refused, TLSFailure):
+                raise refused from None
+            note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(
-                f"the connection broke: {exc.strerror or exc}", answered=answered
+                f"the connection broke: {exc.strerror or exc}{note}", answered=answered
             ) from None
         except aiohttp.ClientConnectionError as exc:
             raise base.ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None

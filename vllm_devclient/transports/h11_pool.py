@@ -19,7 +19,6 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Callable
 
 import h11
 
@@ -34,19 +33,23 @@ from .base import (
     WireResponse,
     fold_headers,
 )
+from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["H11Pool"]
 
 _READ_SIZE = 65536
+# How long a failed send on a new TLS connection waits for the alert that says why.
+_ALERT_WAIT = 0.5
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "sock")
+    __slots__ = ("fresh", "h11", "idle_since", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, *, fresh: bool) -> None:
         self.sock = sock
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self.fresh = fresh  # no exchange on it yet
 
     def usable(self, now: float, expiry: float) -> bool:
         if now - self.idle_since > expiry:
@@ -82,14 +85,14 @@ class H11Pool:
         *,
         max_idle: int = DEFAULT_MAX_CONNECTIONS,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
-        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._lock = threading.Lock()
         self._max_idle = max_idle
         self._expiry = keepalive_expiry
-        self._ssl_factory = ssl_context or _default_ssl_context
-        self._ssl: ssl.SSLContext | None = None
+        self._tls = tls or TLSConfig.of()
+        self._ssl: ssl.SSLContext | None = None  # made at the first https connection
 
     # ---- the pool ----------------------------------------------------------------------------------------
 
@@ -106,6 +109,7 @@ class H11Pool:
 
     def _checkin(self, origin: Origin, conn: _Connection) -> None:
         conn.idle_since = time.monotonic()
+        conn.fresh = False
         with self._lock:
             idle = self._idle.setdefault(origin, [])
             if len(idle) < self._max_idle:
@@ -127,20 +131,20 @@ class H11Pool:
             raise TransportTimeout("no time left to connect", sent=False) from None
         limits = [t for t in (connect_timeout, left) if t is not None]
         limit = min(limits) if limits else None
+        if origin.scheme == "https" and self._ssl is None:
+            self._ssl = self._tls.context()  # outside the try: a bad CA file is not a connect failure
         try:
             sock = socket.create_connection((origin.host, origin.port), timeout=limit)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if origin.scheme == "https":
-                if self._ssl is None:
-                    self._ssl = self._ssl_factory()
+            if self._ssl is not None and origin.scheme == "https":
                 sock = self._ssl.wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
             raise TransportTimeout(f"connecting to {origin.host_header} timed out", sent=False) from None
         except ssl.SSLError as exc:
-            raise ConnectFailed(f"TLS handshake with {origin.host_header} failed: {exc}") from None
+            raise tls_connect_failure(exc, origin, self._tls) from None
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {origin.host_header}: {exc.strerror or exc}") from None
-        return _Connection(sock)
+        return _Connection(sock, fresh=True)
 
     # ---- one exchange ------------------------------------------------------------------------------------
 
@@ -186,10 +190,29 @@ class H11Pool:
         except TimeoutError:
             raise TransportTimeout("sending the request timed out") from None
         except OSError as exc:
+            refused = self._refusal(conn, request.origin, deadline)
+            if refused is not None:
+                raise refused from None
             raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
-        return self._receive(conn, deadline)
+        return self._receive(conn, request.origin, deadline)
 
-    def _receive(self, conn: _Connection, deadline: float | None) -> tuple[WireResponse, bool]:
+    def _refusal(self, conn: _Connection, origin: Origin, deadline: float | None) -> TLSFailure | None:
+        """The alert of a TLS 1.3 server that refused our certificate after our side of the handshake had
+        ended: a send fails on the server's close while the alert waits to be read (within the deadline)."""
+        wait = _ALERT_WAIT if deadline is None else min(_ALERT_WAIT, deadline - time.monotonic())
+        if not (conn.fresh and isinstance(conn.sock, ssl.SSLSocket)) or wait <= 0:
+            return None
+        try:
+            conn.sock.settimeout(wait)
+            conn.sock.recv(1)
+        except OSError as exc:
+            refused = handshake_failure(exc, origin, self._tls)
+            return refused if isinstance(refused, TLSFailure) else None
+        return None
+
+    def _receive(
+        self, conn: _Connection, origin: Origin, deadline: float | None
+    ) -> tuple[WireResponse, bool]:
         answered = False
         status = 0
         headers: dict[str, str] = {}
@@ -208,11 +231,18 @@ class H11Pool:
                         "no complete answer before the deadline", answered=answered
                     ) from None
                 except OSError as exc:
+                    # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+                    refused = (
+                        handshake_failure(exc, origin, self._tls) if conn.fresh and not answered else None
+                    )
+                    if isinstance(refused, TLSFailure):
+                        raise refused from None
                     raise ConnectionDropped(
                         f"the connection broke: {exc.strerror or exc}", answered=answered
                     ) from None
                 if not data and not answered:
-                    raise ConnectionDropped("the server closed the connection without answering")
+                    note = unanswered_note(origin, self._tls) if conn.fresh else ""
+                    raise ConnectionDropped("the server closed the connection without answering" + note)
                 answered = True
                 try:
                     conn.h11.receive_data(data)
@@ -237,12 +267,3 @@ class H11Pool:
                 raise ProtocolViolation(f"cannot decode the {encoding} body: {exc}") from None
         reusable = conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
         return WireResponse(status, headers, body), reusable
-
-
-def _default_ssl_context() -> ssl.SSLContext:
-    try:
-        import certifi
-
-        return ssl.create_default_context(cafile=certifi.where())
-    except ImportError:  # pragma: no cover - certifi comes with httpx
-        return ssl.create_default_context()

@@ -10,6 +10,7 @@ safe to repeat may meet a pooled connection the server had closed: it then fails
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 import httpx
 
 from . import base
+from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
 
 __all__ = ["AsyncHttpxTransport", "HttpxTransport", "to_httpx_request", "to_httpx_response"]
 
@@ -43,34 +45,48 @@ def _timeout(connect_timeout: float | None, deadline: float | None) -> httpx.Tim
     return httpx.Timeout(left, connect=min(left, connect_timeout or left))
 
 
+# What the TLS messages say about a client of the user's own (its settings are not ours to name).
+_THEIRS = TLSConfig(True, None, "your http_client's settings")
+
+
 @contextmanager
-def _translated(answered: list[bool]) -> Iterator[None]:
+def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> Iterator[None]:
     """httpx's exceptions as transport failures."""
     try:
         yield
     except (httpx.ConnectTimeout, httpx.PoolTimeout):
         raise base.TransportTimeout("connecting timed out", sent=False) from None
     except httpx.ConnectError as exc:
-        raise base.ConnectFailed(f"cannot connect: {exc}") from None
+        raise handshake_failure(exc, origin, tls) or base.ConnectFailed(f"cannot connect: {exc}") from None
     except httpx.TimeoutException:
         raise base.TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
         if "without sending" in str(exc) or not answered[0]:
-            raise base.ConnectionDropped("the server closed the connection without answering") from None
+            note = unanswered_note(origin, tls)
+            raise base.ConnectionDropped(
+                "the server closed the connection without answering" + note
+            ) from None
         raise base.ProtocolViolation(f"invalid HTTP answer: {exc}") from None
     except httpx.LocalProtocolError:
         # httpx's message would quote the offending header value, which may be a credential.
         raise base.ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
-    except httpx.TransportError as exc:
+    except (httpx.TransportError, ssl.SSLError) as exc:
+        # TLS 1.3: a server that refuses our certificate says so after our handshake ended (an alert that
+        # anyio lets through unwrapped, in the async client).
+        refused = None if answered[0] else handshake_failure(exc, origin, tls)
+        if isinstance(refused, TLSFailure):
+            raise refused from None
+        note = "" if answered[0] else unanswered_note(origin, tls)
         raise base.ConnectionDropped(
-            f"the connection broke: {type(exc).__name__}", answered=answered[0]
+            f"the connection broke: {type(exc).__name__}{note}", answered=answered[0]
         ) from None
 
 
 class HttpxTransport:
-    def __init__(self, client: httpx.Client, *, owned: bool) -> None:
+    def __init__(self, client: httpx.Client, *, owned: bool, tls: TLSConfig | None = None) -> None:
         self.client = client
         self._owned = owned
+        self._tls = tls or _THEIRS
 
     def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
@@ -78,7 +94,7 @@ class HttpxTransport:
         answered = [False]
         req = to_httpx_request(request)
         req.extensions["timeout"] = _timeout(connect_timeout, deadline).as_dict()
-        with _translated(answered):
+        with _translated(answered, request.origin, self._tls):
             response = self.client.send(req, stream=True)
             answered[0] = True
             try:
@@ -97,9 +113,10 @@ class HttpxTransport:
 
 
 class AsyncHttpxTransport:
-    def __init__(self, client: httpx.AsyncClient, *, owned: bool) -> None:
+    def __init__(self, client: httpx.AsyncClient, *, owned: bool, tls: TLSConfig | None = None) -> None:
         self.client = client
         self._owned = owned
+        self._tls = tls or _THEIRS
 
     async def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
@@ -118,7 +135,7 @@ class AsyncHttpxTransport:
                 await response.aclose()
             return base.WireResponse(response.status_code, _headers(response), body)
 
-        with _translated(answered):
+        with _translated(answered, request.origin, self._tls):
             if deadline is None:
                 return await exchange()
             try:
