@@ -818,36 +818,54 @@ def test_record_calls_the_recorder_once_per_release(monkeypatch: pytest.MonkeyPa
     assert two.exit_code == ExitCode.USAGE and "one --python" in two.stderr
 
 
-@pytest.mark.parametrize(("code", "exit_code"), [(0, 0), (1, 1), (SystemExit(2), 2)])
-def test_offload_check_passes_its_arguments_through(
-    monkeypatch: pytest.MonkeyPatch, code: int | SystemExit, exit_code: int
+@pytest.mark.parametrize(("status", "exit_code"), [("passed", 0), ("failed", 1), ("error", 2)])
+def test_offload_check_has_one_parser_and_puts_its_cases_in_the_envelope(
+    monkeypatch: pytest.MonkeyPatch, status: str, exit_code: int
 ) -> None:
-    import vllm_devclient.offload_check as check
+    import vllm_devclient.offload_check.cli as check_cli
+    from vllm_devclient.offload_check import OffloadCheckReport
 
-    seen: list[list[str]] = []
+    seen: list[dict[str, Any]] = []
 
-    def main(argv: list[str]) -> int:
-        seen.append(argv)
+    def run_case(case: Any, **kwargs: Any) -> OffloadCheckReport:
+        seen.append({"case": case.id, **kwargs})
         print("a report line")
-        if isinstance(code, SystemExit):
-            raise code
-        return code
+        return OffloadCheckReport(
+            case_id=case.id,
+            profile=case.profile.name,
+            model="m",
+            connector=case.connector,
+            frontend=case.frontend,
+            num_questions=1,
+            concurrency=1,
+            accuracy_threshold=None,
+            tolerance=0.05,
+            status=status,  # type: ignore[arg-type]
+            error="boom" if status == "error" else None,
+        )
 
-    monkeypatch.setattr(check, "main", main)
-    human = invoke("offload-check", "--profile", "small", "--frontend", "rust", "--no-progress")
-    assert human.exit_code == exit_code and seen[-1] == [
-        "--profile",
-        "small",
-        "--frontend",
-        "rust",
-        "--no-progress",
+    monkeypatch.setattr(check_cli, "run_case", run_case)
+    argv = ("--profile", "small", "--frontend", "python,rust", "--iterations", "2", "--server-arg", "--dtype half")
+    human = invoke("offload-check", *argv)
+    assert human.exit_code == exit_code and [s["case"] for s in seen] == [
+        "small-offloading-python",
+        "small-offloading-rust",
     ]
+    assert seen[0]["iterations"] == 2 and seen[0]["extra_args"] == ["--dtype", "half"]
     assert "a report line" in human.stdout
-    as_json = invoke("--json", "offload-check", "--", "--help")
-    assert seen[-1] == ["--help"] and as_json.exit_code == exit_code
+    as_json = invoke("--json", "offload-check", *argv)
     data = json.loads(as_json.stdout)  # the check's own lines went to stderr
     check_schema(data)
-    assert data["result"] == {"argv": ["--help"]} and data["ok"] is (exit_code == 0)
+    assert as_json.exit_code == exit_code and data["ok"] is (exit_code == 0)
+    cases = data["result"]["cases"]
+    assert [c["case_id"] for c in cases] == ["small-offloading-python", "small-offloading-rust"]
+    assert {c["status"] for c in cases} == {status}
+    # `python -m vllm_devclient.offload_check` is the same parser: same options, same exit code.
+    seen.clear()
+    assert check_cli.main(list(argv)) == exit_code and len(seen) == 2
+    bad = invoke("offload-check", "--frontend", "nosuch")
+    assert bad.exit_code == ExitCode.USAGE and "nosuch" in bad.stderr
+    assert invoke("offload-check", "--no-such-option").exit_code == ExitCode.USAGE
 
 
 # ---- kv-events tail, with the subscriber replaced (the real publisher is in contract_tests) ----------------

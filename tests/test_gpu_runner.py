@@ -1,4 +1,5 @@
-"""gpu_tests/runner/run_matrix.py on the CPU: the plan, parallelism, the dummy-weights fallback, the deadline.
+"""gpu_tests/runner on the CPU: the measured plan and its split over device calls, parallelism, the
+dummy-weights fallback, the deadline, the verdicts, the committed results and the README's tables.
 
 The launcher is replaced by small Python processes that write the report a case would write.
 """
@@ -12,8 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from gpu_tests.runner.run_matrix import Job, default_launcher, plan, run_jobs, summarize
-from gpu_tests.runner.tables import matrix_table
+from gpu_tests.runner import tables
+from gpu_tests.runner.run_matrix import (
+    Cost,
+    Job,
+    default_launcher,
+    expected_costs,
+    makespan,
+    plan,
+    run_jobs,
+    split_parts,
+    summarize,
+    verdict,
+)
+from vllm_devclient.offload_check.judge import rejudge
+from vllm_devclient.offload_check.report import OffloadCheckReport
 from vllm_devclient.testing.processes import spawn
 
 FAKE_CASE = """
@@ -61,38 +75,86 @@ def _launcher(tmp: Path, outcome: dict[str, tuple[str, float]]):  # type: ignore
     return launch
 
 
-def test_plan_has_every_family_case_and_one_mutation_each(tmp_path: Path) -> None:
-    jobs = plan(["llama", "nemotron-h"], report_dir=tmp_path, server_args="--x 1", study=["gemma3"])
+COSTS = {"llama": Cost(60.0, 8.0, "t"), "nemotron-h": Cost(220.0, 10.0, "t"), "gemma3": Cost(70.0, 19.0, "t")}
+
+
+def test_plan_has_every_case_and_the_catalogue_per_family(tmp_path: Path) -> None:
+    jobs = plan(["llama", "nemotron-h"], report_dir=tmp_path, server_args="--x 1", costs=COSTS)
     ids = [j.case_id for j in jobs]
-    assert ids[:2] == [
-        "tiny-gemma3-offloading-python-c8",
-        "tiny-gemma3-offloading-python-c8-bi",
-    ]  # longest first
-    assert ids[2].startswith("tiny-nemotron-h")  # then slow (hybrid) families
     for fam in ("llama", "nemotron-h"):
         assert {f"tiny-{fam}-{c}-{f}" for c in ("offloading", "simple") for f in ("python", "rust")} <= set(
             ids
         )
-        assert f"tiny-{fam}-offloading-python-mutation" in ids
-    mutation = next(j for j in jobs if j.case_id == "tiny-llama-offloading-python-mutation")
-    assert "CorruptingCPUOffloadingSpec" in " ".join(mutation.args)
-    study = [j for j in jobs if j.kind == "study"]
-    assert [j.case_id for j in study] == [
-        "tiny-gemma3-offloading-python-c8",
-        "tiny-gemma3-offloading-python-c8-bi",
-        "tiny-gemma3-offloading-python-c8-mutation",
-        "tiny-gemma3-offloading-python-c8-bi-mutation",
-    ]
-    assert ids[-2:] == [j.case_id for j in study[2:]]  # mutations of the study last
-    bi = " ".join(study[1].args)
-    assert "VLLM_BATCH_INVARIANT=1" in bi and "--concurrency 8" in bi and "--agreement 1,8,64" in bi
-    assert "--num-questions 200" in bi
+        assert f"tiny-{fam}-offloading-python-mutations" in ids
+    assert len(ids) == 10 and ids[0].startswith("tiny-nemotron-h")  # the most expensive first
+    assert [j.expected_s for j in jobs] == sorted((j.expected_s for j in jobs), reverse=True)
+    mutations = next(j for j in jobs if j.case_id == "tiny-llama-offloading-python-mutations")
+    args = " ".join(mutations.args)
+    assert "--mutations all" in args and "--iterations 0" in args
+    assert "--instruments gpu_tests.kv_proof.instruments:INSTRUMENTS" in args
+    case = next(j for j in jobs if j.case_id == "tiny-llama-simple-rust")
+    assert "--iterations 3" in " ".join(case.args) and case.timeout_s == 2 * case.expected_s
+    # clean passes: 3 x (cold, warm, reload) + the first one's two references + half a run for each later one
+    assert case.expected_s == pytest.approx(60.0 + 8.0 * (9 + 2 + 1) + 4.0 * 3)
     with pytest.raises(SystemExit):
-        plan(["no-such-family"], report_dir=tmp_path)
+        plan(["no-such-family"], report_dir=tmp_path, costs=COSTS)
 
 
-def _jobs(n: int) -> list[Job]:
-    return [Job(f"case{i}", f"fam{i % 2}", "matrix", (), timeout_s=30) for i in range(n)]
+def test_costs_are_read_from_the_committed_reports(tmp_path: Path) -> None:
+    def write(name: str, report: dict[str, object]) -> None:
+        (tmp_path / name).write_text(json.dumps(report))
+
+    base = {
+        "family": "llama",
+        "profile": "tiny-llama",
+        "num_questions": 16,
+        "concurrency": 1,
+        "status": "passed",
+    }
+    write(
+        "tiny-llama-a.json", {**base, "timings": {"server_startup_s": 50, "cold_run_s": 4, "warm_run_s": 4}}
+    )
+    write(
+        "tiny-llama-b.json",
+        {
+            **base,
+            "format": 2,
+            "timings": {"server_startup_s": 70},
+            "iterations": [
+                {
+                    "label": "clean-1",
+                    "mutation": None,
+                    "runs": {"cold": {"latency_s": 10}, "cold2": {"latency_s": 10}},
+                },
+                {"label": "mutation-x", "mutation": "x", "runs": {"cold": {"latency_s": 1}}},
+            ],
+        },
+    )
+    write("tiny-llama-study.json", {**base, "num_questions": 200, "timings": {"server_startup_s": 900}})
+    cost = expected_costs(tmp_path, probe_scale=1.25)["llama"]
+    assert cost.startup_s == 60 and cost.run_s == 7.5  # medians of 50, 70 and of 5, 5 (format 1 scaled), 10, 10
+    assert "2 startups" in cost.source
+
+
+def test_the_split_warms_the_compile_cache_in_the_first_call(tmp_path: Path) -> None:
+    jobs = plan(["llama", "nemotron-h", "gemma3"], report_dir=tmp_path, costs=COSTS)
+    first, last = split_parts(jobs, 2, parallel=4, first_offset_s=80.0, costs=COSTS)
+    heavy_first = [j for j in first if j.family == "nemotron-h"]
+    heavy_last = [j for j in last if j.family == "nemotron-h"]
+    assert [j.kind for j in heavy_first] == ["mutations"] and len(heavy_last) == 4
+    planned = {j.case_id: j for j in jobs}
+    assert all(j.expected_s == planned[j.case_id].expected_s - (220.0 - 60.0) for j in heavy_last)
+    assert sorted(j.case_id for j in first + last) == sorted(planned)
+    assert {j.family for j in first} & {j.family for j in last} == {"nemotron-h"}  # others stay whole
+    assert makespan([Job("a", "f", "matrix", (), 1, 10.0)] * 3, 2, stagger_s=0) == 20.0
+    (only,) = split_parts(jobs, 1, parallel=4, costs=COSTS)
+    assert len(only) == len(jobs)  # one call: nothing is moved
+
+
+def _jobs(n: int, expected_s: float = 1.0) -> list[Job]:
+    return [
+        Job(f"case{i}", f"fam{i % 2}", "matrix", (), timeout_s=30, expected_s=expected_s) for i in range(n)
+    ]
 
 
 def test_parallelism_is_bounded_and_reports_are_read(tmp_path: Path) -> None:
@@ -106,7 +168,6 @@ def test_parallelism_is_bounded_and_reports_are_read(tmp_path: Path) -> None:
         launcher=_launcher(tmp_path, outcome),
         stagger_s=0,
         poll_s=0.05,
-        expected_case_s=1,
     )
     assert [r.status for r in results] == ["passed", "passed", "passed", "failed", "passed"]
     peaks = [
@@ -114,7 +175,7 @@ def test_parallelism_is_bounded_and_reports_are_read(tmp_path: Path) -> None:
     ]
     assert max(peaks) <= 2 and len(peaks) == 5
     summary = summarize(results, 3.0)
-    assert summary["counts"] == {"passed": 4, "failed": 1}
+    assert summary["counts"] == {"passed": 4, "failed": 1}  # no report of its own: a plain failure
     assert summary["cases"][0]["startup_s"] == 1.0
 
 
@@ -129,7 +190,6 @@ def test_a_family_whose_weights_do_not_load_falls_back_to_dummy(tmp_path: Path) 
         launcher=_launcher(tmp_path, outcome),
         stagger_s=0,
         poll_s=0.05,
-        expected_case_s=1,
     )
     by_id = {r.job.case_id: r for r in results}
     assert by_id["case0"].attempts == ["safetensors: error", "dummy: passed"]
@@ -141,31 +201,50 @@ def test_a_family_whose_weights_do_not_load_falls_back_to_dummy(tmp_path: Path) 
     assert rows["case0"]["weights"] == "dummy" and rows["case1"]["weights"] == "safetensors"
 
 
-def test_the_deadline_skips_late_cases_and_stops_running_ones(tmp_path: Path) -> None:
-    jobs = _jobs(3)
+def test_the_deadline_starts_only_what_fits_and_stops_what_runs(tmp_path: Path) -> None:
+    jobs = [Job("case0", "f", "matrix", (), 30, 1.5), Job("case1", "f", "matrix", (), 30, 5.0)]
+    jobs.append(Job("case2", "f", "matrix", (), 30, 0.5))
     outcome = {"case0": ("passed", 30.0), "case1": ("passed", 0.1), "case2": ("passed", 0.1)}
     results = run_jobs(
         jobs,
         out=tmp_path,
-        parallel=1,
+        parallel=2,
         deadline_s=2.0,
-        expected_case_s=1.0,
         launcher=_launcher(tmp_path, outcome),
         stagger_s=0,
         poll_s=0.05,
     )
     statuses = {r.job.case_id: r.status for r in results}
-    assert statuses == {"case0": "killed", "case1": "not_run", "case2": "not_run"}
-    assert json.loads(json.dumps(summarize(results, 2.0)))["counts"] == {"killed": 1, "not_run": 2}
+    # case1 would end after the deadline, so it never starts; case2 fits beside case0 and passes.
+    assert statuses == {"case0": "killed", "case1": "not_run", "case2": "passed"}
+    assert json.loads(json.dumps(summarize(results, 2.0)))["counts"] == {
+        "killed": 1,
+        "not_run": 1,
+        "passed": 1,
+    }
 
 
-def test_a_several_gpu_stand_in_is_planned_with_its_gpus(tmp_path: Path) -> None:
-    jobs = plan(["llama", "deepseek-v2-tp2-ep"], report_dir=tmp_path)
-    by_id = {j.case_id: j for j in jobs}
-    tp2 = by_id["tiny-deepseek-v2-tp2-ep-offloading-python-mutation"]
-    assert tp2.gpus == 2 and tp2.family == "deepseek-v2-tp2-ep"
-    assert "--profile tiny-deepseek-v2-tp2-ep" in " ".join(tp2.args)
-    assert {j.gpus for j in jobs if j.case_id.startswith("tiny-llama")} == {1}
+def test_verdicts_tell_a_named_defect_and_an_unsupported_case_from_a_failure() -> None:
+    job = Job("c", "mamba", "matrix", (), 1)
+    defect = {
+        "defects": [{"id": "vllm#51094"}],
+        "assertions": [],
+        "iterations": [
+            {"mutation": None, "assertions": [{"name": "recurrent_state_consistent", "passed": False}]}
+        ],
+    }
+    assert verdict(job, defect, "failed") == "known_defect"
+    other = {
+        **defect,
+        "iterations": [{"mutation": None, "assertions": [{"name": "kv_bytes_identical", "passed": False}]}],
+    }
+    assert verdict(job, other, "failed") == "failed"
+    assert (
+        verdict(job, {"error": "ServerStartError"}, "error", "AssertionError: assert 0 <= self.fa_gidx")
+        == "unsupported"
+    )
+    assert verdict(job, {"error": "ServerStartError"}, "error") == "error"
+    assert verdict(job, None, "killed") == "killed"
 
 
 def test_one_gpu_cases_take_the_gpus_in_turn(tmp_path: Path) -> None:
@@ -186,36 +265,21 @@ def test_one_gpu_cases_take_the_gpus_in_turn(tmp_path: Path) -> None:
     assert (tmp_path / "single.log").read_text().strip() == "all"  # one GPU: nothing to choose
 
 
-def _report(case_id: str, profile: str, status: str, matches: int, gpus_used: int) -> dict[str, object]:
-    return {
-        "case_id": case_id,
-        "profile": profile,
-        "family": "deepseek-v2",
-        "architectures": ["DeepseekV2ForCausalLM"],
-        "connector": "OffloadingConnector",
-        "frontend": "python",
-        "status": status,
-        "gpus_used": gpus_used,
-        "reload_vs_cold": {"matches": matches, "total": 16},
-        "noise_floor": {"matches": 16, "total": 16},
-        "assertions": [{"name": "reload_proven", "passed": True}],
-        "timings": {"case_s": 10.0},
-    }
+RESULTS = Path(__file__).resolve().parent.parent / "gpu_tests" / "results"
 
 
-def test_the_table_pairs_each_case_with_its_own_profiles_mutation() -> None:
-    reports = [
-        _report("tiny-deepseek-v2-offloading-python", "tiny-deepseek-v2", "passed", 16, 1),
-        _report("tiny-deepseek-v2-offloading-python-mutation", "tiny-deepseek-v2", "failed", 0, 1),
-        _report("tiny-deepseek-v2-tp2-ep-offloading-python", "tiny-deepseek-v2-tp2-ep", "passed", 16, 2),
-        _report(
-            "tiny-deepseek-v2-tp2-ep-offloading-python-mutation", "tiny-deepseek-v2-tp2-ep", "failed", 3, 2
-        ),
-    ]
-    rows = matrix_table(reports).splitlines()[2:]
-    assert len(rows) == 2
-    one, two = (
-        next(r for r in rows if r.startswith(f"| {name} (")) for name in ("deepseek-v2", "deepseek-v2 tp2-ep")
-    )
-    assert "| 1 |" in one and "0/16 (failed), True" in one
-    assert "| 2 |" in two and "3/16 (failed), True" in two
+@pytest.mark.parametrize(
+    "path", sorted(RESULTS.glob("kv-proof-*/tiny-*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
+def test_a_committed_report_holds_the_committed_judges_verdicts(path: Path) -> None:
+    report = OffloadCheckReport.model_validate_json(path.read_text())
+    assert rejudge(report) == report
+
+
+def test_the_readme_tables_are_the_committed_reports() -> None:
+    text = tables.README.read_text()
+    assert tables.render(text) == text, "run python -m gpu_tests.runner.tables"
+    for name in tables.TABLES:
+        assert f"<!-- figure:{name} -->" in text
+    with pytest.raises(KeyError):
+        tables.render("<!-- figure:gpu-nothing -->\nx\n<!-- /figure -->")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vllm_devclient.offload_check import upstream
-from vllm_devclient.offload_check.check import server_config_for
+from vllm_devclient.offload_check.case import server_config_for
 from vllm_devclient.offload_check.profiles import (
     PROFILES,
     TINY_PARALLEL,

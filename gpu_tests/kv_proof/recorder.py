@@ -55,6 +55,7 @@ class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
                 "spec": type(g.kv_cache_spec).__name__,
                 "block_size": int(g.kv_cache_spec.block_size),
                 "layers": list(g.layer_names),
+                "cache_mode": getattr(g.kv_cache_spec, "mamba_cache_mode", None),
             }
             for i, g in enumerate(self.kv_cache_config.kv_cache_groups)
         ]

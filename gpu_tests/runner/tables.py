@@ -185,11 +185,26 @@ def cost_table(meta: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def startup_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
+    """Server startup per family and call: the first call of a family compiles its Triton kernels into the
+    machine's shared cache, a later call starts from it."""
+    part = {row["case_id"]: call.get("part") for call in meta.get("calls", []) for row in call["summary"]["cases"]}
+    cells: dict[tuple[str, str], list[float]] = {}
+    for r in reports:
+        if "server_startup_s" in r.timings and r.case_id in part:
+            cells.setdefault((r.family, str(part[r.case_id])), []).append(r.timings["server_startup_s"])
+    rows = ["| family | call | cases | startup s (min-max) |", "| --- | --- | --- | --- |"]
+    for (family, call), values in sorted(cells.items()):
+        rows.append(f"| {family} | {call} | {len(values)} | {min(values):.0f}-{max(values):.0f} |")
+    return "\n".join(rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
     "gpu-defects": lambda: defect_table([*load(MATRIX_RUN)[0], *load(BOUNDARY_RUN)[0]]),
     "gpu-cost": lambda: cost_table(load(MATRIX_RUN)[1]),
+    "gpu-startup": lambda: startup_table(*load(MATRIX_RUN)),
 }
 
 

@@ -463,7 +463,9 @@ def offload_check(**options: Any) -> None:
     warm, GPU-only reset and reload runs, then the armed mutations; exit 0 when every case passed, 1 when one
     failed, 2 on an error. The JSON envelope carries each case's status, failures, defects and mutations.
     """
+    concurrency = options.pop("concurrency", 1)  # the check's own: requests in flight per run
     ctx, settings = _settings(options)
+    options["concurrency"] = concurrency
     start = time.perf_counter()
     try:
         from ..offload_check.cli import result_of, run_from_options

@@ -69,6 +69,7 @@ class GroupLayout(_Model):
     block_size: int
     spec: str = ""
     layers: list[str] = Field(default_factory=list)
+    cache_mode: str | None = None  # a recurrent group's mamba_cache_mode (``all``: one state per block)
 
     @property
     def recurrent(self) -> bool:
