@@ -459,10 +459,8 @@ def _check_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @_check_options
 @global_options(top=False, exclude=("concurrency",))
 def offload_check(**options: Any) -> None:
-    """The offload-reload check on a GPU machine (starts its own vllm serve per case): clean passes of cold,
-    warm, GPU-only reset and reload runs, then the armed mutations; exit 0 when every case passed, 1 when one
-    failed, 2 on an error. The JSON envelope carries each case's status, failures, defects and mutations.
-    """
+    """The offload-reload check on a GPU machine, one vllm serve per case: clean passes, then the armed
+    mutations. Exit 0 when every case passed, 1 when one failed, 2 on an error."""
     concurrency = options.pop("concurrency", 1)  # the check's own: requests in flight per run
     ctx, settings = _settings(options)
     options["concurrency"] = concurrency

@@ -45,61 +45,53 @@ def _json(value: str | None) -> dict[str, Any]:
 def check_options(f: F) -> F:
     """Every option of the check, for both doors."""
     options = [
-        click.option("--profile", type=click.Choice(sorted(PROFILES)), default="small", show_default=True),
-        click.option("--model", default=None, help="Model id or folder.  [default: the profile's]"),
-        click.option("--served-model-name", default=None),
         click.option(
-            "--connector",
-            default="OffloadingConnector",
-            show_default=True,
-            help="OffloadingConnector, SimpleCPUOffloadConnector (or offloading, simple); comma-separated.",
+            "--profile",
+            type=click.Choice(sorted(PROFILES)),
+            default="small",
+            show_choices=False,
+            metavar="NAME",
+            help="Profile (offload_check.profiles).  [small]",
         ),
-        click.option("--frontend", default="python", show_default=True, help="python, rust, or python,rust."),
+        click.option("--model", default=None, metavar="ID", help="Model id or folder.  [the profile's]"),
+        click.option("--served-model-name", default=None, metavar="NAME", help="[the profile's]"),
         click.option(
-            "--num-questions", type=click.IntRange(1), default=None, help="[default: the profile's]"
+            "--connector", default="offloading", help="offloading, simple, or both: offloading,simple."
         ),
+        click.option("--frontend", default="python", help="python, rust, or python,rust.  [python]"),
+        click.option("--num-questions", type=click.IntRange(1), metavar="N", help="[the profile's]"),
         click.option(
-            "--concurrency", type=click.IntRange(0), default=1, show_default=True, help="0: all at once."
+            "--concurrency", type=click.IntRange(0), default=1, metavar="N", help="0: all at once.  [1]"
         ),
-        click.option("--max-tokens", type=click.IntRange(1), default=None, help="[default: the profile's]"),
-        click.option(
-            "--threshold", type=float, default=None, help="Accuracy threshold.  [default: the profile's]"
-        ),
-        click.option("--cpu-gib", type=float, default=None, help="CPU tier size.  [default: the profile's]"),
-        click.option(
-            "--offload-block-size", type=click.IntRange(1), default=None, help="Tokens per offloaded chunk."
-        ),
-        click.option("--connector-extra", default=None, help="JSON merged into kv_connector_extra_config."),
+        click.option("--max-tokens", type=click.IntRange(1), metavar="N", help="[the profile's]"),
+        click.option("--threshold", type=float, metavar="X", help="Accuracy threshold.  [the profile's]"),
+        click.option("--cpu-gib", type=float, metavar="X", help="CPU tier size.  [the profile's]"),
+        click.option("--offload-block-size", type=click.IntRange(1), metavar="N", help="Tokens per chunk."),
+        click.option("--connector-extra", metavar="JSON", help="Merged into kv_connector_extra_config."),
         click.option("--label", default="", help="Suffix for the case id."),
+        click.option("--server-arg", multiple=True, metavar="ARGS", help="vllm serve arguments; repeatable."),
+        click.option("--env", "env_items", multiple=True, metavar="K=V", help="For the server; repeatable."),
         click.option(
-            "--server-arg", multiple=True, help="Extra vllm serve argument(s), shell syntax; repeatable."
+            "--iterations", type=click.IntRange(0), default=3, metavar="N", help="Clean passes.  [3]"
         ),
-        click.option("--env", "env_items", multiple=True, help="KEY=VALUE for the server; repeatable."),
+        click.option("--instruments", metavar="MOD:ATTR", help="gpu_tests.kv_proof.instruments:INSTRUMENTS"),
+        click.option("--mutations", default="", metavar="NAMES", help="Run after the passes; 'all' for all."),
         click.option(
-            "--iterations", type=click.IntRange(0), default=3, show_default=True, help="Clean passes."
+            "--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"
         ),
-        click.option(
-            "--instruments",
-            default=None,
-            help="MODULE:ATTR of the engine-side instruments (gpu_tests.kv_proof.instruments:INSTRUMENTS).",
-        ),
-        click.option(
-            "--mutations", default="", help="Mutations to run after the clean passes: names, or 'all'."
-        ),
-        click.option("--boundary-probes", type=click.IntRange(0), default=4, show_default=True),
-        click.option("--mutation-questions", type=click.IntRange(1), default=4, show_default=True),
+        click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
         click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
         click.option(
             "--kv-events-bind",
             type=click.Choice(["subscriber", "publisher"]),
             default="subscriber",
-            show_default=True,
+            help="Which end binds.  [subscriber]",
         ),
-        click.option("--report-dir", default="offload-check-reports", show_default=True),
         click.option(
-            "--gsm8k-dir", default=None, help="Folder with train.jsonl and test.jsonl (no download)."
+            "--report-dir", default="offload-check-reports", metavar="DIR", help="[offload-check-reports]"
         ),
-        click.option("--startup-timeout", type=float, default=None),
+        click.option("--gsm8k-dir", metavar="DIR", help="train.jsonl and test.jsonl (no download)."),
+        click.option("--startup-timeout", type=float, metavar="S", help="[the profile's]"),
     ]
     for option in reversed(options):
         f = option(f)
