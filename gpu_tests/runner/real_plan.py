@@ -2,8 +2,9 @@
 how they are dealt over device calls when GPU memory, not CPU cores, bounds what runs at once.
 
 Every upstream profile at real size (``profiles.real_size_profile``) x its connectors x both frontends, one
-clean pass each (as the CI steps run them), 200 questions at once with the profile's 256 tokens; the
-OffloadingConnector/python case of each profile also runs the mutation catalogue after its pass. Each case
+clean pass each (as the CI steps run them), 200 questions at once with the profile's 256 tokens; each
+profile's OffloadingConnector/python case also runs the mutation catalogue after its pass (not a
+TieringOffloadingSpec case: the mutations act through the proving CPUOffloadingSpec, as in the CI). Each case
 gets a fixed KV cache (``--kv-cache-memory-bytes``) and reserves weights + KV + overhead of the GPU's memory.
 
 :data:`ESTIMATES` are labelled estimates (see ``gpu_tests/real_size/PLAN.md`` for how each was reached); the
@@ -76,8 +77,10 @@ def plan_real(
         order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
         connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
         cases = [(c, f) for c, f in order if c in connectors]
+        # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
+        catalogue = PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None
         for rank, (connector, frontend) in enumerate(cases):
-            first = rank == 0
+            first = rank == 0 and catalogue
             args = _case_args(
                 name,
                 connector,
@@ -90,7 +93,7 @@ def plan_real(
                 num_questions=num_questions,
                 concurrency=PROFILES[name].concurrency,
             )
-            expected = case_s(est, cold=first, mutations=first)
+            expected = case_s(est, cold=rank == 0, mutations=first)
             job = Job(
                 _case_id(name, connector, frontend),
                 name,
