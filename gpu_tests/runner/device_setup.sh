@@ -2,7 +2,8 @@
 # Runs on the GPU machine once the payload parts p0..pN and payload.sha256 are in STAGE (default /tmp/stage):
 # unpacks vLLM (with the MoE extension) to /tmp/site, vllm-rs beside it, converts SmolLM2-135M-Instruct to
 # /tmp/models/smollm2, GSM8K to /tmp/gsm8k/{train,test}.jsonl, registers the tiny-model dummy initialiser
-# (gpu_tests/runner/tiny_init.py) as a vLLM plugin, and builds the tiny models into /tmp/tiny.
+# (gpu_tests/runner/tiny_init.py) as a vLLM plugin, builds the tiny models into /tmp/tiny and the real-size
+# folders (committed configs made offline, SmolLM2 tokenizer) into /tmp/real.
 # Run from the repository root (the package and gpu_tests must be importable from here). About 60 s.
 set -euo pipefail
 S=${STAGE:-/tmp/stage}; SITE=/tmp/site; M=/tmp/models; ROOT=$PWD
@@ -27,5 +28,6 @@ export PYTHONPATH=$ROOT:$SITE HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python3 "$S/pl/convert_gguf.py" $M/gguf SmolLM2-135M-Instruct.Q4_1.gguf $M/smollm2 2>&1 | tail -1
 python3 -m gpu_tests.runner.build_tiny_models --out /tmp/tiny --tokenizer $M/smollm2 --families "${TINY_FAMILIES:-all}" 2>&1 \
   | grep -v Warning || true
+python3 -m gpu_tests.runner.real_models --out /tmp/real --tokenizer $M/smollm2
 python3 -c "import vllm, vllm._C_stable_libtorch, vllm._moe_C_stable_libtorch, vllm.vllm_flash_attn as f; \
 print('vllm', vllm.__version__, 'FA3', f.FA3_AVAILABLE, 'MoE ok')"

@@ -7,7 +7,8 @@
 # (device_setup.sh, unless /tmp/site is there already), then runs run_matrix.py: every tiny family x connector x
 # frontend with three clean passes, and per family the mutation catalogue, in parallel on the one GPU. The plan
 # is dealt over device calls (--parts 2 --part 1, then --part 2 on the same warm machine), each under its
-# deadline. Writes OUT_DIR/results-partK.tgz (JSON reports, probe folders, summary, logs). Run from the repo root.
+# deadline. `--families real` runs upstream's models at real size instead (gpu_tests/real_size/PLAN.md).
+# Writes OUT_DIR/results-partK.tgz (JSON reports, probe folders, summary, logs). Run from the repo root.
 set -uo pipefail
 out=${1:?usage: gpu_tests/runner/h200.sh OUT_DIR [run_matrix options]}; shift
 t0=$(date +%s)
@@ -16,7 +17,7 @@ setup_s=$(( $(date +%s) - t0 ))
 export PYTHONPATH=$PWD:/tmp/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 # flashinfer is not in the payload: without this the sampler imports it and the engine dies.
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_DEVCLIENT_TINY_DIR=/tmp/tiny VLLM_DEVCLIENT_GSM8K_DIR=/tmp/gsm8k
-export VLLM_DEVCLIENT_SMALL_MODEL=/tmp/models/smollm2
+export VLLM_DEVCLIENT_SMALL_MODEL=/tmp/models/smollm2 VLLM_DEVCLIENT_REAL_DIR=/tmp/real
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # One Triton cache for every server: a family's kernels compile once per machine, not once per server.
 export TRITON_CACHE_DIR=/tmp/triton-cache

@@ -61,6 +61,7 @@ class Job:
     expected_s: float = 150.0
     dummy: bool = False
     gpus: int = 1
+    mem_gib: float = 0.0  # GPU memory the case reserves (real size); 0: not counted
 
     def with_dummy(self) -> Job:
         return replace(self, dummy=True, args=(*self.args, "--server-arg", " ".join(DUMMY_ARGS)))
@@ -146,9 +147,17 @@ def _case_args(
     label: str = "",
     mutations: str = "",
     num_questions: int | None = None,
+    concurrency: int = 1,
 ) -> tuple[str, ...]:
     args = ["--profile", profile, "--connector", connector, "--frontend", frontend]
-    args += ["--report-dir", str(report_dir), "--concurrency", "1", "--iterations", str(iterations)]
+    args += [
+        "--report-dir",
+        str(report_dir),
+        "--concurrency",
+        str(concurrency),
+        "--iterations",
+        str(iterations),
+    ]
     args += ["--instruments", INSTRUMENTS]
     if gsm8k_dir:
         args += ["--gsm8k-dir", gsm8k_dir]
@@ -338,9 +347,11 @@ def run_jobs(
     clock: Callable[[], float] = time.monotonic,
     poll_s: float = 0.5,
     dummy_fallback: bool = True,
+    gpu_mem_gib: float | None = None,
 ) -> list[JobResult]:
-    """Run ``jobs`` with at most ``parallel`` at once; a job starts only if its expected time fits before
-    ``deadline_s`` (seconds from now); everything still running then is stopped."""
+    """Run ``jobs`` with at most ``parallel`` at once (and, given ``gpu_mem_gib``, their ``mem_gib`` within
+    it); a job starts only if its expected time fits before ``deadline_s`` (seconds from now); everything
+    still running then is stopped."""
     from vllm_devclient.testing.processes import stop_group
 
     log_dir, reports = out / "logs", out / "reports"
@@ -376,7 +387,12 @@ def run_jobs(
                 dummy_families.add(job.family)
                 queue.insert(0, job.with_dummy())
         if queue and len(running) < parallel and now - last_start >= stagger_s:
-            fits = [j for j in queue if now + j.expected_s <= deadline_s]
+            free = (
+                float("inf")
+                if gpu_mem_gib is None
+                else gpu_mem_gib - sum(r[0].mem_gib for r in running.values())
+            )
+            fits = [j for j in queue if now + j.expected_s <= deadline_s and j.mem_gib <= free]
             if fits:
                 job = fits[0]
                 queue.remove(job)
@@ -466,7 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", required=True, help="folder for reports/, logs/ and matrix_summary.json")
     p.add_argument(
-        "--families", default="default", help="comma list, 'default' (every default family) or 'all'"
+        "--families",
+        default="default",
+        help="comma list, 'default' (every default family), 'all', or 'real' (upstream's models, real size)",
     )
     p.add_argument("--iterations", type=int, default=3, help="clean passes per case")
     p.add_argument("--no-mutations", action="store_true")
@@ -484,8 +502,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--only", default="", help="comma list: run only the cases whose id contains one of these")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--gpu-mem-gib", type=float, default=None, help="real size: GPU memory the cases share")
     args = p.parse_args(argv)
     out = Path(args.out)
+    if args.families == "real":
+        return _main_real(args, out)
     if args.families == "default":
         families = [f for f, fam in TINY_FAMILIES.items() if fam.default]
     elif args.families == "all":
@@ -518,6 +539,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for job in jobs:
             print(f"{job.case_id} expected {job.expected_s:.0f}s: {shlex.join(job.args)}")
         return 0
+    return _run(jobs, args, out)
+
+
+def _main_real(args: argparse.Namespace, out: Path) -> int:
+    """``--families real``: upstream's models at real size (``real_plan``), dealt by GPU memory."""
+    from . import real_plan
+
+    jobs = real_plan.plan_real(
+        report_dir=out / "reports", gsm8k_dir=args.gsm8k_dir, num_questions=args.num_questions
+    )
+    mem = args.gpu_mem_gib or real_plan.H200_GIB
+    slots, left = real_plan.deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
+    if args.dry_run:
+        print("\n".join(real_plan.describe(slots, left, calls=args.parts, setup_s=args.setup_s)))
+        return 0
+    # This call runs its share first, then whatever the estimates put later, while the deadline allows.
+    mine = [s.job for s in slots if s.call == args.part]
+    later = [j for j in jobs if j.case_id not in {m.case_id for m in mine}]
+    done = {p.stem for p in (out / "reports").glob("*.json")}
+    return _run([j for j in (*mine, *later) if j.case_id not in done], args, out, gpu_mem_gib=mem)
+
+
+def _run(jobs: Sequence[Job], args: argparse.Namespace, out: Path, gpu_mem_gib: float | None = None) -> int:
     env = dict(os.environ)
     # Engine processes import gpu_tests.kv_proof (the instruments) from the repository root.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -528,6 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parallel=args.parallel,
         deadline_s=args.deadline_s,
         launcher=default_launcher(env, gpu_count()),
+        gpu_mem_gib=gpu_mem_gib,
     )
     summary = summarize(results, time.monotonic() - t0, out / "reports")
     summary["part"] = f"{args.part}/{args.parts}"

@@ -10,6 +10,12 @@ parallelism and the large step's KV flags.
 
 A tiny profile's ``model`` is ``tiny:<family>``: :func:`resolve_model` maps it to
 ``$VLLM_DEVCLIENT_TINY_DIR/<family>`` when a case runs (never at import).
+
+:func:`real_size_profile` makes, from an upstream profile, the one that runs it at real size on one GPU with
+dummy weights (``<name>-real``, ``<name>-real-tp1`` where upstream's tensor-parallel size is overridden, so
+the override shows in the case id and the report's ``gpus_used`` and ``server_args``): upstream's connectors,
+CPU sizes, spec and flags, plus :data:`REAL_SIZE_ARGS`; model ``real:<name>``, which :func:`resolve_model`
+maps to ``$VLLM_DEVCLIENT_REAL_DIR/<name>`` (the folders ``gpu_tests/runner/real_models.py`` writes).
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,8 @@ from .tiny import TINY_FAMILIES
 __all__ = [
     "CONNECTOR_SHORT",
     "PROFILES",
+    "REAL_DIR_ENV",
+    "REAL_SIZE_ARGS",
     "SMALL_MODEL_ENV",
     "TINY_DIR_ENV",
     "TINY_PARALLEL",
@@ -42,11 +50,13 @@ __all__ = [
     "gpu_count",
     "matrix",
     "model_available",
+    "real_size_profile",
     "resolve_model",
 ]
 
 TINY_DIR_ENV = "VLLM_DEVCLIENT_TINY_DIR"
 SMALL_MODEL_ENV = "VLLM_DEVCLIENT_SMALL_MODEL"
+REAL_DIR_ENV = "VLLM_DEVCLIENT_REAL_DIR"
 CONNECTOR_SHORT: dict[Connector, str] = {
     "OffloadingConnector": "offloading",
     "SimpleCPUOffloadConnector": "simple",
@@ -85,6 +95,8 @@ class ModelProfile:
     ci_step: str | None = None
     tiny: bool = False
     self_describing_events: bool = False
+    concurrency: int = 1  # requests in flight per run; 0: all at once
+    real_size_of: str | None = None  # the upstream profile this one runs at real size
 
     def settings(self, connector: Connector) -> ConnectorSettings:
         try:
@@ -170,6 +182,60 @@ def _tiny_profile(family: str, *, tiny_cpu_gib: float = 0.5, tensor_parallel: in
     )
 
 
+# Flags a real-size profile adds to upstream's, each needed offline (gpu_tests/real_configs/README.md): dummy
+# weights, the payload's attention/kernel choices proven by the tiny family, and no multimodal towers (the
+# stand-in tokenizer has no image or audio tokens, so the processor could not be built).
+REAL_SIZE_ARGS: dict[str, tuple[str, ...]] = {
+    "nemotron-h-8b": ("--load-format", "dummy", *TINY_FAMILIES["nemotron-h"].server_args),
+    "gemma-4-e4b-it": (
+        "--load-format",
+        "dummy",
+        *TINY_FAMILIES["gemma4"].server_args,
+        "--language-model-only",
+    ),
+    "qwen3.5-35b": (
+        "--load-format",
+        "dummy",
+        *TINY_FAMILIES["qwen3-next"].server_args,
+        "--language-model-only",
+    ),
+    "deepseek-v2-lite-tiering-tp2": ("--load-format", "dummy", *TINY_FAMILIES["deepseek-v2"].server_args),
+}
+# The seeded dummy initialiser (gpu_tests/runner/tiny_init.py) draws on the GPU: billions of weights.
+REAL_SIZE_ENV: Mapping[str, str] = {"VLLM_DEVCLIENT_DUMMY_ON_DEVICE": "1"}
+
+
+def _with_tp(args: Sequence[str], tp: int) -> tuple[str, ...]:
+    items = list(args)
+    if "--tensor-parallel-size" in items:
+        items[items.index("--tensor-parallel-size") + 1] = str(tp)
+    return tuple(items)
+
+
+def real_size_profile(upstream_name: str, tp: int = 1) -> ModelProfile:
+    """Upstream's profile at real size with dummy weights on ``tp`` GPUs: its connectors, CPU sizes, spec,
+    flags and questions; no threshold (random weights answer nothing right); all questions at once."""
+    base = PROFILES[upstream_name]
+    if upstream_name not in REAL_SIZE_ARGS:
+        raise InvalidParameterError(
+            f"no real-size config for {upstream_name}: known are {sorted(REAL_SIZE_ARGS)}"
+        )
+    name = f"{upstream_name}-real" + (f"-tp{tp}" if tp != base.gpus else "")
+    return replace(
+        base,
+        name=name,
+        model=f"real:{upstream_name}",
+        connectors={c: replace(s, threshold=None) for c, s in base.connectors.items()},
+        gpus=tp,
+        server_args=(*_with_tp(base.server_args, tp), *REAL_SIZE_ARGS[upstream_name]),
+        env={**base.env, **REAL_SIZE_ENV},
+        served_model_name=name,
+        ci_step=None,
+        concurrency=0,
+        real_size_of=upstream_name,
+    )
+
+
 def _build_profiles() -> dict[str, ModelProfile]:
     profiles: dict[str, ModelProfile] = {
         # One-GPU smoke profile: SmolLM2-135M (dense Llama). GSM8K accuracy is near 0, so no threshold.
@@ -215,6 +281,9 @@ def _build_profiles() -> dict[str, ModelProfile]:
 
 
 PROFILES: dict[str, ModelProfile] = _build_profiles()
+for _name in REAL_SIZE_ARGS:
+    _profile = real_size_profile(_name)
+    PROFILES[_profile.name] = _profile
 
 
 def connector_by_name(name: str) -> Connector:
@@ -269,8 +338,12 @@ def matrix(
     connectors: Iterable[Connector] = CONNECTORS,
     frontends: Iterable[Frontend] = FRONTENDS,
 ) -> list[CheckCase]:
-    """Every (profile, connector, frontend) case the profiles define; ``profiles=None``: the real ones."""
-    names = [n for n, p in PROFILES.items() if not p.tiny] if profiles is None else list(profiles)
+    """Every (profile, connector, frontend) case the profiles define; ``profiles=None``: upstream's own."""
+    names = (
+        [n for n, p in PROFILES.items() if not p.tiny and p.real_size_of is None]
+        if profiles is None
+        else list(profiles)
+    )
     unknown = [n for n in names if n not in PROFILES]
     if unknown:
         raise InvalidParameterError(f"unknown profiles {unknown}: known are {sorted(PROFILES)}")
@@ -288,9 +361,13 @@ def resolve_model(profile: ModelProfile, env: Mapping[str, str] | None = None) -
     """The model to serve: ``tiny:<family>`` -> ``$VLLM_DEVCLIENT_TINY_DIR/<family>`` (default
     ``out/tiny_models``); the ``small`` profile honours ``$VLLM_DEVCLIENT_SMALL_MODEL``."""
     environ = os.environ if env is None else env
-    if profile.model.startswith("tiny:"):
-        root = environ.get(TINY_DIR_ENV) or str(Path("out") / "tiny_models")
-        return str(Path(root) / profile.model.split(":", 1)[1])
+    for prefix, key, default in (
+        ("tiny:", TINY_DIR_ENV, "tiny_models"),
+        ("real:", REAL_DIR_ENV, "real_models"),
+    ):
+        if profile.model.startswith(prefix):
+            root = environ.get(key) or str(Path("out") / default)
+            return str(Path(root) / profile.model.split(":", 1)[1])
     if profile.name == "small" and environ.get(SMALL_MODEL_ENV):
         return environ[SMALL_MODEL_ENV]
     return profile.model
@@ -326,7 +403,7 @@ def model_available(model: str) -> bool:
     """A local folder, or (offline) in the Hugging Face cache; online, anything may be downloaded."""
     if Path(model).is_dir():
         return True
-    if model.startswith("tiny:") or Path(model).is_absolute():
+    if model.startswith(("tiny:", "real:")) or Path(model).is_absolute():
         return False
     offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
     if not offline:

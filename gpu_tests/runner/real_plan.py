@@ -1,0 +1,185 @@
+"""The real-size matrix on one GPU: its cases, what each costs (ESTIMATES until a run measures them) and
+how they are dealt over device calls when GPU memory, not CPU cores, bounds what runs at once.
+
+Every upstream profile at real size (``profiles.real_size_profile``) x its connectors x both frontends, one
+clean pass each (as the CI steps run them), 200 questions at once with the profile's 256 tokens; each
+profile's OffloadingConnector/python case also runs the mutation catalogue after its pass (not a
+TieringOffloadingSpec case: the mutations act through the proving CPUOffloadingSpec, as in the CI). Each case
+gets a fixed KV cache (``--kv-cache-memory-bytes``) and reserves weights + KV + overhead of the GPU's memory.
+
+:data:`ESTIMATES` are labelled estimates (see ``gpu_tests/real_size/PLAN.md`` for how each was reached); the
+weights are the models' parameter counts with the stand-in vocabulary, in bf16. :func:`deal` simulates the
+calls in priority order (each profile's offloading/python case first, the rust frontends last) and says
+what does not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from vllm_devclient.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
+
+from .run_matrix import Job, _case_args, _case_id
+
+GIB = 1 << 30
+H200_GIB = 139.0  # what the device tool reports for one H200
+OVERHEAD_GIB = 4.0  # CUDA context, activations and workspace of one server (estimate)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What one real-size server is expected to cost on an H200 (ESTIMATES, not measurements)."""
+
+    weights_gib: float  # bf16 parameters with the stand-in vocabulary (computed, see the tests)
+    kv_gib: float  # the KV cache it is given
+    upstream_kv_gib: float  # what upstream's device leaves for KV at the same token capacity (estimate)
+    cold_startup_s: float  # first server of the model on the machine (Triton kernels compile)
+    startup_s: float  # later ones (warm Triton cache)
+    run_s: float  # one run: 200 questions + probes at once, 256 tokens
+    mutation_s: float  # the catalogue after the clean pass: 7 mutations x (cold, warm, reload), small runs
+
+    @property
+    def mem_gib(self) -> float:
+        return self.weights_gib + self.kv_gib + OVERHEAD_GIB
+
+
+ESTIMATES: dict[str, Estimate] = {
+    "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 200.0, 90.0, 30.0, 140.0),
+    "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 130.0, 100.0, 12.0, 140.0),
+    "qwen3.5-35b": Estimate(63.0, 16.0, 74.0, 240.0, 90.0, 35.0, 140.0),
+    "deepseek-v2-lite-tiering-tp2": Estimate(28.8, 16.0, 55.0, 130.0, 110.0, 20.0, 140.0),
+}
+RUNS_IN_FIRST_PASS, WAITS_S = 4.5, 15.0  # cold, warm, reload, cold2 and some fingerprints; store waits
+
+
+def case_s(est: Estimate, *, cold: bool, mutations: bool) -> float:
+    startup = est.cold_startup_s if cold else est.startup_s
+    return startup + RUNS_IN_FIRST_PASS * est.run_s + WAITS_S + (est.mutation_s if mutations else 0.0)
+
+
+def plan_real(
+    *,
+    report_dir: Path,
+    gsm8k_dir: str | None = None,
+    profiles: Sequence[str] = tuple(REAL_SIZE_ARGS),
+    num_questions: int | None = None,
+    timeout_margin: float = 2.0,
+) -> list[Job]:
+    """The real-size cases in priority order: per rank (offloading/python with the catalogue, then
+    simple/python, offloading/rust, simple/rust), the largest model first."""
+    ranked: list[tuple[int, float, Job]] = []
+    for upstream_name in profiles:
+        name = next(n for n, p in PROFILES.items() if p.real_size_of == upstream_name)
+        est = ESTIMATES[upstream_name]
+        memory = f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(est.kv_gib * GIB)}"
+        order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
+        connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
+        cases = [(c, f) for c, f in order if c in connectors]
+        # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
+        catalogue = PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None
+        for rank, (connector, frontend) in enumerate(cases):
+            first = rank == 0 and catalogue
+            args = _case_args(
+                name,
+                connector,
+                frontend,
+                report_dir=report_dir,
+                gsm8k_dir=gsm8k_dir,
+                server_args=memory,
+                iterations=1,
+                mutations="all" if first else "",
+                num_questions=num_questions,
+                concurrency=PROFILES[name].concurrency,
+            )
+            expected = case_s(est, cold=rank == 0, mutations=first)
+            job = Job(
+                _case_id(name, connector, frontend),
+                name,
+                "matrix+mutations" if first else "matrix",
+                args,
+                expected * timeout_margin,
+                expected,
+                mem_gib=est.mem_gib,
+            )
+            ranked.append((rank, -est.mem_gib, job))
+    return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
+
+
+@dataclass(frozen=True)
+class Slot:
+    job: Job
+    call: int
+    start_s: float
+    end_s: float
+
+
+def deal(
+    jobs: Sequence[Job],
+    *,
+    calls: int = 2,
+    call_s: float = 575.0,
+    setup_s: float = 90.0,
+    gpu_mem_gib: float = H200_GIB,
+    parallel: int = 4,
+) -> tuple[list[Slot], list[Job]]:
+    """List scheduling in ``jobs`` order over ``calls`` calls of ``call_s`` (the first loses ``setup_s``):
+    a job starts when it fits in the free memory, a free slot and before its call's deadline. Returns the
+    schedule and the jobs that fit in no call. A later model's first case pays the warm startup only if
+    an earlier call already started that model."""
+    queue = list(jobs)
+    slots: list[Slot] = []
+    started_models: set[str] = set()
+    for call in range(1, calls + 1):
+        now = setup_s if call == 1 else 0.0
+        running: list[Slot] = []
+        while queue:
+            free = gpu_mem_gib - sum(s.job.mem_gib for s in running)
+            fits = [
+                j
+                for j in queue
+                if j.mem_gib <= free and len(running) < parallel and now + _cost(j, started_models) <= call_s
+            ]
+            if fits:
+                job = fits[0]
+                queue.remove(job)
+                cost = _cost(job, started_models)
+                started_models.add(job.family)
+                slot = Slot(replace(job, expected_s=cost), call, now, now + cost)
+                running.append(slot)
+                slots.append(slot)
+                continue
+            if not running:
+                break
+            done = min(running, key=lambda s: s.end_s)
+            running.remove(done)
+            now = max(now, done.end_s)
+    return slots, queue
+
+
+def _cost(job: Job, started: set[str]) -> float:
+    """A model's first case on the machine pays the cold startup; whichever case that turns out to be."""
+    upstream_name = PROFILES[job.family].real_size_of or job.family
+    est = ESTIMATES[upstream_name]
+    first = job.kind == "matrix+mutations"
+    cold = job.family not in started
+    return case_s(est, cold=cold, mutations=first)
+
+
+def describe(slots: Sequence[Slot], left: Sequence[Job], *, calls: int, setup_s: float) -> list[str]:
+    """The dry run's lines: per call its cases and end, then what does not fit. ESTIMATES throughout."""
+    lines = ["real-size plan on one H200 (ESTIMATED costs: no real-size run has been measured yet)"]
+    for call in range(1, calls + 1):
+        mine = [s for s in slots if s.call == call]
+        end = max((s.end_s for s in mine), default=setup_s if call == 1 else 0.0)
+        setup = setup_s if call == 1 else 0.0
+        lines.append(f"call {call}: {len(mine)} cases, estimated end {end:.0f} s (setup {setup:.0f} s)")
+        for s in mine:
+            lines.append(
+                f"  {s.job.case_id:52} start {s.start_s:5.0f} end {s.end_s:5.0f} mem {s.job.mem_gib:5.1f} GiB"
+            )
+    lines.append(
+        f"does not fit: {len(left)} cases" + (": " + ", ".join(j.case_id for j in left) if left else "")
+    )
+    return lines
