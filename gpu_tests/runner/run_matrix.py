@@ -81,16 +81,24 @@ class JobResult:
 class Cost:
     """What a family's case costs on the H200 under load, from its committed reports."""
 
-    startup_s: float
+    startup_s: float  # the median: a server whose kernels are already in the machine's compile cache
     run_s: float  # one run of the whole probe set
     source: str
+    cold_startup_s: float | None = (
+        None  # the slowest: the family's first server, compiling (default: the same)
+    )
+
+    @property
+    def cold_s(self) -> float:
+        return self.startup_s if self.cold_startup_s is None else self.cold_startup_s
 
     def case_s(self, iterations: int, mutations: int = 0) -> float:
+        """A case's seconds, its server starting cold (no kernel of its family compiled yet)."""
         runs = iterations * RUNS_PER_ITERATION
         if iterations:
             runs += FIRST_ITERATION_EXTRA + (iterations - 1) * LATER_ITERATION_EXTRA
         runs += mutations * (RUNS_PER_ITERATION + 1) * MUTATION_SHARE
-        return self.startup_s + self.run_s * runs + 4.0 * (iterations + mutations)
+        return self.cold_s + self.run_s * runs + 4.0 * (iterations + mutations)
 
 
 def _report_runs(report: dict[str, Any]) -> list[float]:
@@ -131,6 +139,7 @@ def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[s
             startup_s=statistics.median(s) if s else FALLBACK_STARTUP_S,
             run_s=statistics.median(r) if r else FALLBACK_RUN_S,
             source=f"{len(s or [])} startups, {len(r or [])} runs",
+            cold_startup_s=max(s) if s else None,
         )
     return out
 
@@ -257,31 +266,30 @@ def split_parts(
     parallel: int,
     first_offset_s: float = 80.0,
     costs: dict[str, Cost] | None = None,
-    heavy_factor: float = 1.5,
+    compile_s: float = 60.0,
 ) -> list[list[Job]]:
     """Deal the jobs over ``parts`` calls on one warm machine.
 
-    A family whose measured startup exceeds ``heavy_factor`` times the fastest family's compiles its
-    kernels at start (the hybrids' Triton kernels). With more than one call, its mutation case goes into the
-    first call, where it fills the shared Triton cache, and its other cases into the last call, expected to
-    start as fast as the fastest family (the reports measure whether they do). The other families are
-    dealt whole, the most expensive first, each to the call whose simulated end (the first call starts
-    ``first_offset_s`` late, after the setup) is earliest.
+    A family whose first server starts more than ``compile_s`` slower than its others compiles its kernels
+    at start (the hybrids' Triton kernels) into the machine's shared cache. With more than one call, its
+    mutation case goes into the first call, where it fills that cache, and its other cases into the last
+    call, expected to start as its warm servers did. The other families are dealt whole, the most expensive
+    first, each to the call whose simulated end (the first call starts ``first_offset_s`` late, after the
+    setup) is earliest.
     """
     costs = costs or {}
     out: list[list[Job]] = [[] for _ in range(parts)]
     families: dict[str, list[Job]] = {}
     for job in jobs:
         families.setdefault(job.family, []).append(job)
-    startups = {
-        f: costs[PROFILES[f"tiny-{f}"].family].startup_s
+    saving = {
+        f: cost.cold_s - cost.startup_s
         for f in families
-        if PROFILES[f"tiny-{f}"].family in costs
+        if (cost := costs.get(PROFILES[f"tiny-{f}"].family)) is not None
     }
-    fastest = min(startups.values(), default=0.0)
-    heavy = {f for f, s in startups.items() if parts > 1 and fastest and s > heavy_factor * fastest}
+    heavy = {f for f, saved in saving.items() if parts > 1 and saved > compile_s}
     for fam in sorted(heavy):
-        saved = startups[fam] - fastest
+        saved = saving[fam]
         for job in families.pop(fam):
             if job.kind == "mutations":
                 out[0].append(job)
