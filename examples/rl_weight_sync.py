@@ -2,8 +2,9 @@
 carries the control plane (pause, start, send, finish with a version, resume).
 
 vLLM 0.26's IPC weight-transfer engine (`vllm/distributed/weight_transfer/ipc_engine.py`; later releases
-moved the trainer side into `IPCTrainerWeightTransferEngine`) takes the send step as a callable: `trainer_send_weights(params, {"send_mode": send})` turns the trainer's tensors into
-CUDA IPC handles and calls `send(update_info)`. Here `send` posts that batch through the SDK's
+moved the trainer side into `IPCTrainerWeightTransferEngine`) takes the send step as a callable:
+`trainer_send_weights(params, {"send_mode": send})` turns the trainer's tensors into CUDA IPC handles and
+calls `send(update_info)`. Here `send` posts that batch through the SDK's
 `update.update(...)` inside `client.weight_update(...)`, in the form vLLM's own "http" mode posts (the handles
 pickled and base64-encoded, which the server reads only with VLLM_ALLOW_INSECURE_SERIALIZATION=1).
 

@@ -1,5 +1,5 @@
-"""A vLLM worker extension for the RL checks (`--worker-extension-cls gpu_tests.rl.worker_extension.RLWorkerExtension`):
-methods the GPU worker gains, called through `/collective_rpc`, one answer per rank.
+"""A vLLM worker extension for the RL checks: methods the GPU worker gains, called through `/collective_rpc`,
+one answer per rank (`--worker-extension-cls gpu_tests.rl.worker_extension.RLWorkerExtension`).
 
 - `weight_checksums`: a SHA-256 of every parameter's bytes, by vLLM's parameter names, for releases without
   `/weight_checker` (vLLM 0.26): two servers hold the same weights when their checksums are equal.
@@ -16,7 +16,8 @@ from typing import Any
 
 
 class RLWorkerExtension:
-    """Mixed into vLLM's worker class: `self` is the worker (`model_runner`, `rank`, `local_rank`, `device`)."""
+    """Mixed into vLLM's worker class: `self` is the worker (`model_runner`, `rank`, `local_rank`,
+    `device`)."""
 
     model_runner: Any
     rank: int
