@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,11 +43,17 @@ def _decoded(status: int, body: bytes) -> Any:
 
 
 class HttpClientFloor:
-    """The floor: http.client on one persistent connection (reconnecting if the server closed it)."""
+    """The floor: http.client on one persistent connection (reconnecting if the server closed it); over
+    https when given the SSLContext to trust."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.conn = http.client.HTTPConnection(host, port)
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.conn = self._connection()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.tls is None:
+            return http.client.HTTPConnection(self.host, self.port)
+        return http.client.HTTPSConnection(self.host, self.port, context=self.tls)
 
     def call(self, method: str, target: str) -> Any:
         for attempt in (0, 1):
@@ -57,7 +64,7 @@ class HttpClientFloor:
                 break
             except (http.client.RemoteDisconnected, ConnectionError):
                 self.conn.close()
-                self.conn = http.client.HTTPConnection(self.host, self.port)
+                self.conn = self._connection()
                 if attempt:
                     raise
         return _decoded(response.status, body)

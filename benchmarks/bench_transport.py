@@ -11,6 +11,9 @@ Rows, each against baselines measured in the same run:
 - the transport's gain, a row of its own: the SDK on its default pool (h11 sync, aiohttp async) against
   the same SDK on httpx (`transport="httpx"`), in the same rounds. The SDK's own cost over one transport
   is bench_overhead's.
+- both again over https: vllm-rs serving TLS with certificates of a CA made for the run; every peer trusts
+  that CA through an SSLContext, the SDK through `verify=` (the pools checked: still h11 and aiohttp).
+  Same goals.
 - fleet fan-out over 256 instant targets in one process (a small asyncio HTTP server on 256 ports in a
   child process): the client's CPU time per request (`time.process_time` around whole fan-outs), each
   variant run in turn three times: AsyncFleet on its default pool; the fleet's former layout, really run
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -61,7 +65,10 @@ def _calls(name: str, call: Callable[[str, str], Any]) -> dict[str, Callable[[],
     return {f"{name} {route}": functools.partial(call, m, t) for route, (m, t) in ROUTES.items()}
 
 
-def _sdk_calls(name: str, client: Any) -> dict[str, Callable[[], Any]]:
+def _sdk_calls(name: str, client: Any, pool: str) -> dict[str, Callable[[], Any]]:
+    # Checked, so neither a proxy in the environment nor https can swap the pool a row names.
+    if _peers.transport_of(client) != pool:
+        raise RuntimeError(f"{name} travels on {_peers.transport_of(client)}, not {pool}")
     return {f"{name} {route}": getattr(client, route) for route in ROUTES}
 
 
@@ -72,17 +79,21 @@ def _tls(ca: str | None) -> ssl.SSLContext | None:
 
 def _sync_variants(url: str, ca: str | None) -> tuple[dict[str, Callable[[], object]], list[Any]]:
     host, port = url.split("//")[1].split(":")
-    floor = _peers.HttpClientFloor(host, int(port))
-    pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
-    hx = httpx.Client()
-    sdk = DevClient(url, transport="auto")
-    sdk_httpx = DevClient(url, transport="httpx")
+    tls = _tls(ca)
+    floor = _peers.HttpClientFloor(host, int(port), tls)
+    if tls is None:
+        pool: urllib3.HTTPConnectionPool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1)
+    else:
+        pool = urllib3.HTTPSConnectionPool(host, int(port), maxsize=1, ssl_context=tls)
+    hx = httpx.Client(verify=tls or True)
+    sdk = DevClient(url, transport="auto", verify=ca or True)
+    sdk_httpx = DevClient(url, transport="httpx", verify=ca or True)
     variants = (
         _calls("http.client", floor.call)
         | _calls("urllib3", _peers.urllib3_call(pool))
         | _calls("httpx", _peers.httpx_call(hx, url))
-        | _sdk_calls("sdk", sdk)
-        | _sdk_calls("sdk-httpx", sdk_httpx)
+        | _sdk_calls("sdk", sdk, "H11Pool")
+        | _sdk_calls("sdk-httpx", sdk_httpx, "HttpxTransport")
     )
     return variants, [floor, pool, hx, sdk, sdk_httpx]
 
@@ -90,16 +101,16 @@ def _sync_variants(url: str, ca: str | None) -> tuple[dict[str, Callable[[], obj
 async def _async_samples(url: str, ca: str | None, rounds: int, budget: float) -> dict[str, list[float]]:
     tls = _tls(ca)
     async with (
-        aiohttp.ClientSession() as session,
-        httpx.AsyncClient() as hx,
-        AsyncDevClient(url, transport="auto") as sdk,
-        AsyncDevClient(url, transport="httpx") as sdk_httpx,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls or True)) as session,
+        httpx.AsyncClient(verify=tls or True) as hx,
+        AsyncDevClient(url, transport="auto", verify=ca or True) as sdk,
+        AsyncDevClient(url, transport="httpx", verify=ca or True) as sdk_httpx,
     ):
         variants = (
             _calls("aiohttp", _peers.aiohttp_call(session, url))
             | _calls("httpx", _peers.httpx_acall(hx, url))
-            | _sdk_calls("sdk", sdk)
-            | _sdk_calls("sdk-httpx", sdk_httpx)
+            | _sdk_calls("sdk", sdk, "AiohttpPool")
+            | _sdk_calls("sdk-httpx", sdk_httpx, "AsyncHttpxTransport")
         )
         return await ainterleave(
             variants, rounds=rounds, per_round=PER_ROUND, warmup=PER_ROUND, max_seconds=budget
@@ -110,13 +121,16 @@ def _per_call_rows(
     mode: str, samples: dict[str, list[float]], floor: str, goal: float
 ) -> list[dict[str, Any]]:
     rows = []
-    peers = sorted({name.split(" ")[0] for name in samples} - set(SDK_VARIANTS), key=lambda p: p != floor)
-    pool = "h11" if mode == "sync" else "aiohttp"
+    # The floor first, then the peers as the variants list them (not a set's order: the table stays put).
+    listed = [p for p in dict.fromkeys(name.split(" ")[0] for name in samples) if p not in SDK_VARIANTS]
+    peers = sorted(listed, key=lambda p: p != floor)
+    asynchronous = mode.endswith("async")  # "async" or "https async"
+    pool = "aiohttp" if asynchronous else "h11"
     for route in ROUTES:
         sdk = Stats.of(samples[f"sdk {route}"]).scaled(1e6)
         for peer in peers:
             base = Stats.of(samples[f"{peer} {route}"]).scaled(1e6)
-            judged = peer == floor and (mode.endswith("async") or route == "version")
+            judged = peer == floor and (asynchronous or route == "version")
             rows.append(
                 compare(
                     f"rust {mode} {route} vs {peer}",

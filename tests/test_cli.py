@@ -856,7 +856,16 @@ def test_offload_check_has_one_parser_and_puts_its_cases_in_the_envelope(
         )
 
     monkeypatch.setattr(check_cli, "run_case", run_case)
-    argv = ("--profile", "small", "--frontend", "python,rust", "--iterations", "2", "--server-arg", "--dtype half")
+    argv = (
+        "--profile",
+        "small",
+        "--frontend",
+        "python,rust",
+        "--iterations",
+        "2",
+        "--server-arg",
+        "--dtype half",
+    )
     human = invoke("offload-check", *argv)
     assert human.exit_code == exit_code and [s["case"] for s in seen] == [
         "small-offloading-python",

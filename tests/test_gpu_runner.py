@@ -132,7 +132,9 @@ def test_costs_are_read_from_the_committed_reports(tmp_path: Path) -> None:
     )
     write("tiny-llama-study.json", {**base, "num_questions": 200, "timings": {"server_startup_s": 900}})
     cost = expected_costs(tmp_path, probe_scale=1.25)["llama"]
-    assert cost.startup_s == 60 and cost.run_s == 7.5  # medians of 50, 70 and of 5, 5 (format 1 scaled), 10, 10
+    assert (
+        cost.startup_s == 60 and cost.run_s == 7.5
+    )  # medians of 50, 70 and of 5, 5 (format 1 scaled), 10, 10
     assert "2 startups" in cost.source
 
 

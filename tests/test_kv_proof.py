@@ -175,7 +175,7 @@ def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> No
             "pid": 9,
             "request_id": f"r{i}",
             "key": prompt_key(t),
-            "prompt_tokens": len(t),
+            "prompt": len(t),
             "local": 0,
             "external": i,
         }

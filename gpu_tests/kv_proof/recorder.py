@@ -76,7 +76,7 @@ class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
                         "pid": os.getpid(),
                         "request_id": str(new.req_id),
                         "key": prompt_key(request.prompt_token_ids or []),
-                        "prompt_tokens": int(stats.num_prompt_tokens),
+                        "prompt": int(stats.num_prompt_tokens),
                         "local": int(stats.num_local_cached_tokens),
                         "external": int(stats.num_external_cached_tokens),
                     }

@@ -188,7 +188,9 @@ def cost_table(meta: dict[str, Any]) -> str:
 def startup_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
     """Server startup per family and call: the first call of a family compiles its Triton kernels into the
     machine's shared cache, a later call starts from it."""
-    part = {row["case_id"]: call.get("part") for call in meta.get("calls", []) for row in call["summary"]["cases"]}
+    part = {
+        row["case_id"]: call.get("part") for call in meta.get("calls", []) for row in call["summary"]["cases"]
+    }
     cells: dict[tuple[str, str], list[float]] = {}
     for r in reports:
         if "server_startup_s" in r.timings and r.case_id in part:

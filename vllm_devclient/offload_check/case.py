@@ -154,9 +154,7 @@ class ServerIO:
                     finish_reason=q.finish_reason,
                     prediction=q.prediction if probe.kind == "gsm8k" else None,
                     error=q.error,
-                    split=Split(prompt=rec.prompt_tokens, local=rec.local, external=rec.external)
-                    if rec
-                    else None,
+                    split=Split(prompt=rec.prompt, local=rec.local, external=rec.external) if rec else None,
                     usage_cached=q.cached_tokens,
                     request_id=rec.request_id if rec else None,
                 )

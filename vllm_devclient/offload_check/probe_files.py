@@ -5,8 +5,8 @@ offloading spec given through ``kv_connector_extra_config``) run inside vLLM's e
 check in one folder per server, named by the environment variable :data:`PROBE_DIR_ENV`:
 
 - ``layout.json``: the KV-cache groups (index, kind, block size, layers), written by the scheduler at start.
-- ``splits-<pid>.jsonl``: one line per request when its prefill is scheduled: prompt tokens, tokens from the
-  GPU prefix cache (``local``), tokens loaded by the connector (``external``), tokens computed; plus a hash of
+- ``splits-<pid>.jsonl``: one line per request when its prefill is scheduled: prompt tokens (``prompt``),
+  tokens from the GPU prefix cache (``local``), tokens loaded by the connector (``external``); plus a hash of
   the prompt token ids, which is how the check finds its request (:func:`prompt_key`).
 - ``loads-<pid>.jsonl``: one line per OffloadingConnector load job, written where the scheduler plans it: the
   request, the cached-token count it serves, and per group the first logical GPU block and the block count.
@@ -41,6 +41,7 @@ __all__ = [
     "Mismatch",
     "MutationOrder",
     "ProbeFiles",
+    "Split",
     "SplitRecord",
     "prompt_key",
 ]
@@ -76,14 +77,10 @@ class GroupLayout(_Model):
         return self.kind in RECURRENT_KINDS
 
 
-class SplitRecord(_Model):
-    """How one request's prompt was served when its prefill was first scheduled."""
+class Split(_Model):
+    """How the engine served a prompt: from the GPU prefix cache, loaded by the connector, computed."""
 
-    seq: int
-    pid: int
-    request_id: str
-    key: str
-    prompt_tokens: int
+    prompt: int
     local: int
     external: int
 
@@ -93,7 +90,16 @@ class SplitRecord(_Model):
 
     @property
     def computed(self) -> int:
-        return self.prompt_tokens - self.cached
+        return self.prompt - self.cached
+
+
+class SplitRecord(Split):
+    """A request's split as the recording scheduler wrote it, when its prefill was first scheduled."""
+
+    seq: int
+    pid: int
+    request_id: str
+    key: str
 
 
 class LoadGroup(_Model):

@@ -22,7 +22,7 @@ from vllm_devclient.metrics import MetricsDelta
 from vllm_devclient.models import BarrierResult
 
 from .events import KVEventsSummary
-from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan
+from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, Split
 
 __all__ = [
     "AgreementRow",
@@ -66,22 +66,6 @@ class ProbeInfo(_Frozen):
     base: str | None = None
     shape: str | None = None
     state_at: int | None = None
-
-
-class Split(_Frozen):
-    """How the engine served a prompt: from the GPU prefix cache, loaded by the connector, computed."""
-
-    prompt: int
-    local: int
-    external: int
-
-    @property
-    def cached(self) -> int:
-        return self.local + self.external
-
-    @property
-    def computed(self) -> int:
-        return self.prompt - self.cached
 
 
 class Answer(_Frozen):

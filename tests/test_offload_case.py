@@ -1,0 +1,109 @@
+"""run_case end to end with the real Rust frontend standing in for `vllm serve`: the server's flags, the probe
+folder, the instruments' wiring, the report written and judged. The scripted engine offloads nothing, so the
+check must refuse to call the reload proven instead of passing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_tests.kv_proof.instruments import INSTRUMENTS
+from vllm_devclient.offload_check import PROFILES, CheckCase, OffloadCheckReport, run_case
+from vllm_devclient.offload_check.probe_files import PROBE_DIR_ENV
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.frontends import RustFrontend
+
+from .conftest import GSM8K_DIR
+
+
+def _encode(text: str) -> list[int]:
+    return [10 + ord(c) % 50 for c in text][:200]  # short prompts: the scripted engine's context is small
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    configs: list[Any] = []
+
+    class StandIn:
+        def __init__(self, config: Any) -> None:
+            configs.append(config)
+            self.config = config
+
+        def __enter__(self) -> StandIn:
+            # What the recording scheduler writes at start: the layout (here one full-attention group).
+            root = Path(self.config.env[PROBE_DIR_ENV])
+            (root / "layout.json").write_text(
+                json.dumps({"groups": [{"index": 0, "kind": "full", "block_size": 16}]})
+            )
+            self.fe = RustFrontend(engine=ScriptedEngine(token_ids=(19, 26), max_model_len=2048)).start()
+            self.base_url = self.fe.base_url
+            self.command = [*self.config.launcher, "serve", "m", "--port", "1"]
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fe.stop()
+
+    monkeypatch.setattr("vllm_devclient.offload_check.case.VllmServer", StandIn)
+    return configs
+
+
+def test_run_case_wires_server_probes_instruments_and_report(tmp_path: Path, stand_in: list[Any]) -> None:
+    case = CheckCase(PROFILES["small"], "OffloadingConnector", "rust")
+    report = run_case(
+        case,
+        report_dir=tmp_path,
+        num_questions=2,
+        max_tokens=2,
+        iterations=1,
+        instruments=INSTRUMENTS,
+        mutations=("zero_fill", "state_ahead"),
+        boundary_probes=1,
+        use_kv_events=False,  # the scripted engine publishes no CPU stores to wait for
+        gsm8k_dir=GSM8K_DIR,
+        encoder=lambda model: _encode,
+        extra_args=["--dtype", "half"],
+    )
+    (config,) = stand_in
+    args = list(config.extra_args)
+    assert args[-5:] == ["--dtype", "half", "--enable-prompt-tokens-details", *INSTRUMENTS.scheduler_args]
+    assert config.connector_extra["spec_name"] == "ProvingCPUOffloadingSpec"  # the byte ledger's spec
+    assert config.env[PROBE_DIR_ENV] == str((tmp_path / f"{case.id}.probe").resolve())
+    saved = OffloadCheckReport.model_validate_json((tmp_path / f"{case.id}.json").read_text())
+    assert saved == report and report.format == 2
+    assert [p.kind for p in report.probes].count("boundary") == 1 and report.layout[0].block_size == 16
+    assert report.extra["mutations_not_applicable"] == {
+        "state_ahead": "the model has no recurrent-state group"
+    }
+    assert [it.label for it in report.iterations] == ["clean-1", "mutation-zero_fill"]
+    first = report.iterations[0]
+    assert not first.assertion("reload_proven").passed  # nothing was offloaded, and the check says so
+    # No recorder, no proving spec ran in the stand-in: the check says the instruments are missing.
+    assert report.assertion("instruments_ok").passed is False
+    assert "no ledger" in report.assertion("instruments_ok").message
+    assert report.status == "failed" and report.frontend_observed == "rust"
+    assert report.timings["server_startup_s"] >= 0 and report.timings["case_s"] >= report.timings["check_s"]
+
+
+def test_run_case_without_instruments_says_what_it_could_not_prove(
+    tmp_path: Path, stand_in: list[Any]
+) -> None:
+    case = CheckCase(PROFILES["small"], "SimpleCPUOffloadConnector", "rust")
+    report = run_case(
+        case,
+        report_dir=tmp_path,
+        num_questions=2,
+        max_tokens=2,
+        iterations=1,
+        gsm8k_dir=GSM8K_DIR,
+        encoder=lambda model: _encode,
+    )
+    (config,) = stand_in
+    assert "--scheduler-cls" not in config.extra_args and "spec_module_path" not in config.connector_extra
+    first = report.iterations[0]
+    assert not first.assertion("kv_bytes_identical").evaluated
+    assert report.assertion("instruments_ok").passed
+    with pytest.raises(Exception, match="mutations need"):
+        run_case(case, report_dir=tmp_path, mutations=("zero_fill",), gsm8k_dir=GSM8K_DIR)
