@@ -156,7 +156,8 @@ class NotFoundError(APIStatusError):
 
 
 class DevModeDisabledError(NotFoundError):
-    """404 on a dev route: the server was started without VLLM_SERVER_DEV_MODE=1."""
+    """404 on a dev route, and the server serves none: it was started without VLLM_SERVER_DEV_MODE=1.
+    (When the client could not ask, the message names the other cause too: a release without the route.)"""
 
 
 class RouteNotServedError(NotFoundError):
