@@ -28,6 +28,7 @@ from vllm_devclient import (
     EngineCallError,
     InvalidParameterError,
     PermissionDeniedError,
+    RouteNotServedError,
     WaitTimeoutError,
 )
 from vllm_devclient.calls import CALLS
@@ -81,6 +82,7 @@ def _status(cls: type[Any], status: int, path: str = "/x") -> Any:
         (WaitTimeoutError("x", waited_s=1.0), ExitCode.DEADLINE),
         (BarrierTimeoutError("x", waited_s=1.0, attempts=3, engine_steps=2, last=None), ExitCode.DEADLINE),
         (_status(DevModeDisabledError, 404), ExitCode.DEV_MODE),
+        (_status(RouteNotServedError, 404), ExitCode.FAILED),
         (_status(AuthenticationError, 401), ExitCode.AUTH),
         (_status(PermissionDeniedError, 403), ExitCode.AUTH),
         (InvalidParameterError("x"), ExitCode.USAGE),
@@ -196,6 +198,7 @@ def test_single_target_human_output_and_a_v1_url(mock: respx.MockRouter) -> None
 def test_fleet_json_has_an_entry_per_target_with_its_exit_code(mock: respx.MockRouter) -> None:
     mock.post(f"{A}/reset_prefix_cache").respond(200, json={"success": True})
     mock.post(f"{B}/reset_prefix_cache").respond(404)
+    mock.get(f"{B}/reset_prefix_cache").respond(404)  # no dev route served: dev mode off
     mock.post(f"{C}/reset_prefix_cache").mock(side_effect=httpx.ConnectError("refused"))
     result = invoke("--url", A, "--url", B, "--url", C, "--retries", "0", "--json", "reset-prefix-cache")
     assert result.exit_code == ExitCode.FAILED  # two different kinds of failure
@@ -225,11 +228,15 @@ def test_fleet_json_has_an_entry_per_target_with_its_exit_code(mock: respx.MockR
 def test_tsv_is_one_tab_separated_line_per_target(mock: respx.MockRouter) -> None:
     mock.get(f"{A}/is_paused").respond(200, json={"is_paused": True})
     mock.get(f"{B}/is_paused").respond(404)
-    result = invoke("--url", A, "--url", B, "-o", "tsv", "is-paused")
-    assert result.exit_code == ExitCode.DEV_MODE
+    mock.get(f"{B}/reset_prefix_cache").respond(404)
+    mock.get(f"{C}/is_paused").respond(404)
+    mock.get(f"{C}/reset_prefix_cache").respond(405)  # C serves dev routes: its release lacks /is_paused
+    result = invoke("--url", A, "--url", B, "--url", C, "-o", "tsv", "is-paused")
+    assert result.exit_code == ExitCode.FAILED
     rows = [line.split("\t") for line in result.stdout.splitlines()]
-    assert [r[:3] for r in rows] == [[A, "ok", "0"], [B, "FAIL", "5"]]
+    assert [r[:3] for r in rows] == [[A, "ok", "0"], [B, "FAIL", "5"], [C, "FAIL", "1"]]
     assert rows[0][4] == "true" and rows[1][4] == "dev mode off: 404 on /is_paused"
+    assert rows[2][4] == "route missing from this release: 404 on /is_paused"
     assert all(len(r) == 5 for r in rows) and float(rows[0][3]) >= 0
 
 
@@ -261,6 +268,7 @@ def test_success_false_exits_one_under_the_documented_error_type(mock: respx.Moc
     ("answer", "code", "error_type"),
     [
         (httpx.Response(404), ExitCode.DEV_MODE, "DevModeDisabledError"),
+        (httpx.Response(404), ExitCode.FAILED, "RouteNotServedError"),
         (httpx.Response(401, json={"error": "Unauthorized"}), ExitCode.AUTH, "AuthenticationError"),
         (httpx.ConnectError("refused"), ExitCode.CONNECTION, "APIConnectionError"),
         (httpx.ReadTimeout("slow"), ExitCode.CONNECTION, "APITimeoutError"),
@@ -275,6 +283,8 @@ def test_each_failure_kind_gives_its_exit_code(
     mock: respx.MockRouter, answer: httpx.Response | Exception, code: int, error_type: str
 ) -> None:
     mock.post(f"{B}/sleep").respond(200, json={"status": "sleeping", "level": 2})
+    # After a dev route's 404 the client asks whether any dev route is served (405: yes, 404: no).
+    mock.get(f"{A}/reset_prefix_cache").respond(405 if error_type == "RouteNotServedError" else 404)
     route = mock.post(f"{A}/sleep")
     if isinstance(answer, Exception):
         route.mock(side_effect=answer)
@@ -349,6 +359,7 @@ def test_timeout_given_bounds_each_try_of_a_wait(mock: respx.MockRouter) -> None
 def test_pause_rollback_in_json(mock: respx.MockRouter) -> None:
     mock.post(f"{A}/pause").respond(200, json={"status": "paused"})
     mock.post(f"{B}/pause").respond(404)
+    mock.get(f"{B}/reset_prefix_cache").respond(404)
     resume_a = mock.post(f"{A}/resume").respond(200, json={"status": "resumed"})
     resume_b = mock.post(f"{B}/resume").respond(200, json={"status": "resumed"})
     result = invoke("--url", A, "--url", B, "--json", "pause", "--rollback", "--mode", "keep")

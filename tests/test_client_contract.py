@@ -280,11 +280,14 @@ async def test_a_404_off_the_dev_surface_is_not_found_not_dev_mode(
 ) -> None:
     mock.get("/v1/nonexistent").mock(return_value=python(404, json={"detail": "Not Found"}))
     mock.post("/sleep").mock(return_value=python(404, json={"detail": "Not Found"}))
+    probe = mock.get("/reset_prefix_cache").mock(return_value=python(404, json={"detail": "Not Found"}))
     with pytest.raises(NotFoundError) as info:
         await dc.request("GET", "/v1/nonexistent")
     assert not isinstance(info.value, DevModeDisabledError)
+    assert probe.call_count == 0  # only a dev route's 404 is looked into
     with pytest.raises(DevModeDisabledError):
         await dc.request("POST", "/sleep")
+    assert probe.call_count == 1
 
 
 async def test_newer_answer_shapes_are_read(dc: Either, mock: respx.MockRouter) -> None:

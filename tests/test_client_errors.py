@@ -10,6 +10,7 @@ from vllm_devclient import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
+    AsyncDevClient,
     AuthenticationError,
     BadRequestError,
     DevClient,
@@ -19,6 +20,7 @@ from vllm_devclient import (
     InternalServerError,
     MethodNotAllowedError,
     NotFoundError,
+    RouteNotServedError,
     ServiceUnavailableError,
 )
 
@@ -106,6 +108,7 @@ async def test_status_errors(
     param: str | None,
 ) -> None:
     mock.post("/sleep").mock(return_value=response)
+    mock.get("/reset_prefix_cache").mock(return_value=rust(404))  # asked after a 404: dev mode is off
     with pytest.raises(error) as info:
         await dc.sleep()
     exc = info.value
@@ -122,9 +125,101 @@ async def test_status_errors(
 
 async def test_404_off_the_dev_surface_is_plain_not_found(dc: Either, mock: respx.MockRouter) -> None:
     mock.get("/version").mock(return_value=python(404, json={"detail": "Not Found"}))
+    probe = mock.get("/reset_prefix_cache").mock(return_value=python(405))
     with pytest.raises(NotFoundError) as info:
         await dc.version()
-    assert not isinstance(info.value, DevModeDisabledError)
+    assert type(info.value) is NotFoundError and probe.call_count == 0
+
+
+# ---- a dev route's 404: dev mode off, or a release without the route ---------------------------------------
+# Both frontends answer both the same way (the recorded 0.25.1/0.28.0 fixtures: Python {"detail": "Not
+# Found"}, Rust an empty 404), so the client asks once: GET /reset_prefix_cache, 405 while dev routes are
+# served and 404 when they are not.
+
+_NOT_FOUND = {"python": python(404, json={"detail": "Not Found"}), "rust": rust(404)}
+
+
+@pytest.mark.parametrize("frontend", ["python", "rust"])
+async def test_a_route_the_release_lacks_is_named_missing(
+    dc: Either, mock: respx.MockRouter, frontend: str
+) -> None:
+    route = mock.get("/weight_info").mock(return_value=_NOT_FOUND[frontend])
+    probe = mock.get("/reset_prefix_cache").mock(
+        return_value=python(405, headers={"allow": "POST"}) if frontend == "python" else rust(405)
+    )
+    with pytest.raises(RouteNotServedError) as info:
+        await dc.weight_info()
+    exc = info.value
+    assert isinstance(exc, NotFoundError) and not isinstance(exc, DevModeDisabledError)
+    assert (exc.status_code, exc.http_method, exc.path) == (404, "GET", "/weight_info")
+    assert "route /weight_info is missing" in str(exc) and "release" in str(exc)
+    assert "VLLM_SERVER_DEV_MODE" not in str(exc)
+    assert exc.body == _NOT_FOUND[frontend].text
+    assert exc.frontend == ("python" if frontend == "python" else "unknown")
+    # One try of each (a 404 is not retried), the probe never reaches the engine's routes.
+    assert (route.call_count, probe.call_count) == (1, 1)
+
+
+async def test_dev_mode_off_is_said_without_doubt_when_the_probe_is_404(
+    dc: Either, mock: respx.MockRouter
+) -> None:
+    mock.post("/collective_rpc").mock(return_value=rust(404))
+    probe = mock.get("/reset_prefix_cache").mock(return_value=rust(404))
+    with pytest.raises(DevModeDisabledError) as info:
+        await dc.collective_rpc("ping")
+    assert "start the server with VLLM_SERVER_DEV_MODE=1" in str(info.value)
+    assert "this release has no such route" not in str(info.value)
+    assert probe.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "probe_answer",
+    [httpx.ConnectError("refused"), rust(502), python(401, json={"error": "Unauthorized"})],
+    ids=["no-answer", "gateway", "unauthorized"],
+)
+async def test_a_probe_without_evidence_names_both_causes(
+    dc: Either, mock: respx.MockRouter, probe_answer: httpx.Response | Exception
+) -> None:
+    mock.post("/pause").mock(return_value=rust(404))
+    probe = mock.get("/reset_prefix_cache")
+    if isinstance(probe_answer, Exception):
+        probe.mock(side_effect=probe_answer)
+    else:
+        probe.mock(return_value=probe_answer)
+    with pytest.raises(DevModeDisabledError) as info:
+        await dc.pause()
+    assert "VLLM_SERVER_DEV_MODE=1" in str(info.value) and "this release has no such route" in str(info.value)
+    assert probe.call_count == 1  # asked once, never retried
+
+
+async def test_a_wait_on_a_missing_route_ends_with_the_missing_route(
+    dc: Either, mock: respx.MockRouter
+) -> None:
+    mock.get("/is_paused").mock(return_value=rust(404))
+    mock.get("/reset_prefix_cache").mock(return_value=rust(405))
+    with pytest.raises(RouteNotServedError, match="/is_paused"):
+        await dc.wait_until_paused(deadline=5)
+
+
+async def test_weight_update_on_a_release_without_the_routes_resumes_and_names_the_route(
+    dc: Either, mock: respx.MockRouter
+) -> None:
+    """vLLM 0.28.0's Rust frontend has no weight-transfer routes: the flow still resumes."""
+    mock.post("/pause").mock(return_value=rust(200, json={"status": "paused"}))
+    mock.get("/is_paused").mock(return_value=rust(200, json={"is_paused": True}))
+    mock.post("/start_weight_update").mock(return_value=rust(404))
+    mock.get("/reset_prefix_cache").mock(return_value=rust(405))
+    resume = mock.post("/resume").mock(return_value=rust(200, json={"status": "resumed"}))
+    finish = mock.post("/finish_weight_update")
+    client = dc.client
+    with pytest.raises(RouteNotServedError, match="/start_weight_update"):
+        if isinstance(client, AsyncDevClient):
+            async with client.weight_update(weight_version="v1"):
+                pass
+        else:
+            with client.weight_update(weight_version="v1"):
+                pass
+    assert resume.call_count == 1 and finish.call_count == 0
 
 
 @pytest.mark.parametrize(

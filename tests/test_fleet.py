@@ -342,6 +342,7 @@ def test_sync_fleet_same_results_and_no_thread_left() -> None:
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://a.test/pause").respond(200, json={"status": "paused"})
         mock.post("http://b.test/pause").respond(404)
+        mock.get("http://b.test/reset_prefix_cache").respond(404)
         resume_a = mock.post("http://a.test/resume").respond(200, json={"status": "resumed"})
         resume_b = mock.post("http://b.test/resume").respond(200, json={"status": "resumed"})
         mock.get("http://a.test/is_sleeping").respond(200, json={"is_sleeping": True})

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_URL",
     "DEFAULT_WAIT_DEADLINE",
     "DEFAULT_WAIT_REQUEST_TIMEOUT",
+    "DEV_ROUTES_PROBE_TIMEOUT",
     "ERROR_TEXT_LIMIT",
     "KEEPALIVE_EXPIRY",
     "LONG_ROUTE_TIMEOUT",
@@ -51,6 +52,9 @@ DEFAULT_WAIT_REQUEST_TIMEOUT = 5.0
 DEFAULT_POLL_INTERVAL = 0.05
 DEFAULT_BARRIER_POLL_INTERVAL = 0.02
 DEFAULT_POLL_MAX_INTERVAL = 1.0
+# The one request that tells a missing route from dev mode off after a dev route's 404 (it never
+# reaches the engine): bounded also where the call itself is not (a long-running route).
+DEV_ROUTES_PROBE_TIMEOUT = 5.0
 # A try started just before a deadline still gets this long, so that it can be answered at all; a try
 # that would get less is not started.
 MIN_TRY_SECONDS = 0.2

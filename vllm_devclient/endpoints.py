@@ -405,7 +405,16 @@ def completion(
     )
 
 
-# The dev routes by path: a 404 there means dev mode is off; anywhere else it is a plain NotFoundError.
+@functools.cache  # no arguments: one Endpoint serves every call
+def dev_routes_probe() -> Endpoint[ResponseLike]:
+    """Whether the server serves dev routes at all, asked after a dev route answered 404: every release
+    (0.22.0 on, both frontends) serves POST /reset_prefix_cache in dev mode, so a GET there is 405 when dev
+    mode is on and 404 when it is off. Nothing reaches the engine."""
+    return Endpoint("GET", "/reset_prefix_cache", raw_answer, idempotent=True)
+
+
+# The dev routes by path: a 404 there means dev mode is off or that the release lacks the route (a
+# `dev_routes_probe` tells which); anywhere else it is a plain NotFoundError.
 DEV_PATHS = frozenset(
     {
         "/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache", "/sleep", "/wake_up",

@@ -38,6 +38,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "ResponseValidationError",
+    "RouteNotServedError",
     "ServiceUnavailableError",
     "TLSError",
     "UnsuccessfulResultError",
@@ -155,7 +156,13 @@ class NotFoundError(APIStatusError):
 
 
 class DevModeDisabledError(NotFoundError):
-    """404 on a dev route: the server was started without VLLM_SERVER_DEV_MODE=1."""
+    """404 on a dev route, and the server serves none: it was started without VLLM_SERVER_DEV_MODE=1.
+    (When the client could not ask, the message names the other cause too: a release without the route.)"""
+
+
+class RouteNotServedError(NotFoundError):
+    """404 on a dev route while the server serves other dev routes: dev mode is on, and this release of
+    vLLM (or this frontend) does not have the route."""
 
 
 class MethodNotAllowedError(APIStatusError):
@@ -280,9 +287,14 @@ def error_from_response(
     dev_route: bool,
     secrets: Secrets = NO_SECRETS,
     frontend: Frontend = "unknown",
+    dev_routes_served: bool | None = None,
 ) -> APIStatusError:
     """The typed error for a non-2xx answer. Never fails on odd bodies (HTML, plain text, empty, huge);
-    whatever the server echoed of a secret is masked in the message and in `.body`."""
+    whatever the server echoed of a secret is masked in the message and in `.body`.
+
+    `dev_routes_served` tells a dev route's 404 apart (the clients ask the server, see
+    `operations.dev_routes_served`): True, the release lacks the route; False, dev mode is off; None,
+    unknown (the message then names both causes)."""
     status = response.status_code
     body = secrets.redact(response.text)
     frontend = detect_frontend(response, frontend)
@@ -307,10 +319,17 @@ def error_from_response(
     if status == 403:
         return PermissionDeniedError(message or "forbidden", **kw)
     if status == 404:
+        if dev_route and dev_routes_served:
+            return RouteNotServedError(
+                f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
+                "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
+                **kw,
+            )
         if dev_route:
+            unsure = " (if it already runs in dev mode, this release has no such route)"
             return DevModeDisabledError(
                 f"{path} is a development route and the server does not serve it: start the server with "
-                "VLLM_SERVER_DEV_MODE=1 (if it already runs in dev mode, this release has no such route)",
+                f"VLLM_SERVER_DEV_MODE=1{unsure if dev_routes_served is None else ''}",
                 **kw,
             )
         return NotFoundError(message or "not found", **kw)

@@ -30,6 +30,7 @@ from .answers import ShapeError
 from .arguments import Timeouts
 from .constants import (
     DEFAULT_MAX_RETRIES,
+    DEV_ROUTES_PROBE_TIMEOUT,
     MIN_TRY_SECONDS,
     RETRY_INITIAL_DELAY,
     RETRY_MAX_DELAY,
@@ -42,6 +43,7 @@ from .errors import (
     BarrierTimeoutError,
     BarrierUnsupportedError,
     DevClientError,
+    DevModeDisabledError,
     EngineCallError,
     EngineDeadError,
     Frontend,
@@ -125,7 +127,9 @@ def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -
     )
 
 
-def _status_error(response: ResponseLike, ep: Endpoint[Any], ctx: CallContext) -> APIStatusError:
+def _status_error(
+    response: ResponseLike, ep: Endpoint[Any], ctx: CallContext, dev_routes_served: bool | None = None
+) -> APIStatusError:
     return error_from_response(
         response,
         method=ep.method,
@@ -133,7 +137,27 @@ def _status_error(response: ResponseLike, ep: Endpoint[Any], ctx: CallContext) -
         dev_route=ep.dev_route,
         secrets=ctx.secrets,
         frontend=ctx.frontend,
+        dev_routes_served=dev_routes_served,
     )
+
+
+def dev_routes_served(
+    *, timeouts: Timeouts, deadline: float | None, ctx: CallContext
+) -> Operation[bool | None]:
+    """After a dev route's 404: does the server serve dev routes at all? One request (`dev_routes_probe`):
+    404 says dev mode is off, 405 (or a 2xx) that it is on, so the release lacks the route. None for any
+    other answer or none (a proxy's error, a timeout): nothing then tells the two apart."""
+    probe = endpoints.dev_routes_probe()
+    start = time.monotonic()
+    limit = min(DEV_ROUTES_PROBE_TIMEOUT, *(t for t in (timeouts.total, timeouts.connect) if t is not None))
+    try:
+        response: ResponseLike = yield Transmit(probe, limit, _earliest(start + limit, deadline))
+    except TransportError as exc:
+        _log_exchange(probe, ctx, start, f"failed ({exc.reason})")
+        return None
+    _log_exchange(probe, ctx, start, str(response.status_code))
+    status = response.status_code
+    return False if status == 404 else True if status == 405 or 200 <= status < 300 else None
 
 
 def _parse(ep: Endpoint[T], response: ResponseLike, ctx: CallContext) -> T:
@@ -194,6 +218,9 @@ def call(
             if 200 <= status < 300 or status in ep.ok_statuses:
                 return _parse(ep, response, ctx)
             error = _status_error(response, ep, ctx)
+            if isinstance(error, DevModeDisabledError):
+                served = yield from dev_routes_served(timeouts=timeouts, deadline=deadline, ctx=ctx)
+                error = _status_error(response, ep, ctx, served)
             may_retry = ep.idempotent and status in ep.retry_statuses
         if not may_retry or attempt >= retry.max_retries:
             raise error
@@ -472,6 +499,7 @@ __all__ = [
     "Transmit",
     "call",
     "completion",
+    "dev_routes_served",
     "reset_prefix_cache_until_success",
     "served_model",
     "step_engine",

@@ -19,7 +19,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import APIStatusError, BarrierTimeoutError, DevModeDisabledError, EngineCallError
+from ..errors import (
+    APIStatusError,
+    BarrierTimeoutError,
+    DevModeDisabledError,
+    EngineCallError,
+    RouteNotServedError,
+)
 from ..fleet import FleetResult, TargetOutcome
 from ._envelope import dumps, jsonable
 
@@ -46,6 +52,8 @@ def short_error(error: BaseException) -> str:
     """One line for the table; -o json keeps the full message."""
     if isinstance(error, DevModeDisabledError):
         return f"dev mode off: {error.status_code} on {error.path}"
+    if isinstance(error, RouteNotServedError):
+        return f"route missing from this release: {error.status_code} on {error.path}"
     if isinstance(error, EngineCallError):
         return f"engine call {error.engine_method} failed: {error.engine_message}"
     if isinstance(error, APIStatusError):
