@@ -170,17 +170,25 @@ def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
     return "\n".join(rows)
 
 
-def cost_table(meta: dict[str, Any]) -> str:
+def cost_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
+    """Per device call: its setup and wall time, and the verdicts of its cases' committed reports."""
+    verdicts = _runner_verdicts(meta)
+    by_id = {r.case_id: r for r in reports}
     rows = [
-        "| call | setup s | matrix wall s | call s | cases | verdicts |",
+        "| call | setup s | matrix wall s | call s | cases | verdicts of the committed reports |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for call in meta.get("calls", []):
         summary = call.get("summary", {})
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("counts", {}).items()))
+        counts: dict[str, int] = {}
+        for row in summary.get("cases", []):
+            report = by_id.get(row["case_id"])
+            label = _status(report, verdicts).split(" (")[0] if report is not None else row["verdict"]
+            counts[label] = counts.get(label, 0) + 1
+        text = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
         rows.append(
             f"| {call.get('part')} | {call.get('setup_s', '-')} | {summary.get('wall_s', '-')} | "
-            f"{call.get('call_s')} | {len(summary.get('cases', []))} | {counts} |"
+            f"{call.get('call_s')} | {len(summary.get('cases', []))} | {text} |"
         )
     return "\n".join(rows)
 
@@ -205,7 +213,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
     "gpu-defects": lambda: defect_table([*load(MATRIX_RUN)[0], *load(BOUNDARY_RUN)[0]]),
-    "gpu-cost": lambda: cost_table(load(MATRIX_RUN)[1]),
+    "gpu-cost": lambda: cost_table(*load(MATRIX_RUN)),
     "gpu-startup": lambda: startup_table(*load(MATRIX_RUN)),
 }
 
