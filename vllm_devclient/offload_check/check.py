@@ -231,6 +231,11 @@ def run_check(
     """Run the iterations against ``io`` and judge them. Never raises on a failed assertion (see
     ``.status``); an exception half-way gives ``status="error"`` with what was measured until then."""
     st = _State()
+
+    def partial() -> OffloadCheckReport:
+        done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
+        return _report(io, settings, probes, layout, mutations, st, done, dict(timings), report_fields)
+
     start = clock()
     error: str | None = None
     timings: dict[str, float] = {}
@@ -243,7 +248,7 @@ def run_check(
             )
             timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
             if on_iteration is not None:
-                on_iteration(_partial(io, settings, probes, layout, mutations, st, timings, report_fields))
+                on_iteration(partial())
             if st.iterations[-1].error:
                 break
         for plan in mutations:
@@ -262,25 +267,11 @@ def run_check(
             )
             timings[f"mutation_{plan.order.name}_s"] = round(clock() - t0, 3)
             if on_iteration is not None:
-                on_iteration(_partial(io, settings, probes, layout, mutations, st, timings, report_fields))
+                on_iteration(partial())
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"[:2000]
     timings["check_s"] = round(clock() - start, 3)
     return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)
-
-
-def _partial(
-    io: CheckIO,
-    settings: CheckSettings,
-    probes: Sequence[Probe],
-    layout: Sequence[GroupLayout],
-    mutations: Sequence[MutationPlan],
-    st: _State,
-    timings: dict[str, float],
-    report_fields: dict[str, Any] | None,
-) -> OffloadCheckReport:
-    done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
-    return _report(io, settings, probes, layout, mutations, st, done, dict(timings), report_fields)
 
 
 def _report(

@@ -70,7 +70,6 @@ class CheckSettings:
     byte_ledger: bool = False
     # mutation name -> the assertions that must catch it (gpu_tests/kv_proof/catalogue.py)
     mutation_expectations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    agreement_concurrencies: tuple[int, ...] = ()
 
 
 def _cached(answer_split: Split | None, usage: int | None) -> int | None:

@@ -25,7 +25,6 @@ from .events import KVEventsSummary
 from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, Split
 
 __all__ = [
-    "AgreementRow",
     "Answer",
     "AssertionResult",
     "Comparison",
@@ -175,16 +174,6 @@ class Defect(_Frozen):
     evidence: list[str]
 
 
-class AgreementRow(_Frozen):
-    """Two cold runs at one concurrency, probe by probe (and against the concurrency-1 answers)."""
-
-    concurrency: int
-    agree: int
-    total: int
-    vs_sequential: int | None = None
-    latency_s: float
-
-
 class OffloadCheckReport(_Frozen):
     """Everything one case measured; written as JSON next to the results."""
 
@@ -219,7 +208,6 @@ class OffloadCheckReport(_Frozen):
     iterations: list[Iteration] = Field(default_factory=list)
     events: KVEventsSummary | None = None
     reset_visible: bool | None = None
-    agreement: list[AgreementRow] = Field(default_factory=list)
     assertions: list[AssertionResult] = Field(default_factory=list)  # over the whole case
     defects: list[Defect] = Field(default_factory=list)
     instrument_errors: list[str] = Field(default_factory=list)
