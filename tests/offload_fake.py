@@ -7,9 +7,10 @@ cached while restoring the last block; the SimpleCPUOffloadConnector splits as t
 text is a function of what the model really computed: the tokens, and (``split_sensitive``) the cached
 count, as near-ties on random weights make it; a recurrent state restored ``d`` tokens ahead computes
 ``P[:c+d] + P[c:]``; a corrupted load computes something else. Switches: ``fixed`` (vLLM after #51100:
-recurrent hits round down to the block), ``corrupt`` (probe ids whose reload is wrong), ``noise`` (run label
--> probe ids that decode differently), ``fail`` (run label -> probe ids whose request fails), ``raise_in``
-(a run whose call raises), and the instruments' mutations.
+recurrent hits round down to the block), ``aligned_miss`` (as qwen3-next's ``align`` Mamba cache on vLLM
+0.26: neither connector reloads a prompt that ends exactly on a block), ``corrupt`` (probe ids whose reload
+is wrong), ``noise`` (run label -> probe ids that decode differently), ``fail`` (run label -> probe ids whose
+request fails), ``raise_in`` (a run whose call raises), and the instruments' mutations.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class FakeServer:
     frontend: str = "python"
     split_sensitive: bool = True
     fixed: bool = False
+    aligned_miss: bool = False
     ledger_on: bool = True
     corrupt: set[str] = field(default_factory=set)
     noise: dict[str, set[str]] = field(default_factory=dict)
@@ -75,7 +77,9 @@ class FakeServer:
             if ids[: k * b] in self.gpu:
                 local = k * b
                 break
-        if self.connector == "SimpleCPUOffloadConnector":
+        if self.aligned_miss and n % b == 0:
+            hit = local
+        elif self.connector == "SimpleCPUOffloadConnector":
             hit = 0
             for k in range((n - 1) // b, 0, -1):
                 if ids[: k * b] in self.cpu:

@@ -225,6 +225,23 @@ def test_probes_whose_blocks_an_earlier_probe_loaded_do_not_count_as_reaching_th
     assert report.status == "failed"
 
 
+def test_a_boundary_vllm_never_reloads_is_not_evaluated_with_its_splits_and_passes_nothing_else() -> None:
+    """qwen3-next on vLLM 0.26 (``align`` Mamba cache): neither connector reloads a prompt that ends on a
+    block, while the GPU prefix cache serves it and the controls reload. No reload there to judge: the size
+    is "not evaluated" with the splits, the case passes on what was judged; a wrong reload elsewhere still
+    fails it."""
+    report = _check(FakeServer(layout=MAMBA, aligned_miss=True, fixed=True), MAMBA)
+    first = report.iterations[0]
+    reached = first.assertion("boundaries_reached")
+    assert not reached.evaluated and reached.passed
+    assert "size 16 not evaluated" in reached.message and "reload cached 0 of" in reached.message
+    assert report.status == "passed", report.summary()
+    corrupt = {next(p.id for p in _probes() if p.kind == "control")}
+    failing = _check(FakeServer(layout=MAMBA, aligned_miss=True, fixed=True, corrupt=corrupt), MAMBA)
+    assert failing.status == "failed"
+    assert not failing.iterations[0].assertion("boundaries_reached").evaluated
+
+
 def test_failed_requests_make_the_iteration_an_error_and_a_crash_keeps_what_was_measured() -> None:
     report = _check(FakeServer(layout=FULL, fail={"reload": {"q00"}}), FULL)
     first = report.iterations[0]

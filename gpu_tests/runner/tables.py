@@ -23,8 +23,7 @@ from vllm_devclient.offload_check.report import OffloadCheckReport
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
-MATRIX_RUN = "kv-proof-2026-12-01"
-BOUNDARY_RUN = "kv-proof-2026-12-01-own-shot-boundaries"
+MATRIX_RUN = "kv-proof-2026-12-01-rerun"
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
 
@@ -97,7 +96,10 @@ def _boundaries(r: OffloadCheckReport) -> str:
         return "-"
     sizes = sorted({p.boundary for p in r.probes if p.boundary})
     a = clean[0].assertion("boundaries_reached")
-    reached = "loaded" if a.passed and a.evaluated else "not loaded" if a.evaluated else "none"
+    if a.evaluated:
+        reached = "loaded" if a.passed else "not loaded"
+    else:
+        reached = "not reloaded by vLLM (not evaluated)" if sizes else "none"
     return f"{'/'.join(map(str, sizes)) or '-'}: {reached}"
 
 
@@ -212,7 +214,7 @@ def startup_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -
 TABLES: dict[str, Callable[[], str]] = {
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
-    "gpu-defects": lambda: defect_table([*load(MATRIX_RUN)[0], *load(BOUNDARY_RUN)[0]]),
+    "gpu-defects": lambda: defect_table(load(MATRIX_RUN)[0]),
     "gpu-cost": lambda: cost_table(*load(MATRIX_RUN)),
     "gpu-startup": lambda: startup_table(*load(MATRIX_RUN)),
 }

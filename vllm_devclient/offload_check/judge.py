@@ -18,7 +18,8 @@ Per iteration:
    state already holds tokens the engine computes again; without load plans, a cached count off the group's
    block grid means the same.
 5. ``boundaries_reached``: for every boundary size, a boundary probe and a control were loaded by the
-   connector in the reload run (else the iteration proves nothing about boundaries).
+   connector in the reload run (else the iteration proves nothing about boundaries); a size at which vLLM
+   reloads no boundary probe at all, while it reloads the controls, is "not evaluated", with its splits.
 6. ``accuracy_held``: cold and reload accuracy >= threshold - tolerance; "not evaluated" without a threshold.
 7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
@@ -309,7 +310,13 @@ def _recurrent_state_consistent(
 
 def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> AssertionResult:
     """Every boundary size had a boundary probe and a control whose reload the connector served: otherwise
-    the iteration says nothing about the block and chunk boundaries."""
+    the iteration says nothing about the block and chunk boundaries.
+
+    A size whose boundary probes all came back with nothing cached (nothing on the GPU after the reset, and
+    the connector loaded none of them) while the warm run cached them and a control of that size was loaded
+    is vLLM declining to reload at that boundary: there is no reload there to judge, so the size is "not
+    evaluated", with the splits as evidence. A boundary probe served from the GPU prefix cache instead (a
+    prefix another probe left there) is the check's own failure, and fails."""
     name = "boundaries_reached"
     sizes = sorted({p.boundary for p in probes if p.boundary is not None})
     if not sizes:
@@ -320,25 +327,52 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
             message="no boundary probes (the KV-cache layout is unknown)",
         )
     reload = it.runs["reload"].by_probe()
-    missing = []
-    notes = []
+    warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
+    missing: list[str] = []
+    notes: list[str] = []
+    declined_sizes: list[str] = []
     for size in sizes:
+        loaded: dict[str, list[str]] = {}
+        ids: dict[str, list[str]] = {}
         for kind in ("boundary", "control"):
-            ids = [p.id for p in probes if p.boundary == size and p.kind == kind]
-            loaded = [
+            ids[kind] = [p.id for p in probes if p.boundary == size and p.kind == kind]
+            loaded[kind] = [
                 i
-                for i in ids
+                for i in ids[kind]
                 if (a := reload.get(i)) is not None and a.split is not None and a.split.external > 0
             ]
-            if ids and not loaded:
+        declined = [
+            (r.split, w.split)
+            for i in ids["boundary"]
+            if (r := reload.get(i)) is not None
+            and r.split is not None
+            and r.split.cached == 0
+            and (w := warm.get(i)) is not None
+            and w.split is not None
+            and w.split.cached > 0
+        ]
+        if ids["boundary"] and loaded["control"] and len(declined) == len(ids["boundary"]):
+            prompts = "/".join(str(r.prompt) for r, _ in declined)
+            warm_cached = "/".join(str(w.cached) for _, w in declined)
+            controls = f"{len(loaded['control'])}/{len(ids['control'])}"
+            declined_sizes.append(
+                f"size {size} not evaluated: vLLM reloaded none of the {len(declined)} boundary probes "
+                f"(reload cached 0 of {prompts} tokens, nothing on the GPU; the warm run cached "
+                f"{warm_cached}) while it loaded {controls} controls: no reload at this boundary to judge"
+            )
+            continue
+        for kind in ("boundary", "control"):
+            if ids[kind] and not loaded[kind]:
                 missing.append(
-                    f"no {kind} probe of size {size} was loaded by the connector ({len(ids)} sent)"
+                    f"no {kind} probe of size {size} was loaded by the connector ({len(ids[kind])} sent)"
                 )
-            elif ids:
-                notes.append(f"{kind} {size}: {len(loaded)}/{len(ids)} loaded")
+            elif ids[kind]:
+                notes.append(f"{kind} {size}: {len(loaded[kind])}/{len(ids[kind])} loaded")
     if missing:
-        return AssertionResult(name=name, passed=False, message="; ".join(missing))
-    return AssertionResult(name=name, passed=True, message="; ".join(notes))
+        return AssertionResult(name=name, passed=False, message="; ".join(missing + declined_sizes))
+    return AssertionResult(
+        name=name, passed=True, evaluated=bool(notes), message="; ".join(notes + declined_sizes)
+    )
 
 
 def _accuracy_held(settings: CheckSettings, runs: Mapping[str, Run]) -> AssertionResult:
