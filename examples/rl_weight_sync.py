@@ -112,6 +112,15 @@ def checksums(client: DevClient) -> dict[str, Any]:
         return {"source": f"collective_rpc({CHECKSUM_RPC})", "checksums": per_rank}
 
 
+def or_error(call: Callable[[], Any]) -> Any:
+    """What `call` returns, or its error as `{"error": ...}`: a server that went down mid-run still leaves a
+    report that says so."""
+    try:
+        return call()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def weight_version(client: DevClient) -> str | None:
     try:
         return client.weight_info().weight_version
@@ -148,12 +157,15 @@ def sync(
         bytes=counted.bytes,
         batches=send.batches if send else 0,
         post_s=send.post_s if send else 0.0,
-        paused_after=client.is_paused(),
-        answers_after=answers(client, max_tokens),
-        weight_version=weight_version(client),
+        paused_after=or_error(client.is_paused),
+        answers_after=or_error(lambda: answers(client, max_tokens)),
+        weight_version=or_error(lambda: weight_version(client)),
     )
-    report["answers_changed"] = sum(
-        a != b for a, b in zip(report["answers_before"], report["answers_after"], strict=True)
+    after = report["answers_after"]
+    report["answers_changed"] = (
+        sum(a != b for a, b in zip(report["answers_before"], after, strict=True))
+        if isinstance(after, list)
+        else None
     )
     return report
 
@@ -236,12 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     fail_send=args.fail_send,
                     max_tokens=args.max_tokens,
                 ),
-                "weights_after": checksums(client),
+                "weights_after": or_error(lambda: checksums(client)),
             }
         if args.save_dir:
             save(model, args.model, args.save_dir)
             report["saved_to"] = args.save_dir
-        ok = ("failed" in report) == args.fail_send and not report["paused_after"]
+        ok = ("failed" in report) == args.fail_send and report["paused_after"] is False
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if args.report:
