@@ -5,7 +5,8 @@ Per level (the server runs with `--enable-sleep-mode`):
 1. greedy answers and the server's GPU memory (its process tree, `gpu_memory.py`);
 2. `sleep(level)` then `wait_until_sleeping()`; memory again: freed = awake - asleep;
 3. a partial wake, `wake_up(tags=["weights"])`: what it answers, whether `/is_sleeping` still says true
-   (the KV cache sleeps on), memory;
+   (the KV cache sleeps on), memory; where the server refuses the tags (vllm-rs 0.26 answers 400: it cannot
+   read `tags` from the query), a whole wake instead, recorded, before anything touches the weights;
 4. level 2 only: the weights were discarded, so they are loaded again (`reload`: vLLM 0.26 offers the
    worker's `reload_weights` through `collective_rpc`, from disk);
 5. the whole wake, `wake_up(tags=["kv_cache"])`, `wait_until_awake()`, memory, answers: equal to step 1's.
@@ -50,12 +51,18 @@ def sleep_level(
     )
     out["memory_asleep"] = steps.run(f"{p}.memory_asleep", memory)
     out["engine_log"] = [line for line in log_lines()[seen:] if "Sleep mode freed" in line]
-    out["wake_weights"] = steps.run(f"{p}.wake_up_weights", lambda: _dump(client.wake_up(tags=PARTIAL_TAGS)))
-    out["is_sleeping_after_partial_wake"] = steps.run(f"{p}.is_sleeping_partial", client.is_sleeping)
-    out["memory_weights_awake"] = steps.run(f"{p}.memory_weights_awake", memory)
+    partial = steps.run(f"{p}.wake_up_weights", lambda: _dump(client.wake_up(tags=PARTIAL_TAGS)))
+    out["wake_weights"] = partial
+    if partial is None:
+        # Refused (vllm-rs 0.26 cannot read `tags`): wake wholly, never load weights into sleeping memory.
+        out["wake_all_instead"] = steps.run(f"{p}.wake_up_all_instead", lambda: _dump(client.wake_up()))
+    else:
+        out["is_sleeping_after_partial_wake"] = steps.run(f"{p}.is_sleeping_partial", client.is_sleeping)
+        out["memory_weights_awake"] = steps.run(f"{p}.memory_weights_awake", memory)
     if reload is not None:
         out["reload"] = steps.run(f"{p}.reload_weights", reload)
-    out["wake_rest"] = steps.run(f"{p}.wake_up_kv_cache", lambda: _dump(client.wake_up(tags=REST_TAGS)))
+    if partial is not None:
+        out["wake_rest"] = steps.run(f"{p}.wake_up_kv_cache", lambda: _dump(client.wake_up(tags=REST_TAGS)))
     if steps.run(f"{p}.wait_until_awake", lambda: client.wait_until_awake(deadline=120) or True) is None:
         steps.run(f"{p}.wake_up_all", lambda: _dump(client.wake_up()))
     out["memory_woken"] = steps.run(f"{p}.memory_woken", memory)
