@@ -3,15 +3,17 @@
 #
 #   gpu_tests/runner/h200_rl.sh OUT_DIR [run_rl.py options...]
 #
-# Like h200.sh: unpacks the payload parts in $STAGE (default /tmp/stage) unless /tmp/site is there already
-# (device_setup.sh; only the tiny-llama model is built), the same environment, then gpu_tests/rl/run_rl.py
-# under a deadline that leaves the call under the device tool's 600 s (setup, the servers' stop and the
-# packing included). Writes OUT_DIR/results-rl.tgz (rl/: the JSON reports, run.json, the servers' logs).
+# Like h200.sh: unpacks the payload parts in $STAGE (default /tmp/stage) unless /tmp/site (with ray) and
+# /tmp/tiny/llama are there already (device_setup.sh, building only the tiny-llama model), the same
+# environment, then gpu_tests/rl/run_rl.py under a deadline that keeps the whole call under 560 s (setup,
+# the servers' stop and the packing included). Writes OUT_DIR/results-rl.tgz (rl/: the JSON reports,
+# run.json, call.json, the servers' logs).
 # Run from the repo root.
 set -uo pipefail
 out=${1:?usage: gpu_tests/runner/h200_rl.sh OUT_DIR [run_rl options]}; shift
 t0=$(date +%s)
-[ -d /tmp/site/vllm ] || TINY_FAMILIES=llama bash gpu_tests/runner/device_setup.sh
+# A machine set up from a payload without ray (before issue 26) is set up again.
+{ [ -d /tmp/site/vllm ] && [ -d /tmp/site/ray ] && [ -d /tmp/tiny/llama ]; } || TINY_FAMILIES=llama bash gpu_tests/runner/device_setup.sh
 setup_s=$(( $(date +%s) - t0 ))
 export PYTHONPATH=$PWD:/tmp/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 # flashinfer is not in the payload: without this the sampler imports it and the engine dies.
