@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib.util
 import json
 import shlex
@@ -175,7 +176,9 @@ def failed_send_then_finish(run: Run, client: DevClient) -> dict[str, Any]:
         try:
             with client.weight_update(weight_version="seed-8") as update:
                 send = ex.SdkSend(update, fail=True)
-                IPCWeightTransferEngine.trainer_send_weights(model.named_parameters(), {"send_mode": send})
+                # vLLM 0.26's (the payload's); later releases moved it to IPCTrainerWeightTransferEngine.
+                send_weights = IPCWeightTransferEngine.trainer_send_weights  # type: ignore[attr-defined]
+                send_weights(model.named_parameters(), {"send_mode": send})
         except Exception as exc:
             out["failed"] = error_text(exc)
     out["paused_after"] = client.is_paused()
@@ -187,6 +190,7 @@ def failed_send_then_finish(run: Run, client: DevClient) -> dict[str, Any]:
 
 def alive(server: VllmServer, client: DevClient) -> dict[str, Any]:
     running = server.process is not None and server.process.poll() is None
+    healthy: bool | str
     try:
         healthy = client.health()
     except Exception as exc:
@@ -244,25 +248,34 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
             write(folder / "point1_compare.json", {"frontend": frontend, "compare": cmp})
         steps.run("point1.stop_compare_server", compare.stop)
 
-    memory = lambda: gpu_memory.measure(server.pid or 0)  # noqa: E731
+    def memory() -> dict[str, Any]:
+        return gpu_memory.measure(server.pid or 0)
+
+    def answers() -> list[str]:
+        return list(run.example.answers(client, MAX_TOKENS))
+
     reload_kwargs = {"weights_path": str(new_dir)} if synced else None
-    levels = {}
-    for level in LEVELS:
-        levels[level] = steps.run(
+
+    def reload() -> list[Any]:  # from the synced weights on Python (the served ones since point 1)
+        return client.collective_rpc("reload_weights", kwargs=reload_kwargs)
+
+    levels = {
+        level: steps.run(
             f"point2.sleep_level_{level}",
-            lambda level=level: sleep_level(
+            functools.partial(
+                sleep_level,
                 client,
                 steps,
                 level,
-                answers=lambda: run.example.answers(client, MAX_TOKENS),
+                answers=answers,
                 memory=memory,
-                reload=(lambda: client.collective_rpc("reload_weights", kwargs=reload_kwargs))
-                if level == 2
-                else None,
+                reload=reload if level == 2 else None,
                 log_lines=_log_lines(server),
             ),
             need_s=40,
         )
+        for level in LEVELS
+    }
     write(
         folder / "point2_sleep.json", {"frontend": frontend, "levels": levels, "reload_kwargs": reload_kwargs}
     )
@@ -332,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports: dict[str, dict[str, Any]] = {}
     try:
         for f in frontends:
-            run.steps.run(f"start_{f}", lambda f=f: run.start(f, run.model, f))
+            run.steps.run(f"start_{f}", functools.partial(run.start, f, run.model, f))
 
         def one(frontend: Frontend) -> None:
             try:

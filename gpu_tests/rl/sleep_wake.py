@@ -47,7 +47,7 @@ def sleep_level(
     seen = len(log_lines())
     out["sleep"] = steps.run(f"{p}.sleep", lambda: _dump(client.sleep(level)))
     out["sleeping"] = steps.run(
-        f"{p}.wait_until_sleeping", lambda: client.wait_until_sleeping(deadline=120) or True
+        f"{p}.wait_until_sleeping", lambda: _done(client.wait_until_sleeping, deadline=120)
     )
     out["memory_asleep"] = steps.run(f"{p}.memory_asleep", memory)
     out["engine_log"] = [line for line in log_lines()[seen:] if "Sleep mode freed" in line]
@@ -63,7 +63,7 @@ def sleep_level(
         out["reload"] = steps.run(f"{p}.reload_weights", reload)
     if partial is not None:
         out["wake_rest"] = steps.run(f"{p}.wake_up_kv_cache", lambda: _dump(client.wake_up(tags=REST_TAGS)))
-    if steps.run(f"{p}.wait_until_awake", lambda: client.wait_until_awake(deadline=120) or True) is None:
+    if steps.run(f"{p}.wait_until_awake", lambda: _done(client.wait_until_awake, deadline=120)) is None:
         steps.run(f"{p}.wake_up_all", lambda: _dump(client.wake_up()))
     out["memory_woken"] = steps.run(f"{p}.memory_woken", memory)
     out["answers_after"] = steps.run(f"{p}.answers_after", answers)
@@ -82,6 +82,12 @@ def summary(level: dict[str, Any]) -> dict[str, Any]:
         "retaken_by_wake": freed(woken, asleep) if woken and asleep else None,
         "answers_equal": before == after if before is not None and after is not None else None,
     }
+
+
+def _done(wait: Callable[..., None], **kwargs: Any) -> bool:
+    """True once `wait` returned (a step's None means it failed)."""
+    wait(**kwargs)
+    return True
 
 
 def _dump(value: Any) -> Any:

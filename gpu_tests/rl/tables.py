@@ -72,7 +72,7 @@ def _outcome(example: Any) -> str:
         return "not run"
     report = example.get("report") or {}
     if "failed" in report:
-        return report["failed"].split(":")[0]
+        return str(report["failed"]).split(":")[0]
     return "ok" if example.get("exit_code") == 0 else f"exit {example.get('exit_code')}"
 
 
