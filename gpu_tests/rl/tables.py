@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpu_tests.runner.tables import fill_figures, write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = Path(__file__).resolve().parent / "README.md"
 FRONTENDS = ("python", "rust")
-_MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 NO_RUN = "No RL run is committed yet: `gpu_tests/runner/h200_rl.sh`, then `python -m gpu_tests.rl.collect`."
 
 Run = Mapping[str, Any]  # "run": run.json; per frontend: {point file stem: its JSON}
@@ -52,8 +52,10 @@ def _cell(value: Any, fmt: str = "{}") -> str:
     return fmt.format(value)
 
 
-def _table(header: Sequence[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+def _table(header: str, rows: list[list[str]]) -> str:
+    """A Markdown table: `header` is its first row's cells, " | "-separated."""
+    columns = header.split(" | ")
+    lines = ["| " + header + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -102,20 +104,10 @@ def transfer_table(run: Run) -> str:
                 _cell(compare.get("weights_equal")),
             ]
         )
-    header = [
-        "frontend",
-        "sync",
-        "tensors",
-        "bytes",
-        "batches",
-        "send s",
-        "post s",
-        "flow s",
-        "answers changed",
-        "weights changed",
-        "= fresh server: answers",
-        "weights",
-    ]
+    header = (
+        "frontend | sync | tensors | bytes | batches | send s | post s | flow s | "
+        "answers changed | weights changed | = fresh server: answers | weights"
+    )
     return _table(header, rows)
 
 
@@ -150,7 +142,7 @@ def failed_send_table(run: Run) -> str:
         )
         server = failure.get("server_after") or {}
         rows.append([f, "server after both", "-", "-", _cell(server.get("health"))])
-    return _table(["frontend", "case", "send failed", "paused after", "answers equal (health)"], rows)
+    return _table("frontend | case | send failed | paused after | answers equal (health)", rows)
 
 
 def _mib(reading: Any) -> str:
@@ -178,15 +170,10 @@ def sleep_table(run: Run) -> str:
                     _cell(r.get("answers_equal")),
                 ]
             )
-    header = [
-        "frontend",
-        "level",
-        "MiB freed asleep",
-        "MiB back: wake weights",
-        "MiB back: whole wake",
-        "sleeping after partial wake",
-        "answers equal",
-    ]
+    header = (
+        "frontend | level | MiB freed asleep | MiB back: wake weights | "
+        "MiB back: whole wake | sleeping after partial wake | answers equal"
+    )
     return _table(header, rows)
 
 
@@ -213,20 +200,10 @@ def pause_table(run: Run) -> str:
                     _cell(r.get("new_request_after_resume")),
                 ]
             )
-    header = [
-        "frontend",
-        "mode",
-        "in flight",
-        "finished",
-        "aborted",
-        "kept",
-        "SDK docs say",
-        "match",
-        "running once paused",
-        "s to paused",
-        "done while held",
-        "served after resume",
-    ]
+    header = (
+        "frontend | mode | in flight | finished | aborted | kept | SDK docs say | match | "
+        "running once paused | s to paused | done while held | served after resume"
+    )
     return _table(header, rows)
 
 
@@ -247,7 +224,7 @@ def rpc_table(run: Run) -> str:
                 _cell(same),
             ]
         )
-    return _table(["frontend", "ranks", "rank ids", "answer type", "same type on both"], rows)
+    return _table("frontend | ranks | rank ids | answer type | same type on both", rows)
 
 
 TABLES: dict[str, Callable[[Run], str]] = {
@@ -262,14 +239,12 @@ TABLES: dict[str, Callable[[Run], str]] = {
 def render(text: str, run: Run | None) -> str:
     """`text` with every marked figure made again from `run` (None: no run committed)."""
 
-    def fill(m: re.Match[str]) -> str:
-        name = m.group("name")
-        if name not in TABLES:
-            raise KeyError(f"no figure named {name!r} (known: {sorted(TABLES)})")
-        body = NO_RUN if run is None else f"From `gpu_tests/results/{run['name']}`.\n\n{TABLES[name](run)}"
-        return f"{m.group(1)}{body}\n{m.group(4)}"
+    def figure(name: str) -> Callable[[], str]:
+        if run is None:
+            return lambda: NO_RUN
+        return lambda: f"From `gpu_tests/results/{run['name']}`.\n\n{TABLES[name](run)}"
 
-    return _MARK.sub(fill, text)
+    return fill_figures(text, {name: figure(name) for name in TABLES})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,15 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 when the README differs from the run")
     args = p.parse_args(argv)
     folder = latest_run()
-    text = README.read_text()
-    new = render(text, load(folder) if folder else None)
-    if args.check:
-        if new != text:
-            print("gpu_tests/rl/README.md: a figure differs from its run; run python -m gpu_tests.rl.tables")
-            return 1
-        return 0
-    README.write_text(new)
-    return 0
+    new = render(README.read_text(), load(folder) if folder else None)
+    return write_or_check(README, new, check=args.check, remake="python -m gpu_tests.rl.tables")
 
 
 if __name__ == "__main__":
