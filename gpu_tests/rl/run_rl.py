@@ -149,6 +149,7 @@ class Run:
 
     def example_main(self, argv: list[str], report: Path) -> dict[str, Any]:
         """`examples/rl_weight_sync.py ARGV --report REPORT` in this process; its exit code and report."""
+        report.unlink(missing_ok=True)
         with self.trainer:
             code = self.example.main([*argv, "--report", str(report)])
         data = json.loads(report.read_text()) if report.exists() else None

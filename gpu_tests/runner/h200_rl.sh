@@ -20,7 +20,7 @@ export PYTHONPATH=$PWD:/tmp/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONU
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_DEVCLIENT_TINY_DIR=/tmp/tiny
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export TRITON_CACHE_DIR=/tmp/triton-cache
-mkdir -p "$out" /tmp/rl-out/rl "$TRITON_CACHE_DIR"
+rm -rf /tmp/rl-out /tmp/rl-work && mkdir -p "$out" /tmp/rl-out/rl "$TRITON_CACHE_DIR"
 echo "setup ${setup_s} s"
 # 560 s for the whole call: after the deadline a step still running gets 20 s, the servers' stop up to 30 s.
 deadline=$(( 500 - setup_s ))
