@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,15 @@ def test_a_step_is_timed_a_failure_recorded_and_a_late_one_skipped() -> None:
     assert steps.run("a", slow) == 7
     assert steps.run("b", broken) is None
     assert steps.run("c", slow, need_s=6) is None  # 5 s left
-    a, b, c = steps.records
+    assert steps.run("d", lambda: sys.exit(2)) is None  # an argparse error of the example
+    a, b, c, d = steps.records
     assert (a["ok"], a["s"]) == (True, 4)
     assert (b["ok"], b["s"], b["error"]) == (False, 1, "RuntimeError: engine gone") and "broken" in b[
         "traceback"
     ]
     assert c == {"step": "c", "ok": False, "skipped": "needs ~6 s, 5 s left"}
-    assert steps.failed() == ["b", "c"]
+    assert d["error"] == "SystemExit: 2"
+    assert steps.failed() == ["b", "c", "d"]
 
 
 def test_memory_is_the_process_tree_s_and_the_device_s_beside_it() -> None:

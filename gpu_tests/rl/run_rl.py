@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         def one(frontend: Frontend) -> None:
             try:
                 reports[frontend] = frontend_run(run, frontend, run.servers[frontend])
-            except Exception as exc:  # frontend_run records its steps; this is a bug of the runner itself
+            except (Exception, SystemExit) as exc:  # frontend_run records its steps: a bug of the runner
                 reports[frontend] = {"frontend": frontend, "crashed": error_text(exc)}
 
         threads = {f: threading.Thread(target=one, args=(f,), name=f) for f in frontends if f in run.servers}

@@ -56,7 +56,7 @@ class Steps:
         start = self.deadline.clock()
         try:
             value = fn()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # an argparse exit of the example too: the run goes on
             self._add(
                 {
                     "step": name,
