@@ -311,7 +311,7 @@ def stop_all(run: Run) -> dict[str, Any]:
         except Exception as exc:
             codes[name] = error_text(exc)
 
-    threads = [threading.Thread(target=stop, args=item) for item in run.servers.items()]
+    threads = [threading.Thread(target=stop, args=item, daemon=True) for item in run.servers.items()]
     for t in threads:
         t.start()
     for t in threads:
@@ -354,7 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (Exception, SystemExit) as exc:  # frontend_run records its steps: a bug of the runner
                 reports[frontend] = {"frontend": frontend, "crashed": error_text(exc)}
 
-        threads = {f: threading.Thread(target=one, args=(f,), name=f) for f in frontends if f in run.servers}
+        # Daemons: a thread stuck past the deadline (in CUDA, say) must not keep the process from exiting.
+        started = [f for f in frontends if f in run.servers]
+        threads = {f: threading.Thread(target=one, args=(f,), name=f, daemon=True) for f in started}
         for t in threads.values():
             t.start()
         for t in threads.values():

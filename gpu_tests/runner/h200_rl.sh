@@ -22,9 +22,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export TRITON_CACHE_DIR=/tmp/triton-cache
 rm -rf /tmp/rl-out /tmp/rl-work && mkdir -p "$out" /tmp/rl-out/rl "$TRITON_CACHE_DIR"
 echo "setup ${setup_s} s"
-# 560 s for the whole call: after the deadline a step still running gets 20 s, the servers' stop up to 30 s.
+# 560 s for the whole call: after the deadline a step still running gets 20 s, the servers' stop up to 25 s.
 deadline=$(( 500 - setup_s ))
-python3 -m gpu_tests.rl.run_rl --out /tmp/rl-out --deadline-s "$deadline" "$@"
+# The runner stops by itself (deadline + 20 s, then the servers' stop); timeout is the net that keeps the packing.
+timeout -k 5 $(( deadline + 50 )) python3 -m gpu_tests.rl.run_rl --out /tmp/rl-out --deadline-s "$deadline" "$@"
 status=$?
 echo "{\"setup_s\": ${setup_s}, \"call_s\": $(( $(date +%s) - t0 )), \"status\": ${status}}" > /tmp/rl-out/rl/call.json
 tar czf "$out/results-rl.tgz" -C /tmp/rl-out rl
