@@ -23,6 +23,8 @@ Then, against a second server started from /tmp/new-weights, the same answers an
 
     python examples/rl_weight_sync.py compare --url http://127.0.0.1:8000 --url http://127.0.0.1:8001
 
+Issue 26's GPU runner (`gpu_tests/rl/run_rl.py`) runs both commands on the H200, on both frontends.
+
 The report is JSON: the bytes sent and the time the send took, the greedy answers before and after, the
 weights' checksums (from /weight_checker where the release has it, else from the worker extension through
 /collective_rpc), the weight version where /weight_info exists (vLLM 0.26 has neither route: the SDK raises
