@@ -173,3 +173,19 @@ def test_a_sleep_level_with_its_memory_readings(served: Frontend) -> None:
     sleeps = served.engine.calls_for("sleep")
     wakes = [list(c.args) for c in served.engine.calls_for("wake_up")]
     assert sleeps[0].args[0] == 2 and wakes == [[["weights"]], [["kv_cache"]]]
+
+
+def test_the_whole_run_records_servers_that_cannot_start_and_leaves_nothing(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """run_rl's main with the real `vllm serve` of this machine: no GPU, so both servers exit while starting.
+    The run still writes run.json and each frontend's steps, stops what it started and leaves no process."""
+    out = tmp_path / "out"
+    code = run_rl.main(["--out", str(out), "--deadline-s", "60", "--model", str(tiny_model_dir)])
+    meta = json.loads((out / "rl" / "run.json").read_text())
+    assert code == 0 and meta["stop"]["leftover_pids"] == {}
+    assert meta["failed_steps"] == {"python": ["server_ready"], "rust": ["server_ready"]}
+    assert sorted(meta["servers"]) == ["python", "rust"] and meta["threads_still_running"] == []
+    for frontend in ("python", "rust"):
+        steps = json.loads((out / "rl" / frontend / "steps.json").read_text())
+        assert "ServerStartError" in steps["steps"][0]["error"] and steps["server_log_tail"]

@@ -355,8 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reports[frontend] = {"frontend": frontend, "crashed": error_text(exc)}
 
         # Daemons: a thread stuck past the deadline (in CUDA, say) must not keep the process from exiting.
-        started = [f for f in frontends if f in run.servers]
-        threads = {f: threading.Thread(target=one, args=(f,), name=f, daemon=True) for f in started}
+        launched = [f for f in frontends if f in run.servers]
+        threads = {f: threading.Thread(target=one, args=(f,), name=f, daemon=True) for f in launched}
         for t in threads.values():
             t.start()
         for t in threads.values():
