@@ -226,8 +226,8 @@ def test_a_call_is_collected_and_its_figures_made(tmp_path: Path) -> None:
     )
     assert transfer[3].startswith("| rust | RouteNotServedError | - | - |")
     failed = tables.failed_send_table(run)
-    assert "| python | send fails, then finish_weight_update | yes | no | yes |" in failed
-    assert "| python | send fails (the example's --fail-send) | yes | no | error |" in failed
+    assert "| python | send fails, then finish_weight_update | RuntimeError | no | yes |" in failed
+    assert "| python | send fails (the example's --fail-send) | RuntimeError | no | error |" in failed
     sleep = tables.sleep_table(run).splitlines()
     assert sleep[2] == "| python | 1 | 1100 | 30 (device) | - | yes | yes |" and len(sleep) == 6
     pause = tables.pause_table(run)
@@ -258,3 +258,19 @@ def test_the_readme_figures_are_the_committed_run() -> None:
     )
     for name in tables.TABLES:
         assert f"<!-- figure:{name} -->" in text
+
+
+def test_a_step_that_failed_shows_its_error_in_the_figures() -> None:
+    failed_sync = {
+        "step": "point1.sync",
+        "ok": False,
+        "error": "AssertionError: Torch not compiled with CUDA",
+    }
+    skipped = {"step": "point1.failed_send_example", "ok": False, "skipped": "needs ~30 s, 4 s left"}
+    failure = {"then_finish": None, "example": None, "server_after": {}}
+    run = {"python": {"steps": {"steps": [failed_sync, skipped]}, "point1_sync": {"sync": None},
+                      "point1_failed_send": failure}}  # fmt: skip
+    assert "| python | step failed: AssertionError | - |" in tables.transfer_table(run)
+    failed = tables.failed_send_table(run)
+    assert "| python | send fails, then finish_weight_update | step failed: not run | - | - |" in failed
+    assert "| python | send fails (the example's --fail-send) | step failed: skipped | - | - |" in failed

@@ -68,10 +68,18 @@ def _get(data: Any, *keys: Any) -> Any:
     return data
 
 
-def _outcome(example: Any) -> str:
+def _step_error(run: Run, frontend: str, step: str) -> str | None:
+    """The error type of a step that failed (steps.json), or why it was skipped; None when it went well."""
+    for record in _get(run, frontend, "steps", "steps") or []:
+        if record.get("step") == step and not record.get("ok"):
+            return "skipped" if "skipped" in record else str(record.get("error", "failed")).split(":")[0]
+    return None
+
+
+def _outcome(run: Run, frontend: str, step: str, example: Any) -> str:
     """How an example run ended: ok, the error it recorded, or the step's own failure."""
     if example is None:
-        return "not run"
+        return f"step failed: {_step_error(run, frontend, step) or 'not run'}"
     report = example.get("report") or {}
     if "failed" in report:
         return str(report["failed"]).split(":")[0]
@@ -89,7 +97,7 @@ def transfer_table(run: Run) -> str:
         rows.append(
             [
                 f,
-                _outcome(sync),
+                _outcome(run, f, "point1.sync", sync),
                 _cell(r.get("tensors")),
                 _cell(r.get("bytes"), "{:,}"),
                 _cell(r.get("batches")),
@@ -118,31 +126,25 @@ def failed_send_table(run: Run) -> str:
         failure = _get(run, f, "point1_failed_send")
         if not failure:
             continue
-        then = failure.get("then_finish") or {}
-        rows.append(
-            [
-                f,
-                "send fails, then finish_weight_update",
-                _cell(then.get("failed") is not None),
-                _cell(then.get("paused_after")),
-                _cell(then.get("answers_equal")),
-            ]
-        )
-        r = _get(failure, "example", "report") or {}
+        then = failure.get("then_finish")
+        if then is None:
+            error = _step_error(run, f, "point1.failed_send_then_finish") or "not run"
+            rows.append([f, "send fails, then finish_weight_update", f"step failed: {error}", "-", "-"])
+        else:
+            send = str(then["failed"]).split(":")[0] if then.get("failed") else "did not fail"
+            rows.append([f, "send fails, then finish_weight_update", send, _cell(then.get("paused_after")),
+                         _cell(then.get("answers_equal"))])  # fmt: skip
+        example = failure.get("example")
+        r = _get(example, "report") or {}
         after = r.get("answers_after")
         equal = after == r.get("answers_before") if isinstance(after, list) else after
+        send = _outcome(run, f, "point1.failed_send_example", example)
         rows.append(
-            [
-                f,
-                "send fails (the example's --fail-send)",
-                _cell("failed" in r if r else None),
-                _cell(r.get("paused_after")),
-                _cell(equal),
-            ]
+            [f, "send fails (the example's --fail-send)", send, _cell(r.get("paused_after")), _cell(equal)]
         )
         server = failure.get("server_after") or {}
         rows.append([f, "server after both", "-", "-", _cell(server.get("health"))])
-    return _table("frontend | case | send failed | paused after | answers equal (health)", rows)
+    return _table("frontend | case | send | paused after | answers equal (health)", rows)
 
 
 def _mib(reading: Any) -> str:
