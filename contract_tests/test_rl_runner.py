@@ -179,13 +179,19 @@ def test_the_whole_run_records_servers_that_cannot_start_and_leaves_nothing(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     """run_rl's main with the real `vllm serve` of this machine: no GPU, so both servers exit while starting.
-    The run still writes run.json and each frontend's steps, stops what it started and leaves no process."""
+    The run still writes run.json and each frontend's steps, stops what it started and leaves no process.
+    """
     out = tmp_path / "out"
     code = run_rl.main(["--out", str(out), "--deadline-s", "60", "--model", str(tiny_model_dir)])
     meta = json.loads((out / "rl" / "run.json").read_text())
     assert code == 0 and meta["stop"]["leftover_pids"] == {}
-    assert meta["failed_steps"] == {"python": ["server_ready"], "rust": ["server_ready"]}
-    assert sorted(meta["servers"]) == ["python", "rust"] and meta["threads_still_running"] == []
+    # Each frontend's server is tried once more without sleep mode, which cannot help here either.
+    again = ["server_ready", "server_ready_without_sleep_mode"]
+    assert meta["failed_steps"] == {"python": again, "rust": again}
+    assert sorted(meta["servers"]) == ["python", "python-no-sleep", "rust", "rust-no-sleep"]
+    assert "--enable-sleep-mode" in meta["servers"]["rust"]["command"]
+    assert "--enable-sleep-mode" not in meta["servers"]["rust-no-sleep"]["command"]
+    assert meta["threads_still_running"] == []
     for frontend in ("python", "rust"):
         steps = json.loads((out / "rl" / frontend / "steps.json").read_text())
         assert "ServerStartError" in steps["steps"][0]["error"] and steps["server_log_tail"]

@@ -274,3 +274,5 @@ def test_a_step_that_failed_shows_its_error_in_the_figures() -> None:
     failed = tables.failed_send_table(run)
     assert "| python | send fails, then finish_weight_update | step failed: not run | - | - |" in failed
     assert "| python | send fails (the example's --fail-send) | step failed: skipped | - | - |" in failed
+    run = {"rust": {"point2_sleep": {"levels": {}, "skipped": "the server started only without sleep mode"}}}
+    assert "| rust | - | skipped: the server started only without sleep mode | - |" in tables.sleep_table(run)

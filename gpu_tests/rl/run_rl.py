@@ -56,7 +56,8 @@ EXTENSION = "gpu_tests.rl.worker_extension.RLWorkerExtension"
 FRONTENDS: tuple[Frontend, ...] = ("python", "rust")
 # A fixed KV cache skips the memory profiling that a neighbouring server would disturb (run_matrix's flags).
 SERVER_ARGS = "--gpu-memory-utilization 0.05 --kv-cache-memory-bytes 1073741824"
-RL_ARGS = ("--enable-sleep-mode", "--weight-transfer-config", json.dumps({"backend": "ipc"}))
+TRANSFER_ARGS = ("--weight-transfer-config", json.dumps({"backend": "ipc"}))
+SLEEP_ARGS = ("--enable-sleep-mode",)
 # The server reads the pickled IPC handles of an HTTP-posted batch only with this.
 RL_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"}
 MAX_TOKENS = 16
@@ -73,9 +74,16 @@ def load_example(path: Path = EXAMPLE) -> ModuleType:
 
 
 def server_config(
-    model: str, frontend: Frontend, *, server_args: Sequence[str], log_path: Path, rl: bool = True
+    model: str,
+    frontend: Frontend,
+    *,
+    server_args: Sequence[str],
+    log_path: Path,
+    rl: bool = True,
+    sleep: bool = True,
 ) -> ServerConfig:
-    """tiny-llama's profile flags (which already hold --enforce-eager), the run's, the RL ones."""
+    """tiny-llama's profile flags (which already hold --enforce-eager), the run's, the RL ones (`rl`: the IPC
+    weight transfer, and with `sleep` sleep mode; the worker extension always)."""
     profile = PROFILES[PROFILE]
     return ServerConfig(
         model=model,
@@ -87,7 +95,8 @@ def server_config(
         extra_args=(
             *profile.server_args,
             *server_args,
-            *(RL_ARGS if rl else ()),
+            *(TRANSFER_ARGS if rl else ()),
+            *(SLEEP_ARGS if rl and sleep else ()),
             "--worker-extension-cls",
             EXTENSION,
         ),
@@ -139,9 +148,12 @@ class Run:
             self._example = load_example()
         return self._example
 
-    def start(self, name: str, model: str, frontend: Frontend, *, rl: bool = True) -> VllmServer:
+    def start(
+        self, name: str, model: str, frontend: Frontend, *, rl: bool = True, sleep: bool = True
+    ) -> VllmServer:
+        log = self.out / "logs" / f"{name}.log"
         config = server_config(
-            model, frontend, server_args=self.server_args, log_path=self.out / "logs" / f"{name}.log", rl=rl
+            model, frontend, server_args=self.server_args, log_path=log, rl=rl, sleep=sleep
         )
         server = VllmServer(config)
         self.servers[name] = server
@@ -204,10 +216,21 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
     folder = run.out / frontend
     steps = Steps(run.deadline, log=lambda line: print(f"{frontend} {line}", flush=True))
     report: dict[str, Any] = {"frontend": frontend, "steps": steps.records}
+    report["sleep_mode"] = True
     if steps.run("server_ready", server.wait_ready) is None:
         report["server_log_tail"] = server.log_tail(80)
-        write(folder / "steps.json", report)
-        return report
+        # Once more without sleep mode (its allocator needs CUDA's virtual memory API): points 1, 3 and 4
+        # do not need it.
+        steps.run("server_stop", server.stop)
+        again = steps.run(
+            "server_restart_without_sleep_mode",
+            lambda: run.start(f"{frontend}-no-sleep", run.model, frontend, sleep=False),
+        )
+        if again is None or steps.run("server_ready_without_sleep_mode", again.wait_ready) is None:
+            report["server_log_tail_without_sleep_mode"] = again.log_tail(80) if again else None
+            write(folder / "steps.json", report)
+            return report
+        server, report["sleep_mode"] = again, False
     report["ready_after_s"] = server.ready_after_s
     client = DevClient(server.base_url, timeout=120.0)
     report["version"] = steps.run("version", lambda: client.version().model_dump())
@@ -260,8 +283,9 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
     def reload() -> list[Any]:  # from the synced weights on Python (the served ones since point 1)
         return client.collective_rpc("reload_weights", kwargs=reload_kwargs)
 
-    levels = {
-        level: steps.run(
+    levels: dict[int, Any] = {}
+    for level in LEVELS if report["sleep_mode"] else ():
+        levels[level] = steps.run(
             f"point2.sleep_level_{level}",
             functools.partial(
                 sleep_level,
@@ -275,11 +299,10 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
             ),
             need_s=40,
         )
-        for level in LEVELS
-    }
-    write(
-        folder / "point2_sleep.json", {"frontend": frontend, "levels": levels, "reload_kwargs": reload_kwargs}
-    )
+    point2: dict[str, Any] = {"frontend": frontend, "levels": levels, "reload_kwargs": reload_kwargs}
+    if not report["sleep_mode"]:
+        point2["skipped"] = "the server started only without --enable-sleep-mode (see steps.json)"
+    write(folder / "point2_sleep.json", point2)
 
     if frontend == "python":
         failure: dict[str, Any] = {"frontend": frontend}

@@ -159,6 +159,9 @@ def sleep_table(run: Run) -> str:
     rows = []
     for f in FRONTENDS:
         levels = _get(run, f, "point2_sleep", "levels") or {}
+        skipped = _get(run, f, "point2_sleep", "skipped")
+        if skipped:
+            rows.append([f, "-", f"skipped: {skipped}", "-", "-", "-", "-"])
         for level in sorted(levels):
             r = levels[level] or {}
             rows.append(
