@@ -185,13 +185,21 @@ def test_the_whole_run_records_servers_that_cannot_start_and_leaves_nothing(
     code = run_rl.main(["--out", str(out), "--deadline-s", "60", "--model", str(tiny_model_dir)])
     meta = json.loads((out / "rl" / "run.json").read_text())
     assert code == 0 and meta["stop"]["leftover_pids"] == {}
-    # Each frontend's server is tried once more without sleep mode, which cannot help here either.
-    again = ["server_ready", "server_ready_without_sleep_mode"]
-    assert meta["failed_steps"] == {"python": again, "rust": again}
-    assert sorted(meta["servers"]) == ["python", "python-no-sleep", "rust", "rust-no-sleep"]
-    assert "--enable-sleep-mode" in meta["servers"]["rust"]["command"]
-    assert "--enable-sleep-mode" not in meta["servers"]["rust-no-sleep"]["command"]
+    # Each frontend's server is tried again with less (without sleep mode, then without the IPC transfer too),
+    # which cannot help here either.
+    for f in ("python", "rust"):
+        assert meta["failed_steps"][f] == [
+            "server_ready", f"server_ready_{f}-no-sleep", f"server_ready_{f}-no-transfer-no-sleep"
+        ]  # fmt: skip
+    assert sorted(meta["servers"]) == sorted(
+        f"{f}{suffix}" for f in ("python", "rust") for suffix in ("", "-no-sleep", "-no-transfer-no-sleep")
+    )
+    commands = {name: " ".join(server["command"]) for name, server in meta["servers"].items()}
+    assert "--enable-sleep-mode" in commands["rust"] and "--weight-transfer-config" in commands["rust"]
+    assert "--enable-sleep-mode" not in commands["rust-no-sleep"]
+    assert "--weight-transfer-config" in commands["rust-no-sleep"]
+    assert "--weight-transfer-config" not in commands["rust-no-transfer-no-sleep"]
     assert meta["threads_still_running"] == []
     for frontend in ("python", "rust"):
         steps = json.loads((out / "rl" / frontend / "steps.json").read_text())
-        assert "ServerStartError" in steps["steps"][0]["error"] and steps["server_log_tail"]
+        assert "ServerStartError" in steps["steps"][0]["error"] and len(steps["server_log_tails"]) == 3

@@ -140,9 +140,20 @@ def test_the_servers_run_tiny_llama_with_the_rl_flags(tmp_path: Path) -> None:
         assert env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1" and env["VLLM_SERVER_DEV_MODE"] == "1"
         assert env.get("VLLM_USE_RUST_FRONTEND") == ("1" if frontend == "rust" else None)
     compare = build_command(
-        run_rl.server_config("/new", "python", server_args=[], log_path=tmp_path / "c", rl=False), 1
+        run_rl.server_config(
+            "/new", "python", server_args=[], log_path=tmp_path / "c", transfer=False, sleep=False
+        ),
+        1,
     )
     assert "--weight-transfer-config" not in compare and run_rl.EXTENSION in compare
+
+
+def test_a_server_that_did_not_start_is_tried_again_with_less() -> None:
+    plain = run_rl.fallbacks("non-default args: {'weight_transfer_config': ...}\nRuntimeError: cuMemCreate")
+    assert plain == [{"transfer": True, "sleep": False}, {"transfer": False, "sleep": False}]
+    ray = 'File "/tmp/site/vllm/distributed/weight_transfer/ipc_engine.py", line 11\nImportError: x'
+    assert run_rl.fallbacks(ray)[0] == {"transfer": False, "sleep": True}
+    assert run_rl.fallbacks("ModuleNotFoundError: No module named 'ray'")[0]["transfer"] is False
 
 
 def test_an_answer_s_type_is_its_shape() -> None:

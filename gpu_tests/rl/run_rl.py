@@ -28,6 +28,7 @@ import asyncio
 import functools
 import importlib.util
 import json
+import re
 import shlex
 import sys
 import threading
@@ -79,11 +80,11 @@ def server_config(
     *,
     server_args: Sequence[str],
     log_path: Path,
-    rl: bool = True,
+    transfer: bool = True,
     sleep: bool = True,
 ) -> ServerConfig:
-    """tiny-llama's profile flags (which already hold --enforce-eager), the run's, the RL ones (`rl`: the IPC
-    weight transfer, and with `sleep` sleep mode; the worker extension always)."""
+    """tiny-llama's profile flags (which already hold --enforce-eager), the run's, the RL ones: the IPC weight
+    transfer (`transfer`), sleep mode (`sleep`), the worker extension (always)."""
     profile = PROFILES[PROFILE]
     return ServerConfig(
         model=model,
@@ -95,8 +96,8 @@ def server_config(
         extra_args=(
             *profile.server_args,
             *server_args,
-            *(TRANSFER_ARGS if rl else ()),
-            *(SLEEP_ARGS if rl and sleep else ()),
+            *(TRANSFER_ARGS if transfer else ()),
+            *(SLEEP_ARGS if sleep else ()),
             "--worker-extension-cls",
             EXTENSION,
         ),
@@ -149,11 +150,11 @@ class Run:
         return self._example
 
     def start(
-        self, name: str, model: str, frontend: Frontend, *, rl: bool = True, sleep: bool = True
+        self, name: str, model: str, frontend: Frontend, *, transfer: bool = True, sleep: bool = True
     ) -> VllmServer:
         log = self.out / "logs" / f"{name}.log"
         config = server_config(
-            model, frontend, server_args=self.server_args, log_path=log, rl=rl, sleep=sleep
+            model, frontend, server_args=self.server_args, log_path=log, transfer=transfer, sleep=sleep
         )
         server = VllmServer(config)
         self.servers[name] = server
@@ -211,26 +212,42 @@ def alive(server: VllmServer, client: DevClient) -> dict[str, Any]:
     return {"process_running": running, "health": healthy}
 
 
+def fallbacks(log: str) -> list[dict[str, bool]]:
+    """What to start again with after a failed start, in order: without sleep mode (its allocator needs CUDA's
+    virtual memory API, which a sandboxed runtime may lack), or first without the IPC weight transfer when the
+    log shows that it failed (vLLM 0.26 imports ray for it), then without both."""
+    # A traceback through vLLM's IPC engine (the startup log names the flag itself, so that would not do).
+    transfer_failed = re.search(r"ipc_engine\.py|No module named 'ray", log) is not None
+    first = {"transfer": False, "sleep": True} if transfer_failed else {"transfer": True, "sleep": False}
+    return [first, {"transfer": False, "sleep": False}]
+
+
 def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, Any]:
     """Points 4, 1, 3, 2 (and 1's failure case) on one frontend's server; the report of each goes to disk."""
     folder = run.out / frontend
     steps = Steps(run.deadline, log=lambda line: print(f"{frontend} {line}", flush=True))
     report: dict[str, Any] = {"frontend": frontend, "steps": steps.records}
-    report["sleep_mode"] = True
-    if steps.run("server_ready", server.wait_ready) is None:
-        report["server_log_tail"] = server.log_tail(80)
-        # Once more without sleep mode (its allocator needs CUDA's virtual memory API): points 1, 3 and 4
-        # do not need it.
+    ready = steps.run("server_ready", server.wait_ready) is not None
+    flags = {"transfer": True, "sleep": True}
+    for attempt in [] if ready else fallbacks(server.log_tail(200)):
+        # A server that does not start is tried again with less (see `fallbacks`); what is left runs.
+        report.setdefault("server_log_tails", []).append(server.log_tail(80))
         steps.run("server_stop", server.stop)
+        name = f"{frontend}-" + "-".join(f"no-{k}" for k, on in attempt.items() if not on)
         again = steps.run(
-            "server_restart_without_sleep_mode",
-            lambda: run.start(f"{frontend}-no-sleep", run.model, frontend, sleep=False),
+            f"server_start_{name}", functools.partial(run.start, name, run.model, frontend, **attempt)
         )
-        if again is None or steps.run("server_ready_without_sleep_mode", again.wait_ready) is None:
-            report["server_log_tail_without_sleep_mode"] = again.log_tail(80) if again else None
-            write(folder / "steps.json", report)
-            return report
-        server, report["sleep_mode"] = again, False
+        if again is None:
+            break
+        server, flags = again, attempt
+        if steps.run(f"server_ready_{name}", server.wait_ready) is not None:
+            ready = True
+            break
+    report.update(sleep_mode=flags["sleep"], weight_transfer=flags["transfer"])
+    if not ready:
+        report.setdefault("server_log_tails", []).append(server.log_tail(80))
+        write(folder / "steps.json", report)
+        return report
     report["ready_after_s"] = server.ready_after_s
     client = DevClient(server.base_url, timeout=120.0)
     report["version"] = steps.run("version", lambda: client.version().model_dump())
@@ -243,15 +260,19 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
     sync_argv = ["sync", "--url", server.base_url, "--model", run.model, "--seed", "7"]
     if frontend == "python":
         sync_argv += ["--save-dir", str(new_dir)]
-    point1 = steps.run(
-        "point1.sync", lambda: run.example_main(sync_argv, folder / "point1_sync_example.json"), need_s=60
-    )
+    point1 = None
+    if not report["weight_transfer"]:
+        steps.skip("point1.sync", "the server started only without the IPC weight transfer (see steps.json)")
+    else:
+        point1 = steps.run(
+            "point1.sync", lambda: run.example_main(sync_argv, folder / "point1_sync_example.json"), need_s=60
+        )
     synced = bool(point1 and point1["exit_code"] == 0 and new_dir.is_dir())
     compare: VllmServer | None = None
     if frontend == "python" and synced:
         compare = steps.run(
             "point1.start_compare_server",
-            lambda: run.start("python-compare", str(new_dir), "python", rl=False),
+            lambda: run.start("python-compare", str(new_dir), "python", transfer=False, sleep=False),
         )
     write(folder / "point1_sync.json", {"frontend": frontend, "sync": point1})
 
@@ -284,6 +305,8 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
         return client.collective_rpc("reload_weights", kwargs=reload_kwargs)
 
     levels: dict[int, Any] = {}
+    if not report["sleep_mode"]:
+        steps.skip("point2", "the server started only without --enable-sleep-mode (see steps.json)")
     for level in LEVELS if report["sleep_mode"] else ():
         levels[level] = steps.run(
             f"point2.sleep_level_{level}",
@@ -304,7 +327,7 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
         point2["skipped"] = "the server started only without --enable-sleep-mode (see steps.json)"
     write(folder / "point2_sleep.json", point2)
 
-    if frontend == "python":
+    if frontend == "python" and report["weight_transfer"]:
         failure: dict[str, Any] = {"frontend": frontend}
         failure["then_finish"] = steps.run(
             "point1.failed_send_then_finish", lambda: failed_send_then_finish(run, client), need_s=30

@@ -47,11 +47,14 @@ class Steps:
         detail = record.get("error") or record.get("skipped") or ""
         self._log(f"[{record['step']}] {status} {record.get('s', 0):.1f} s {detail}".rstrip())
 
+    def skip(self, name: str, why: str) -> None:
+        self._add({"step": name, "ok": False, "skipped": why})
+
     def run(self, name: str, fn: Callable[[], T], *, need_s: float = 0.0) -> T | None:
         """`fn()`, timed and recorded; None (recorded) when it raised or did not fit before the deadline."""
         left = self.deadline.left()
         if left < need_s:
-            self._add({"step": name, "ok": False, "skipped": f"needs ~{need_s:.0f} s, {left:.0f} s left"})
+            self.skip(name, f"needs ~{need_s:.0f} s, {left:.0f} s left")
             return None
         start = self.deadline.clock()
         try:
