@@ -23,6 +23,8 @@ Then, against a second server started from /tmp/new-weights, the same answers an
 
     python examples/rl_weight_sync.py compare --url http://127.0.0.1:8000 --url http://127.0.0.1:8001
 
+Issue 26's GPU runner (`gpu_tests/rl/run_rl.py`) runs both commands on the H200, on both frontends.
+
 The report is JSON: the bytes sent and the time the send took, the greedy answers before and after, the
 weights' checksums (from /weight_checker where the release has it, else from the worker extension through
 /collective_rpc), the weight version where /weight_info exists (vLLM 0.26 has neither route: the SDK raises
@@ -112,6 +114,15 @@ def checksums(client: DevClient) -> dict[str, Any]:
         return {"source": f"collective_rpc({CHECKSUM_RPC})", "checksums": per_rank}
 
 
+def or_error(call: Callable[[], Any]) -> Any:
+    """What `call` returns, or its error as `{"error": ...}`: a server that went down mid-run still leaves a
+    report that says so."""
+    try:
+        return call()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def weight_version(client: DevClient) -> str | None:
     try:
         return client.weight_info().weight_version
@@ -148,12 +159,15 @@ def sync(
         bytes=counted.bytes,
         batches=send.batches if send else 0,
         post_s=send.post_s if send else 0.0,
-        paused_after=client.is_paused(),
-        answers_after=answers(client, max_tokens),
-        weight_version=weight_version(client),
+        paused_after=or_error(client.is_paused),
+        answers_after=or_error(lambda: answers(client, max_tokens)),
+        weight_version=or_error(lambda: weight_version(client)),
     )
-    report["answers_changed"] = sum(
-        a != b for a, b in zip(report["answers_before"], report["answers_after"], strict=True)
+    after = report["answers_after"]
+    report["answers_changed"] = (
+        sum(a != b for a, b in zip(report["answers_before"], after, strict=True))
+        if isinstance(after, list)
+        else None
     )
     return report
 
@@ -236,12 +250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     fail_send=args.fail_send,
                     max_tokens=args.max_tokens,
                 ),
-                "weights_after": checksums(client),
+                "weights_after": or_error(lambda: checksums(client)),
             }
         if args.save_dir:
             save(model, args.model, args.save_dir)
             report["saved_to"] = args.save_dir
-        ok = ("failed" in report) == args.fail_send and not report["paused_after"]
+        ok = ("failed" in report) == args.fail_send and report["paused_after"] is False
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if args.report:

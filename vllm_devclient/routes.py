@@ -37,7 +37,10 @@ from .records import Cli, Param, Route
 __all__ = ["ROUTES"]
 
 _MODE = Literal["abort", "wait", "keep"]
-_MODE_HELP = "What happens to requests in flight: abort, wait or keep."
+_MODE_HELP = (
+    "What happens to requests in flight: abort (they end now, finish reason abort), wait (the call returns "
+    "once they have finished) or keep (they are frozen, and go on at resume)."
+)
 
 
 # ---- how some answers read, and which count as failures ------------------------------------------------

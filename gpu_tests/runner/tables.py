@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,33 +220,41 @@ TABLES: dict[str, Callable[[], str]] = {
 }
 
 
-def render(text: str) -> str:
-    """``text`` with every marked table regenerated; a marker naming no table is an error."""
+def fill_figures(text: str, figures: Mapping[str, Callable[[], str]]) -> str:
+    """``text`` with every marked figure made again by its function; a marker naming none is an error."""
 
     def fill(m: re.Match[str]) -> str:
         name = m.group("name")
-        if name not in TABLES:
-            raise KeyError(f"no table named {name!r} (known: {sorted(TABLES)})")
-        return f"{m.group(1)}{TABLES[name]()}\n{m.group(4)}"
+        if name not in figures:
+            raise KeyError(f"no table named {name!r} (known: {sorted(figures)})")
+        return f"{m.group(1)}{figures[name]()}\n{m.group(4)}"
 
     return _MARK.sub(fill, text)
+
+
+def write_or_check(readme: Path, new: str, *, check: bool, remake: str) -> int:
+    """Write ``new`` to ``readme``, or with ``check`` exit 1 when they differ (``remake``: the command)."""
+    if not check:
+        readme.write_text(new)
+        return 0
+    if new != readme.read_text():
+        print(f"{readme.relative_to(ROOT.parent)}: a table differs from its reports; run {remake}")
+        return 1
+    return 0
+
+
+def render(text: str) -> str:
+    """``text`` with every marked table regenerated; a marker naming no table is an error."""
+    return fill_figures(text, TABLES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.tables", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when the README differs from its reports")
     args = p.parse_args(argv)
-    text = README.read_text()
-    new = render(text)
-    if args.check:
-        if new != text:
-            print(
-                "gpu_tests/README.md: a table differs from its reports; run python -m gpu_tests.runner.tables"
-            )
-            return 1
-        return 0
-    README.write_text(new)
-    return 0
+    return write_or_check(
+        README, render(README.read_text()), check=args.check, remake="python -m gpu_tests.runner.tables"
+    )
 
 
 if __name__ == "__main__":

@@ -109,7 +109,8 @@ class _AsyncRoutes(_AsyncCore):
 
         Args:
             level: 0 pauses, 1 offloads the weights, 2 discards them.
-            mode: what happens to requests in flight: abort, wait or keep.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
         """
         return await self._send(endpoints.sleep(level=level, mode=mode), options)
 
@@ -137,7 +138,8 @@ class _AsyncRoutes(_AsyncCore):
         """POST /pause: stop scheduling (for a weight update); see also the paused() flow.
 
         Args:
-            mode: what happens to requests in flight: abort, wait or keep.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
             clear_cache: also clear the caches (server default when None).
         """
         return await self._send(endpoints.pause(mode=mode, clear_cache=clear_cache), options)

@@ -109,7 +109,8 @@ class _SyncRoutes(_SyncCore):
 
         Args:
             level: 0 pauses, 1 offloads the weights, 2 discards them.
-            mode: what happens to requests in flight: abort, wait or keep.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
         """
         return self._send(endpoints.sleep(level=level, mode=mode), options)
 
@@ -135,7 +136,8 @@ class _SyncRoutes(_SyncCore):
         """POST /pause: stop scheduling (for a weight update); see also the paused() flow.
 
         Args:
-            mode: what happens to requests in flight: abort, wait or keep.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
             clear_cache: also clear the caches (server default when None).
         """
         return self._send(endpoints.pause(mode=mode, clear_cache=clear_cache), options)
