@@ -3,9 +3,9 @@ runs it, with a trainer actor and one rollout actor per server, each holding a c
 the actor rebuilt.
 
 Three steps of rollout + fleet weight update; the second update fails on one server (its engine raises in
-`update_weights`). The engine call logs show that no server finished that update, that every server was
-resumed, and that no generation ran while a server was paused; the example's whole process tree (the Ray
-cluster included) is gone once it exits.
+`update_weights`). The engine call logs show that every server finished that update without its version and
+was resumed, and that no generation ran while a server was paused; the example's whole process tree (the
+Ray cluster included) is gone once it exits.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def _steps(frontend: Frontend) -> list[str]:
 
 
 def _update(*, finished: str | None) -> list[str]:
-    end = ["rpc:finish_weight_update", f"version:{finished}"] if finished else []
+    """A fleet update's engine calls; a failed one is finished without a version (no set_weight_version)."""
+    end = ["rpc:finish_weight_update", *([f"version:{finished}"] if finished else [])]
     return ["pause_generation", "rpc:start_weight_update", "rpc:update_weights", *end, "resume_scheduler"]
 
 
@@ -152,8 +153,8 @@ def test_trainer_and_rollout_actors_update_a_fleet_and_roll_back_a_failed_update
     rollout_steps = sorted((e["step"], e["url"]) for e in events if e["event"] == "rollout")
     assert rollout_steps == sorted((s, url) for s in (1, 2, 3) for url in urls)
 
-    # The engines: the failed update was finished nowhere and every server resumed; two prompts were
-    # generated per rollout (three steps and a last one), never while paused.
+    # The engines: the failed update was finished without its version everywhere and every server resumed;
+    # two prompts were generated per rollout (three steps and a last one), never while paused.
     for fe in fleet:
         rollout = ["generate", "generate"]
         expected = [

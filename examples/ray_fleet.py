@@ -12,9 +12,10 @@ Each step, every rollout actor generates from its server; then the trainer runs 
 fleet: pause every server, start the update, send the batch, finish it with the step's version, resume every
 server (`AsyncFleet.weight_update`). Here the batch is the weights' names, dtypes and shapes; on a real run
 the tensors travel beside it over the weight-transfer backend (the trainer's NCCL broadcast after
-`init_weight_transfer_engine`, or CUDA IPC on one GPU: examples/rl_weight_sync.py). The update is all or
-nothing: when a server fails any step of it, no server finishes it, every server is resumed and keeps its
-previous weights, and the loop goes on with the next step.
+`init_weight_transfer_engine`, or CUDA IPC on one GPU: examples/rl_weight_sync.py). When a server fails any
+step of it, the update is closed without its version on every server where it started (vLLM puts back the
+weights no batch replaced only at the finish), every server is resumed, and the loop goes on with the next
+step.
 
 Prints one JSON line per event (the actors, each rollout, each update) and a summary line last. With no
 `--ray-address` it starts a local Ray cluster and shuts it down at the end.

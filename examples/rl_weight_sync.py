@@ -151,7 +151,7 @@ def sync(
             send_start = time.perf_counter()
             send_weights(iter(counted), {"send_mode": send, "packed": packed})
             report["send_s"] = time.perf_counter() - send_start
-    except Exception as exc:  # a failed send: the flow resumed the server without finishing the update
+    except Exception as exc:  # a failed send: the flow finished the update without its version and resumed
         report["failed"] = f"{type(exc).__name__}: {exc}"
     report.update(
         flow_s=time.perf_counter() - start,

@@ -165,6 +165,37 @@ async def test_pause_rollback_resumes_only_the_targets_it_paused() -> None:
     assert "rolled back with resume on 2 targets" in text and "stuck" in text
 
 
+async def test_a_failed_fleet_update_finishes_without_its_version_where_it_started_then_resumes() -> None:
+    """One target refuses the start: the target whose start went through is finished without the version
+    (vLLM puts the served weights back only at the finish), none with it, every target is resumed, and the
+    caller gets the start's FleetError with the failed finish noted on it."""
+    rec = Recorder(
+        {
+            ("node0.test", "/is_paused"): httpx.Response(200, json={"is_paused": True}),
+            ("node1.test", "/is_paused"): httpx.Response(200, json={"is_paused": True}),
+            ("node0.test", "/start_weight_update"): httpx.Response(200, json={"message": "started"}),
+            ("node1.test", "/start_weight_update"): engine_failure("start_weight_update", "no engine"),
+            ("node0.test", "/finish_weight_update"): engine_failure("finish_weight_update", "gone"),
+        }
+    )
+    bodies: list[tuple[str, bytes]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/finish_weight_update":
+            bodies.append((request.url.host, request.content))
+        return await rec(request)
+
+    async with fleet_over(handler, URLS[:2]) as fleet:
+        with pytest.raises(FleetError, match="start_weight_update") as caught:
+            async with fleet.weight_update(weight_version="v9"):
+                raise AssertionError("the block never runs: a start failed")
+    assert sorted(host for host, _ in bodies) == ["node0.test"]
+    assert all(b"v9" not in body for _, body in bodies)
+    assert sorted(host for host, path in rec.seen if path == "/resume") == ["node0.test", "node1.test"]
+    notes = getattr(caught.value, "__notes__", [])
+    assert len(notes) == 1 and "finishing the failed update" in notes[0]
+
+
 async def test_pause_without_rollback_or_without_failure_resumes_nothing() -> None:
     rec = Recorder({("node1.test", "/pause"): httpx.Response(404)})
     async with fleet_over(rec) as fleet:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 from .constants import ERROR_TEXT_LIMIT
@@ -63,6 +64,14 @@ class UnsuccessfulResultError(DevClientError):
 
 class ClientClosedError(DevClientError, RuntimeError):
     """A call on a client (or fleet) after `close()`: make a new one, or use it inside its `with` block."""
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """PEP 678's ``add_note`` (Python 3.11+), also on 3.10: what else failed while handling ``error``."""
+    if sys.version_info >= (3, 11):
+        error.add_note(note)
+    else:
+        setattr(error, "__notes__", [*getattr(error, "__notes__", []), note])  # noqa: B010 (3.10 has no such attribute)
 
 
 def clip(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:

@@ -11,6 +11,7 @@ from typing_extensions import Self, Unpack
 
 from .._base_client import RequestOptions, WeightUpdateOptions, weight_update_options
 from ..endpoints import PauseMode
+from ..errors import add_note
 from ..models import (
     MessageResult,
 )
@@ -67,10 +68,17 @@ class _SyncFlows(_SyncWaits):
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[WeightUpdate]:
         """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
 
-        Takes the WeightUpdateOptions (weight_version, pause_mode, clear_cache, draft). The finish (with
-        `weight_version`) runs only when the block succeeds; resume always runs. Batches sent with
+        Takes the WeightUpdateOptions (weight_version, pause_mode, clear_cache, draft). Batches sent with
         `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are awaited before
-        the finish.
+        the finish; resume always runs.
+
+        When the block fails after the start, the update is still finished, without `weight_version`, and
+        the block's error is raised (what else failed is added to it as notes). vLLM moves the served
+        weights out at the start and puts back what no batch replaced only at the finish: on vLLM 0.26 with
+        the IPC backend, a started update left unfinished made the next request kill the engine, while a
+        finish after a failed send kept the old weights serving (measured on an H200,
+        gpu_tests/results/rl-2026-12-01). Layers a batch did reach before the failure keep the new weights:
+        send the update again.
         """
         weight_version, pause_mode, clear_cache, draft = weight_update_options(options)
         with self.paused(pause_mode, clear_cache=clear_cache):
@@ -79,8 +87,17 @@ class _SyncFlows(_SyncWaits):
             else:
                 self.start_weight_update()
             update = WeightUpdate(self)
-            yield update
-            update.wait()
+            try:
+                yield update
+                update.wait()
+            except BaseException as failure:
+                for error in update.settle():
+                    add_note(failure, f"a batch sent in the background failed too: {error!r}")
+                try:
+                    self.finish_weight_update(weight_version=None)
+                except Exception as error:
+                    add_note(failure, f"finishing the failed update (without its version) failed: {error!r}")
+                raise
             self.finish_weight_update(weight_version=weight_version)
 
 
@@ -110,3 +127,14 @@ class WeightUpdate:
         """Wait for every batch started in the background; the first failure is raised."""
         pending, self._pending = self._pending, []
         return [result_of(p) for p in pending]
+
+    def settle(self) -> list[Exception]:
+        """Wait for every batch started in the background and return their failures instead of raising."""
+        pending, self._pending = self._pending, []
+        errors: list[Exception] = []
+        for p in pending:
+            try:
+                result_of(p)
+            except Exception as error:
+                errors.append(error)
+        return errors

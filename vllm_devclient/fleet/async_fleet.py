@@ -35,7 +35,7 @@ from ..constants import (
     DEFAULT_TIMEOUT,
 )
 from ..endpoints import PauseMode
-from ..errors import DevClientError, InvalidParameterError
+from ..errors import DevClientError, InvalidParameterError, add_note
 from ..models import MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
@@ -325,14 +325,29 @@ class AsyncFleet:
     ) -> AsyncIterator[AsyncFleetWeightUpdate]:
         """AsyncDevClient.weight_update() on every target (same WeightUpdateOptions): pause, start, your
         batches, finish, resume. Every step is all-or-nothing (FleetError naming the failed targets); resume
-        always runs."""
+        always runs. When the block fails after the start, every target where the start went through is
+        finished without the version (AsyncDevClient.weight_update says why) and the block's error raised,
+        what else failed added to it as notes."""
         weight_version, pause_mode, clear_cache, draft = weight_update_options(options)
         async with self.paused(pause_mode, clear_cache=clear_cache):
             start = "start_draft_weight_update" if draft else "start_weight_update"
-            (await self._gather(lambda c: getattr(c, start)(), self.urls, start)).raise_for_errors()
+            started = await self._gather(lambda c: getattr(c, start)(), self.urls, start)
             update = AsyncFleetWeightUpdate(self)
-            yield update
-            await update.wait()
+            try:
+                started.raise_for_errors()
+                yield update
+                await update.wait()
+            except BaseException as failure:
+                for error in await update.settle():
+                    add_note(failure, f"a batch sent in the background failed too: {error!r}")
+                closed = await self._gather(
+                    lambda c: c.finish_weight_update(weight_version=None),
+                    list(started.ok),
+                    "finish_weight_update",
+                )
+                if not closed.all_ok:
+                    add_note(failure, f"finishing the failed update (without its version) failed: {closed}")
+                raise
             finish = await self._gather(
                 lambda c: c.finish_weight_update(weight_version=weight_version),
                 self.urls,
@@ -418,3 +433,9 @@ class AsyncFleetWeightUpdate:
     async def wait(self) -> list[FleetResult[MessageResult]]:
         pending, self._pending = self._pending, []
         return [await task for task in pending]
+
+    async def settle(self) -> list[BaseException]:
+        """Wait for every batch started in the background and return their failures instead of raising."""
+        pending, self._pending = self._pending, []
+        done = await asyncio.gather(*pending, return_exceptions=True)
+        return [d for d in done if isinstance(d, BaseException)]
