@@ -10,7 +10,9 @@ count, as near-ties on random weights make it; a recurrent state restored ``d`` 
 recurrent hits round down to the block), ``aligned_miss`` (as qwen3-next's ``align`` Mamba cache on vLLM
 0.26: neither connector reloads a prompt that ends exactly on a block), ``corrupt`` (probe ids whose reload
 is wrong), ``noise`` (run label -> probe ids that decode differently), ``fail`` (run label -> probe ids whose
-request fails), ``raise_in`` (a run whose call raises), and the instruments' mutations.
+request fails), ``raise_in`` (a run whose call raises), ``cpu_events`` (the CPU tier announces its stores
+and removes as KV events, one placeholder hash per block), ``cpu_capacity`` (blocks the CPU tier holds; the
+oldest is evicted first), and the instruments' mutations.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from vllm_devclient.kv_events import BlockRemoved, BlockStored
 from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
 from vllm_devclient.models import BarrierResult, VersionInfo
 from vllm_devclient.offload_check.events import GroupEventAccount
@@ -51,6 +54,8 @@ class FakeServer:
     noise: dict[str, set[str]] = field(default_factory=dict)
     fail: dict[str, set[str]] = field(default_factory=dict)  # run label -> probe ids whose request fails
     raise_in: str | None = None
+    cpu_events: bool = False
+    cpu_capacity: int | None = None
     texts: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -58,7 +63,7 @@ class FakeServer:
         self.recurrent = any(g.recurrent for g in self.layout)
         self.sliding = any(g.kind == "sliding" for g in self.layout)
         self.gpu: set[tuple[int, ...]] = set()
-        self.cpu: set[tuple[int, ...]] = set()
+        self.cpu: dict[tuple[int, ...], None] = {}  # in store order: the oldest is evicted first
         self.c = dict.fromkeys(("queries", "hits", "ext_queries", "ext_hits", "load", "store"), 0)
         self.order: MutationOrder | None = None
         self.ledger_state = LedgerSnapshot(pid=1)
@@ -148,10 +153,20 @@ class FakeServer:
         for k in range(1, len(ids) // self.block + 1):
             self.gpu.add(ids[: k * self.block])
             if ids[: k * self.block] not in self.cpu:
-                self.cpu.add(ids[: k * self.block])
-                self.c["store"] += 64
+                self._store_cpu(ids[: k * self.block])
         split = Split(prompt=len(ids), local=local, external=external)
         return Answer(probe=probe.id, text=digest, output_tokens=8, split=split, request_id=rid)
+
+    def _store_cpu(self, prefix: tuple[int, ...]) -> None:
+        if self.cpu_capacity is not None and len(self.cpu) >= self.cpu_capacity:
+            oldest = next(iter(self.cpu))
+            del self.cpu[oldest]
+            if self.cpu_events:
+                self.account.add([BlockRemoved(block_hashes=[_h(*oldest)], medium="CPU", group_idx=0)])
+        self.cpu[prefix] = None
+        self.c["store"] += 64
+        if self.cpu_events:
+            self.account.add([BlockStored(block_hashes=[_h(*prefix)], medium="CPU", group_idx=0)])
 
     def _load_ledger(self, blocks: int) -> bool:
         """Account a load in the byte ledger; True when the armed mutation corrupts its bytes."""
@@ -232,14 +247,17 @@ class FakeServer:
         self.calls.append(f"reset:{reset_external}")
         self.gpu.clear()
         if reset_external:
+            if self.cpu_events and self.cpu:
+                gone = [_h(*prefix) for prefix in self.cpu]
+                self.account.add([BlockRemoved(block_hashes=gone, medium="CPU", group_idx=0)])
             self.cpu.clear()
         return BarrierResult(attempts=1, engine_steps=0, elapsed_s=0.01)
 
     def cpu_blocks_stored(self) -> int | None:
-        return None
+        return self.account.stored_blocks("CPU") if self.cpu_events else None
 
     def events(self) -> GroupEventAccount | None:
-        return None
+        return self.account if self.cpu_events else None
 
     def ledger(self) -> LedgerSnapshot | None:
         return self.ledger_state if self.ledger_on else None

@@ -20,10 +20,14 @@ from typing import Any
 from gpu_tests.kv_proof.catalogue import MUTATIONS
 from vllm_devclient.offload_check.report import OffloadCheckReport
 
+from . import budget
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 MATRIX_RUN = "kv-proof-2026-12-01-rerun"
+REAL_RUN: str | None = None  # issue 27's real-size run, once one is committed under results/
+NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
 
@@ -211,7 +215,97 @@ def startup_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -
     return "\n".join(rows)
 
 
+def _case(r: OffloadCheckReport) -> str:
+    cpu = f" {r.cpu_gib:g} GiB" if r.cpu_gib is not None else ""
+    return f"{r.connector.replace('Connector', '')}{cpu} / {r.frontend}"
+
+
+def _real_sorted(reports: Sequence[OffloadCheckReport]) -> list[OffloadCheckReport]:
+    return sorted((r for r in reports if not r.case_id.endswith("-mutations")), key=lambda r: r.case_id)
+
+
+def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
+    """Upstream's matrix at real size: per case its verdict, the reload's comparisons and byte proof, and
+    the mutations the case's catalogue caught."""
+    verdicts = _runner_verdicts(meta)
+    rows = [
+        "| profile (GPUs used) | connector CPU / frontend | verdict | reload = same-split warm "
+        "(+ not comparable) | kv_bytes_identical | mutations caught | startup s | case s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in _real_sorted(reports):
+        caught = [it.mutation_verdict.caught for it in r.mutations() if it.mutation_verdict is not None]
+        mutations = f"{sum(caught)}/{len(caught)}" if caught else "-"
+        rows.append(
+            f"| {r.profile} ({r.gpus_used}) | {_case(r)} | {_status(r, verdicts)} | {_compared(r)} | "
+            f"{_bytes(r)} | {mutations} | {r.timings.get('server_startup_s', 0):.0f} | "
+            f"{r.timings.get('case_s', 0):.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def _decode(r: OffloadCheckReport) -> str:
+    d, full = budget.decode(r), budget.at_once(r)
+    small = "not measured" if d is None else f"{d.tokens_per_s:.0f} ({d.in_flight} at once, {d.runs} runs)"
+    return small + ("" if full is None else f"; {full.tokens_per_s:.0f} ({full.in_flight} at once, cold run)")
+
+
+def _phases(r: OffloadCheckReport) -> str:
+    it = budget.first_clean(r)
+    if it is None:
+        return "not measured"
+    return " / ".join(
+        f"{k.removesuffix('_s').removesuffix('_run')} {it.timings[k]:.0f}"
+        for k in budget.PHASES
+        if k in it.timings
+    )
+
+
+def _occupancy(r: OffloadCheckReport) -> str:
+    o = budget.occupancy(r)
+    if o is None:
+        return "not measured (no CPU-tier events)"
+    held = f", {o.gib:.2f} of {r.cpu_gib:g} GiB" if o.gib is not None and r.cpu_gib else ""
+    return f"{o.live} held{held}; {o.stored} stored, {o.evicted} evicted"
+
+
+def _reload(r: OffloadCheckReport) -> str:
+    x = budget.reload(r)
+    if x is None:
+        return "not measured"
+    kind = "whole" if x.whole == x.prompts else "partial"
+    share = f"{x.cached_tokens / x.warm_cached_tokens:.0%}" if x.warm_cached_tokens else "-"
+    return (
+        f"{kind}: {x.whole}/{x.prompts} prompts whole, {share} of the warm run's cached tokens "
+        f"({x.loaded_tokens} loaded)"
+    )
+
+
+def budget_table(reports: Sequence[OffloadCheckReport]) -> str:
+    """The measured budget per model and case (a model's first case started cold); the H100 column is an
+    estimate (``budget.h100``)."""
+    rows = [
+        "| profile | connector CPU / frontend | startup s | output tok/s: 8 at most at once; whole load | "
+        "phases s (first clean pass) | CPU tier: entries held, stored, evicted | reload | "
+        "H100 (ESTIMATE) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in _real_sorted(reports):
+        startup = r.timings.get("server_startup_s")
+        rows.append(
+            f"| {r.profile} | {_case(r)} | {'not measured' if startup is None else f'{startup:.0f}'} | "
+            f"{_decode(r)} | {_phases(r)} | {_occupancy(r)} | {_reload(r)} | {budget.h100(r)} |"
+        )
+    return "\n".join(rows)
+
+
+def _real(table: Callable[[Sequence[OffloadCheckReport], dict[str, Any]], str]) -> Callable[[], str]:
+    return lambda: NO_REAL_RUN if REAL_RUN is None else table(*load(REAL_RUN, RESULTS))
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "gpu-real-matrix": _real(real_table),
+    "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
     "gpu-defects": lambda: defect_table(load(MATRIX_RUN)[0]),

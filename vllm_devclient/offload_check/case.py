@@ -410,6 +410,7 @@ def run_case(
         "num_shots": p.num_shots,
         "max_tokens": max_tokens if max_tokens is not None else p.max_tokens,
         "concurrency": concurrency,
+        "cpu_gib": config.cpu_gib,
         "gpus": gpu_count(),
         "gpus_used": p.gpus,
         "gpu_name": _gpu_name(),

@@ -32,7 +32,7 @@ from .events import GroupEventAccount
 from .judge import CheckSettings, judge_case
 from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, MutationOrder
 from .probes import SHAPES, Probe, fingerprint
-from .report import Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
+from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
 
 __all__ = ["CheckIO", "MutationPlan", "run_check", "settle"]
 
@@ -136,6 +136,7 @@ def _iteration(
         m0 = io.metrics()
         stored0 = io.cpu_blocks_stored()
         io.mark_stores()
+        account_mark(f"{label}:cold")
         runs["cold"] = timed("cold_run_s", lambda: io.run("cold", probes))
         m1 = io.metrics()
         windows["cold"] = m1.delta(m0)
@@ -143,6 +144,7 @@ def _iteration(
         fields["settle"] = timed("settle_s", io.settle_stores)
         stored1 = io.cpu_blocks_stored()
         fields["cpu_blocks_stored"] = None if stored0 is None or stored1 is None else stored1 - stored0
+        fields["cpu_tier"] = _cpu_tier(io, f"{label}:cold")
         m2 = io.metrics()
         windows["warm"] = m2.delta(m1)
         barriers["gpu_only"] = timed("reset_gpu_s", lambda: io.reset_prefix_cache(False))
@@ -272,6 +274,17 @@ def run_check(
         error = f"{type(exc).__name__}: {exc}"[:2000]
     timings["check_s"] = round(clock() - start, 3)
     return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)
+
+
+def _cpu_tier(io: CheckIO, mark: str) -> CpuTier | None:
+    """The CPU tier's stores, evictions and occupancy since ``mark``; None without CPU-tier events."""
+    account = io.events()
+    if account is None:
+        return None
+    if not account.stored_blocks("CPU") and not account.removed_blocks("CPU"):
+        return None  # no CPU-tier event in the whole case so far: the connector sends none
+    delta = account.since(mark)
+    return CpuTier(stored=delta.stored("CPU"), evicted=delta.removed("CPU"), live=account.live_blocks("CPU"))
 
 
 def _report(

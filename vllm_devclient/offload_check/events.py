@@ -198,6 +198,10 @@ class GroupEventAccount:
     def removed_blocks(self, medium: str | None = "CPU") -> int:
         return sum(c.removed_blocks for (m, _), c in self._counts.items() if m == medium)
 
+    def live_blocks(self, medium: str | None = "CPU") -> int:
+        """Distinct hashes ``medium`` holds now (stored and not removed)."""
+        return sum(len(c.live) for (m, _), c in self._counts.items() if m == medium)
+
     def groups_with_stores(self, medium: str) -> list[int]:
         return sorted(
             g for (m, g), c in self._counts.items() if m == medium and g is not None and c.stored_blocks

@@ -28,6 +28,7 @@ __all__ = [
     "Answer",
     "AssertionResult",
     "Comparison",
+    "CpuTier",
     "Defect",
     "Iteration",
     "MutationVerdict",
@@ -102,6 +103,16 @@ class SettleResult(_Frozen):
     timed_out: bool = False
 
 
+class CpuTier(_Frozen):
+    """The CPU tier as its KV events showed it from the cold run to the reload (the full reset before the cold
+    run emptied it, so every remove counted here is an eviction). Counts are what the events count: blocks,
+    or chunks where the connector announces one placeholder hash per chunk."""
+
+    stored: int
+    evicted: int
+    live: int  # distinct entries held when the reload starts: the tier's occupancy
+
+
 class AssertionResult(_Frozen):
     name: str
     passed: bool
@@ -147,6 +158,7 @@ class Iteration(_Frozen):
     settle: SettleResult | None = None
     barriers: dict[str, BarrierResult] = Field(default_factory=dict)
     cpu_blocks_stored: int | None = None
+    cpu_tier: CpuTier | None = None  # None: the connector sends no CPU-tier events
     ledger: LedgerSnapshot | None = None  # the reload run's share of the byte ledger
     loads: list[LoadPlan] = Field(default_factory=list)  # the reload run's load plans
     instruments_applied: dict[str, int] = Field(default_factory=dict)
@@ -186,6 +198,7 @@ class OffloadCheckReport(_Frozen):
     connector: str
     frontend: str
     connector_extra: dict[str, Any] = Field(default_factory=dict)
+    cpu_gib: float | None = None  # the CPU tier's size given to the connector
     gpus: int | None = None
     gpus_used: int | None = None
     gpu_name: str | None = None
