@@ -152,7 +152,7 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     ).stdout
     assert "ESTIMATED" in out.splitlines()[0]
     jobs = real_plan.plan_real(report_dir=tmp_path)
-    slots, left = real_plan.deal(jobs, calls=2, setup_s=90)
+    slots, left = real_plan.best_deal(jobs, calls=2, setup_s=90)
     assert len(jobs) == 14 and len(slots) + len(left) == 14
     for call in (1, 2):
         mine = [s for s in slots if s.call == call]
@@ -167,6 +167,32 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     assert f"does not fit: {len(left)} cases" in out
     args = jobs[0].args
     assert args[args.index("--concurrency") + 1] == "0" and args[args.index("--iterations") + 1] == "1"
+
+
+def test_the_search_deals_at_least_the_priority_order_and_the_runner_can_replay_it(tmp_path: Path) -> None:
+    jobs = real_plan.plan_real(report_dir=tmp_path)
+    plain, _ = real_plan.deal(jobs, calls=2, setup_s=90)
+    slots, left = real_plan.best_deal(jobs, calls=2, setup_s=90)
+    assert real_plan._score(slots, 2) >= real_plan._score(plain, 2) and len(slots) > len(plain)
+    # The runner is given each call's cases in their start order (then the rest): list scheduling in that
+    # order starts the same cases at the same times.
+    replay, _ = real_plan.deal([s.job for s in slots] + left, calls=2, setup_s=90)
+    assert [(s.job.case_id, s.call, s.start_s) for s in replay] == [
+        (s.job.case_id, s.call, s.start_s) for s in slots
+    ]
+
+
+def test_servers_of_a_model_started_together_all_compile(tmp_path: Path) -> None:
+    jobs = [j for j in real_plan.plan_real(report_dir=tmp_path) if j.family.startswith("gemma")]
+    est = real_plan.ESTIMATES["gemma-4-e4b-it"]
+    slots, _ = real_plan.deal(jobs, calls=1, setup_s=0, call_s=2000)
+    together = [s for s in slots if s.start_s == 0]
+    assert len(together) == 4  # 4 x 28.9 GiB fit at once
+    for s in together:
+        assert s.end_s == real_plan.case_s(est, cold=True, mutations=s.job.kind == "matrix+mutations")
+    slots, _ = real_plan.deal(jobs, calls=1, setup_s=0, call_s=2000, parallel=1)
+    warm = [s.end_s - s.start_s for s in slots[1:]]
+    assert warm == [real_plan.case_s(est, cold=False, mutations=False)] * 3
 
 
 FAKE = (

@@ -9,8 +9,9 @@ gets a fixed KV cache (``--kv-cache-memory-bytes``) and reserves weights + KV + 
 
 :data:`ESTIMATES` are labelled estimates (see ``gpu_tests/real_size/PLAN.md`` for how each was reached); the
 weights are the models' parameter counts with the stand-in vocabulary, in bf16. :func:`deal` simulates the
-calls in priority order (each profile's offloading/python case first, the rust frontends last) and says
-what does not fit.
+calls in a given order (list scheduling by GPU memory, as the runner starts cases); :func:`best_deal` searches
+from the priority order (each profile's offloading/python case first, the rust frontends last) for the order
+that fits the most, and says what does not fit.
 """
 
 from __future__ import annotations
@@ -125,12 +126,13 @@ def deal(
     parallel: int = 4,
 ) -> tuple[list[Slot], list[Job]]:
     """List scheduling in ``jobs`` order over ``calls`` calls of ``call_s`` (the first loses ``setup_s``):
-    a job starts when it fits in the free memory, a free slot and before its call's deadline. Returns the
-    schedule and the jobs that fit in no call. A later model's first case pays the warm startup only if
-    an earlier call already started that model."""
+    a job starts when it fits in the free memory, a free slot and before its call's deadline, as
+    ``run_matrix.run_jobs`` starts them. Returns the schedule and the jobs that fit in no call. A case pays
+    the warm startup only once its model's first server has compiled its kernels into the machine's cache
+    (its cold startup has passed, in this call or an earlier one): servers started together all compile."""
     queue = list(jobs)
     slots: list[Slot] = []
-    started_models: set[str] = set()
+    compiled: dict[str, tuple[int, float]] = {}  # model -> (call, time) its kernels are in the cache
     for call in range(1, calls + 1):
         now = setup_s if call == 1 else 0.0
         running: list[Slot] = []
@@ -139,13 +141,16 @@ def deal(
             fits = [
                 j
                 for j in queue
-                if j.mem_gib <= free and len(running) < parallel and now + _cost(j, started_models) <= call_s
+                if j.mem_gib <= free
+                and len(running) < parallel
+                and now + _cost(j, compiled, call, now) <= call_s
             ]
             if fits:
                 job = fits[0]
                 queue.remove(job)
-                cost = _cost(job, started_models)
-                started_models.add(job.family)
+                cost = _cost(job, compiled, call, now)
+                est = ESTIMATES[PROFILES[job.family].real_size_of or job.family]
+                compiled.setdefault(job.family, (call, now + est.cold_startup_s))
                 slot = Slot(replace(job, expected_s=cost), call, now, now + cost)
                 running.append(slot)
                 slots.append(slot)
@@ -158,13 +163,46 @@ def deal(
     return slots, queue
 
 
-def _cost(job: Job, started: set[str]) -> float:
-    """A model's first case on the machine pays the cold startup; whichever case that turns out to be."""
-    upstream_name = PROFILES[job.family].real_size_of or job.family
-    est = ESTIMATES[upstream_name]
-    first = job.kind == "matrix+mutations"
-    cold = job.family not in started
-    return case_s(est, cold=cold, mutations=first)
+def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: float) -> float:
+    """A case started before its model's kernels are compiled pays the cold startup."""
+    est = ESTIMATES[PROFILES[job.family].real_size_of or job.family]
+    ready = compiled.get(job.family)
+    cold = ready is None or (ready[0] == call and now < ready[1])
+    return case_s(est, cold=cold, mutations=job.kind == "matrix+mutations")
+
+
+def _score(slots: Sequence[Slot], calls: int) -> tuple[int, int, int, float]:
+    """What a deal is worth, in the issue's order: every model's catalogue case (its budget figures and
+    mutations), every model at all, the most cases, then the earliest ends."""
+    ends = sum(max((s.end_s for s in slots if s.call == c), default=0.0) for c in range(1, calls + 1))
+    return (
+        sum(s.job.kind == "matrix+mutations" for s in slots),
+        len({s.job.family for s in slots}),
+        len(slots),
+        -ends,
+    )
+
+
+def best_deal(
+    jobs: Sequence[Job], *, calls: int = 2, rounds: int = 6, **deal_args: float
+) -> tuple[list[Slot], list[Job]]:
+    """:func:`deal` of the order that schedules the most by :func:`_score`, from ``jobs``' priority order,
+    moving one job at a time to an earlier place while that improves the deal (deterministic, a few
+    thousand simulations). The schedule lists each call's cases in their start order, which is the order
+    the runner is given, so its list scheduling starts them as simulated (while the estimates hold)."""
+    order = list(jobs)
+    best = deal(order, calls=calls, **deal_args)
+    for _ in range(rounds):
+        improved = False
+        for i in range(1, len(order)):
+            for j in range(i):
+                trial = [*order[:j], order[i], *order[j:i], *order[i + 1 :]]
+                result = deal(trial, calls=calls, **deal_args)
+                if _score(result[0], calls) > _score(best[0], calls):
+                    order, best, improved = trial, result, True
+        if not improved:
+            break
+    return best
 
 
 def describe(slots: Sequence[Slot], left: Sequence[Job], *, calls: int, setup_s: float) -> list[str]:

@@ -558,7 +558,7 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
         report_dir=out / "reports", gsm8k_dir=args.gsm8k_dir, num_questions=args.num_questions
     )
     mem = args.gpu_mem_gib or real_plan.H200_GIB
-    slots, left = real_plan.deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
+    slots, left = real_plan.best_deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
     if args.dry_run:
         print("\n".join(real_plan.describe(slots, left, calls=args.parts, setup_s=args.setup_s)))
         return 0
