@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpu_tests.runner import budget, real_plan, tables
+from vllm_devclient.models import BarrierResult
 from vllm_devclient.offload_check.check import run_check
 from vllm_devclient.offload_check.judge import CheckSettings
 from vllm_devclient.offload_check.profiles import PROFILES
@@ -41,7 +42,7 @@ def test_a_tier_with_room_holds_every_store_and_the_reload_is_whole() -> None:
     report = _report()
     tier = report.clean()[0].cpu_tier
     assert tier is not None and tier.stored > 0
-    assert (tier.evicted, tier.live) == (0, tier.stored)
+    assert (tier.evicted, tier.live, tier.held_at_cold) == (0, tier.stored, 0)
     reload = budget.reload(report)
     assert reload is not None and reload.whole == reload.prompts and reload.loaded_tokens > 0
 
@@ -50,6 +51,7 @@ def test_a_small_tier_evicts_and_the_reload_is_partial() -> None:
     report = _report(capacity=10)
     tier = report.clean()[0].cpu_tier
     assert tier is not None and tier.evicted == tier.stored - 10 > 0 and tier.live == 10
+    assert tier.held_at_cold == 0  # the full reset's removes were seen before the cold run
     reload = budget.reload(report)
     assert reload is not None and reload.whole < reload.prompts
     assert reload.cached_tokens < reload.warm_cached_tokens
@@ -120,3 +122,24 @@ def test_the_readme_says_no_real_run_until_one_is_committed(
     )
     assert tables.NO_REAL_RUN not in out and f"| {NEMOTRON} (1) | Offloading 1 GiB / python |" in out
     assert "partial:" in out
+
+
+class _LateResetEvents(FakeServer):
+    """A CPU tier whose reset removes reach the subscriber only after the next cold run has started."""
+
+    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
+        events, self.cpu_events = self.cpu_events, False
+        try:
+            return super().reset_prefix_cache(reset_external)
+        finally:
+            self.cpu_events = events
+
+
+def test_entries_a_reset_left_unannounced_are_said_not_read_as_evictions() -> None:
+    server = _LateResetEvents(layout=FULL, cpu_events=True)
+    report = run_check(server, CheckSettings(iterations=2), list(_probes()), FULL)
+    first, second = (it.cpu_tier for it in report.clean())
+    assert first is not None and second is not None
+    assert first.held_at_cold == 0 and second.held_at_cold == first.live > 0
+    report = report.model_copy(update={"iterations": report.iterations[1:], "profile": NEMOTRON})
+    assert f"({first.live} still held at the cold run's start)" in tables.budget_table([report])

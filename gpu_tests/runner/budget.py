@@ -34,6 +34,7 @@ class Occupancy:
     stored: int
     evicted: int
     live: int
+    held_at_cold: int
     gib: float | None  # live entries x bytes per stored entry (from the GPU-to-CPU bytes of the same window)
 
 
@@ -88,7 +89,7 @@ def occupancy(report: OffloadCheckReport) -> Occupancy | None:
     tier = it.cpu_tier
     stored_bytes = sum(w.gpu_to_cpu_bytes or 0.0 for k, w in it.windows.items() if k in ("cold", "warm"))
     gib = tier.live * stored_bytes / tier.stored / (1 << 30) if tier.stored and stored_bytes else None
-    return Occupancy(tier.stored, tier.evicted, tier.live, gib)
+    return Occupancy(tier.stored, tier.evicted, tier.live, tier.held_at_cold, gib)
 
 
 def reload(report: OffloadCheckReport) -> Reload | None:

@@ -266,7 +266,8 @@ def _occupancy(r: OffloadCheckReport) -> str:
     if o is None:
         return "not measured (no CPU-tier events)"
     held = f", {o.gib:.2f} of {r.cpu_gib:g} GiB" if o.gib is not None and r.cpu_gib else ""
-    return f"{o.live} held{held}; {o.stored} stored, {o.evicted} evicted"
+    late = f" ({o.held_at_cold} still held at the cold run's start)" if o.held_at_cold else ""
+    return f"{o.live} held{held}; {o.stored} stored, {o.evicted} evicted{late}"
 
 
 def _reload(r: OffloadCheckReport) -> str:

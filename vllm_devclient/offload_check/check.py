@@ -137,6 +137,7 @@ def _iteration(
         stored0 = io.cpu_blocks_stored()
         io.mark_stores()
         account_mark(f"{label}:cold")
+        held0 = account.live_blocks("CPU") if (account := io.events()) is not None else 0
         runs["cold"] = timed("cold_run_s", lambda: io.run("cold", probes))
         m1 = io.metrics()
         windows["cold"] = m1.delta(m0)
@@ -144,7 +145,7 @@ def _iteration(
         fields["settle"] = timed("settle_s", io.settle_stores)
         stored1 = io.cpu_blocks_stored()
         fields["cpu_blocks_stored"] = None if stored0 is None or stored1 is None else stored1 - stored0
-        fields["cpu_tier"] = _cpu_tier(io, f"{label}:cold")
+        fields["cpu_tier"] = _cpu_tier(io, f"{label}:cold", held0)
         m2 = io.metrics()
         windows["warm"] = m2.delta(m1)
         barriers["gpu_only"] = timed("reset_gpu_s", lambda: io.reset_prefix_cache(False))
@@ -276,7 +277,7 @@ def run_check(
     return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)
 
 
-def _cpu_tier(io: CheckIO, mark: str) -> CpuTier | None:
+def _cpu_tier(io: CheckIO, mark: str, held_at_mark: int) -> CpuTier | None:
     """The CPU tier's stores, evictions and occupancy since ``mark``; None without CPU-tier events."""
     account = io.events()
     if account is None:
@@ -284,7 +285,12 @@ def _cpu_tier(io: CheckIO, mark: str) -> CpuTier | None:
     if not account.stored_blocks("CPU") and not account.removed_blocks("CPU"):
         return None  # no CPU-tier event in the whole case so far: the connector sends none
     delta = account.since(mark)
-    return CpuTier(stored=delta.stored("CPU"), evicted=delta.removed("CPU"), live=account.live_blocks("CPU"))
+    return CpuTier(
+        stored=delta.stored("CPU"),
+        evicted=delta.removed("CPU"),
+        live=account.live_blocks("CPU"),
+        held_at_cold=held_at_mark,
+    )
 
 
 def _report(

@@ -104,13 +104,15 @@ class SettleResult(_Frozen):
 
 
 class CpuTier(_Frozen):
-    """The CPU tier as its KV events showed it from the cold run to the reload (the full reset before the cold
-    run emptied it, so every remove counted here is an eviction). Counts are what the events count: blocks,
-    or chunks where the connector announces one placeholder hash per chunk."""
+    """The CPU tier as its KV events showed it from the cold run to the reload. The full reset before the cold
+    run empties it, so a remove counted here is an eviction, unless the reset's own removes came late:
+    ``held_at_cold`` (entries still held when the cold run started, 0 after a seen reset) bounds those.
+    Counts are what the events count: blocks, or chunks where the connector announces one hash per chunk."""
 
     stored: int
     evicted: int
     live: int  # distinct entries held when the reload starts: the tier's occupancy
+    held_at_cold: int = 0
 
 
 class AssertionResult(_Frozen):
