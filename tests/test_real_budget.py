@@ -90,7 +90,11 @@ def test_the_budget_table_has_a_row_per_case_with_every_figure() -> None:
     rows = tables.budget_table([_report(case="b"), _report(capacity=10, case="a")]).splitlines()
     assert len(rows) == 4 and rows[2].startswith(f"| {NEMOTRON} | Offloading 1 GiB / python | 42 |")
     assert "partial:" in rows[2] and "evicted" in rows[2] and "whole: " in rows[3]
-    assert "cold " in rows[2] and "reload " in rows[2]
+    assert "cold " in rows[2] and "reload " in rows[2] and "catalogue" not in rows[2]
+    timed = _report().model_copy(
+        update={"timings": {"mutation_zero_fill_s": 30.0, "mutation_off_by_one_s": 12.5}}
+    )
+    assert " / catalogue 42 (2 mutations) |" in tables.budget_table([timed])
     weights = real_plan.ESTIMATES["nemotron-h-8b"].weights_gib
     assert f"KV room {budget.H100_GIB - weights - real_plan.OVERHEAD_GIB:.0f} GiB at TP1" in rows[2]
 

@@ -254,11 +254,15 @@ def _phases(r: OffloadCheckReport) -> str:
     it = budget.first_clean(r)
     if it is None:
         return "not measured"
-    return " / ".join(
+    phases = [
         f"{k.removesuffix('_s').removesuffix('_run')} {it.timings[k]:.0f}"
         for k in budget.PHASES
         if k in it.timings
-    )
+    ]
+    catalogue = [v for k, v in r.timings.items() if k.startswith("mutation_")]
+    if catalogue:
+        phases.append(f"catalogue {sum(catalogue):.0f} ({len(catalogue)} mutations)")
+    return " / ".join(phases)
 
 
 def _occupancy(r: OffloadCheckReport) -> str:
@@ -287,7 +291,7 @@ def budget_table(reports: Sequence[OffloadCheckReport]) -> str:
     estimate (``budget.h100``)."""
     rows = [
         "| profile | connector CPU / frontend | startup s | output tok/s: 8 at most at once; whole load | "
-        "phases s (first clean pass) | CPU tier: entries held, stored, evicted | reload | "
+        "phases s (first clean pass; catalogue) | CPU tier: entries held, stored, evicted | reload | "
         "H100 (ESTIMATE) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
