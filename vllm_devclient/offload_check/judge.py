@@ -308,6 +308,9 @@ def _recurrent_state_consistent(
     )
 
 
+KINDS = ("boundary", "control")  # the probes cut to a boundary size, and those 3 tokens short of it
+
+
 def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> AssertionResult:
     """Every boundary size had a boundary probe and a control whose reload the connector served: otherwise
     the iteration says nothing about the block and chunk boundaries.
@@ -326,30 +329,18 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
             evaluated=False,
             message="no boundary probes (the KV-cache layout is unknown)",
         )
-    reload = it.runs["reload"].by_probe()
-    warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
+    reload = it.runs["reload"].splits()
+    warm = it.runs["warm"].splits() if "warm" in it.runs else {}
     missing: list[str] = []
     notes: list[str] = []
     declined_sizes: list[str] = []
     for size in sizes:
-        loaded: dict[str, list[str]] = {}
-        ids: dict[str, list[str]] = {}
-        for kind in ("boundary", "control"):
-            ids[kind] = [p.id for p in probes if p.boundary == size and p.kind == kind]
-            loaded[kind] = [
-                i
-                for i in ids[kind]
-                if (a := reload.get(i)) is not None and a.split is not None and a.split.external > 0
-            ]
+        ids = {kind: [p.id for p in probes if p.boundary == size and p.kind == kind] for kind in KINDS}
+        loaded = {kind: [i for i in ids[kind] if i in reload and reload[i].external > 0] for kind in KINDS}
         declined = [
-            (r.split, w.split)
+            (reload[i], warm[i])
             for i in ids["boundary"]
-            if (r := reload.get(i)) is not None
-            and r.split is not None
-            and r.split.cached == 0
-            and (w := warm.get(i)) is not None
-            and w.split is not None
-            and w.split.cached > 0
+            if i in reload and reload[i].cached == 0 and i in warm and warm[i].cached > 0
         ]
         if ids["boundary"] and loaded["control"] and len(declined) == len(ids["boundary"]):
             prompts = "/".join(str(r.prompt) for r, _ in declined)
@@ -361,7 +352,7 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
                 f"{warm_cached}) while it loaded {controls} controls: no reload at this boundary to judge"
             )
             continue
-        for kind in ("boundary", "control"):
+        for kind in KINDS:
             if ids[kind] and not loaded[kind]:
                 missing.append(
                     f"no {kind} probe of size {size} was loaded by the connector ({len(ids[kind])} sent)"

@@ -91,6 +91,10 @@ class Run(_Frozen):
     def by_probe(self) -> dict[str, Answer]:
         return {a.probe: a for a in self.answers}
 
+    def splits(self) -> dict[str, Split]:
+        """Probe id -> its recorded split, for the answers that have one."""
+        return {a.probe: a.split for a in self.answers if a.split is not None}
+
 
 class SettleResult(_Frozen):
     """How the wait for CPU-tier stores ended."""
