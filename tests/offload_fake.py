@@ -219,8 +219,8 @@ class FakeServer:
         )
         return parse_metrics(body, "text/plain; version=0.0.4", taken_at=self.now)
 
-    def run(self, label: str, probes: Sequence[Probe]) -> Run:
-        self.calls.append(f"run:{label}")
+    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        self.calls.append(f"run:{label}" + (f"@{spread_s:g}s" if spread_s else ""))
         if label == self.raise_in:
             raise ConnectionError("server went away")
         answers = [

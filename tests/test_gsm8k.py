@@ -250,6 +250,28 @@ async def test_concurrency_caps_requests_in_flight() -> None:
         assert result.num_questions == 12 and result.output_tokens == 0
 
 
+async def test_spread_sends_the_requests_evenly_over_the_window() -> None:
+    import time
+
+    sent: list[float] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json=MODELS)
+        sent.append(time.perf_counter())
+        await asyncio.sleep(0.3)  # every request still in flight when the last one leaves
+        return httpx.Response(200, json={"choices": [{"text": " 42", "finish_reason": "stop"}], "usage": {}})
+
+    train, test = load_gsm8k()
+    prompts = build_prompts(train, test, 5)
+    async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler)) as c:
+        result = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False, spread_s=0.5)
+        with pytest.raises(InvalidParameterError, match="spread_s"):
+            await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False, spread_s=-1)
+    gaps = [b - a for a, b in zip(sorted(sent), sorted(sent)[1:], strict=False)]
+    assert result.num_questions == 5 and len(gaps) == 4 and all(g >= 0.09 for g in gaps)
+
+
 async def test_failed_requests_count_as_invalid_answers_with_the_error_kept() -> None:
     train, test = load_gsm8k()
     prompts = build_prompts(train, test, 3)

@@ -262,3 +262,39 @@ def test_fingerprints_compute_the_tokens_a_state_ahead_holds_twice() -> None:
     assert fingerprint(p, 12, "last_token_doubled", 4) is None  # nothing left to compute
     assert fingerprint(p, 10, "later_block_state", 4) is None  # the state would lie past the prompt
     assert doubled.id == "fp-last_token_doubled-b4-q09-s12" and doubled.base == "b4-q09"
+
+
+def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_the_context() -> None:
+    """A real hybrid's block (1280 tokens) is longer than a few-shot prompt: a probe of one block could
+    load nothing (its last token is always computed), so it takes examples until two blocks fit."""
+    train, test = load_gsm8k(data_dir=GSM8K_DIR)
+    size = 1280
+    probes = build_probes(
+        train,
+        test,
+        lambda s: [ord(c) for c in s],
+        num_questions=1,
+        num_shots=1,
+        max_tokens=9,
+        sizes=[size],
+        per_size=2,
+        max_length=3 * size + 10,
+    )
+    cut = [p for p in probes if p.kind != "gsm8k"]
+    assert [p.kind for p in cut] == ["boundary", "boundary", "control", "control"]
+    for p in cut:
+        assert 2 * size <= p.length + (CONTROL_OFFSET if p.kind == "control" else 0) <= 3 * size
+    assert len({p.token_ids[:size] for p in cut}) == len(cut)  # still no block shared
+    # No room for two blocks: no probe of that size, rather than one that can load nothing.
+    none = build_probes(
+        train,
+        test,
+        lambda s: [ord(c) for c in s],
+        num_questions=0,
+        num_shots=1,
+        max_tokens=9,
+        sizes=[size],
+        per_size=1,
+        max_length=2 * size - 1,
+    )
+    assert none == []

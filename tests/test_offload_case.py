@@ -107,3 +107,18 @@ def test_run_case_without_instruments_says_what_it_could_not_prove(
     assert report.assertion("instruments_ok").passed
     with pytest.raises(Exception, match="mutations need"):
         run_case(case, report_dir=tmp_path, mutations=("zero_fill",), gsm8k_dir=GSM8K_DIR)
+
+
+def test_mutation_iterations_send_their_probes_cut_short() -> None:
+    from vllm_devclient.offload_check.case import _mutation_plans
+    from vllm_devclient.offload_check.probe_files import GroupLayout
+    from vllm_devclient.offload_check.probes import PROBE_MAX_TOKENS, Probe
+
+    layout = [GroupLayout(index=0, kind="full", block_size=16)]
+    probes = [
+        Probe("q00", "gsm8k", tuple(range(40)), 0, 3, 256),
+        Probe("b16-q01", "boundary", tuple(range(32)), 1, None, 32, 16),
+    ]
+    plans, skipped = _mutation_plans(["zero_fill"], INSTRUMENTS, layout, probes, 4)
+    assert not skipped and [p.max_tokens for p in plans[0].probes] == [PROBE_MAX_TOKENS, PROBE_MAX_TOKENS]
+    assert [p.token_ids for p in plans[0].probes] == [p.token_ids for p in probes]

@@ -274,3 +274,33 @@ def test_a_stored_report_judges_the_same_again() -> None:
         }
     )
     assert rejudge(bare, settings) == report
+
+
+def test_the_batch_control_tells_batch_noise_from_a_wrong_reload() -> None:
+    """Real-size models answer by near-ties, so the same split in other batches answers otherwise: where
+    the spread second warm run moves, the reload's difference is noise, not a verdict; elsewhere it fails."""
+    server = FakeServer(
+        layout=FULL, corrupt={"q03"}, noise={"reload": {"q01", "q02"}, "warm2": {"q01", "q02"}}
+    )
+    report = _check(server, FULL, batch_control_s=2.0, iterations=1)
+    first = report.iterations[0]
+    assert "run:warm2@2s" in server.calls and "warm2" in first.runs
+    verdicts = {c.probe: c.verdict for c in first.comparisons}
+    assert verdicts["q01"] == verdicts["q02"] == "nondeterministic" and verdicts["q03"] == "differ"
+    reason = next(c.reason for c in first.comparisons if c.probe == "q01")
+    assert "warm2" in reason
+    assert not first.assertion("answers_unchanged").passed
+    # Without the control the same noise is a difference; mutation iterations never send it.
+    plain = _check(FakeServer(layout=FULL, noise={"reload": {"q01"}}), FULL, iterations=1)
+    assert {c.probe: c.verdict for c in plain.iterations[0].comparisons}["q01"] == "differ"
+    assert all("warm2" not in it.runs for it in plain.iterations)
+
+
+def test_batch_noise_everywhere_leaves_the_answers_not_evaluated_and_the_kv_verdict_standing() -> None:
+    ids = [p.id for p in _probes() if p.kind != "fingerprint"]
+    server = FakeServer(layout=FULL, noise={"reload": set(ids), "warm2": set(ids)})
+    report = _check(server, FULL, batch_control_s=2.0, iterations=1)
+    first = report.iterations[0]
+    answers = first.assertion("answers_unchanged")
+    assert not answers.evaluated and answers.passed and "0 compared" in answers.message
+    assert first.assertion("kv_bytes_identical").passed and report.status == "passed"

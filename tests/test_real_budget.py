@@ -66,18 +66,22 @@ def test_without_cpu_tier_events_nothing_is_read_as_an_empty_tier() -> None:
     assert "not measured (no CPU-tier events)" in tables.budget_table([report])
 
 
-def test_the_decode_rate_is_read_from_runs_of_at_most_eight_at_once() -> None:
-    def run(n: int, seconds: float) -> Run:
+def test_the_decode_rate_is_read_from_the_clean_passes_decode_runs_of_at_most_eight_at_once() -> None:
+    def run(label: str, n: int, seconds: float) -> Run:
         answers = [Answer(probe=f"p{i}", text="t", output_tokens=100) for i in range(n)]
-        return Run(label="cold", concurrency=None, latency_s=seconds, answers=answers)
+        return Run(label=label, concurrency=None, latency_s=seconds, answers=answers)
 
-    small = Iteration(label="m", mutation="zero_fill", runs={"cold": run(8, 4.0), "warm": run(6, 2.0)})
+    # A mutation iteration's short runs (32 tokens, mostly prefill) are not a decode rate.
+    small = Iteration(label="m", mutation="zero_fill", runs={"cold": run("cold", 8, 4.0)})
     report = _report().model_copy(update={"concurrency": None})
-    assert budget.decode(report) is None  # its runs send every probe at once: more than 8
     report = report.model_copy(update={"iterations": [*report.iterations, small]})
+    assert budget.decode(report) is None
+    clean = report.iterations[0]
+    timed = clean.model_copy(update={"runs": {**clean.runs, "decode": run("decode", 8, 3.2)}})
+    report = report.model_copy(update={"iterations": [timed, small]})
     rate = budget.decode(report)
-    assert rate == budget.Decode(tokens_per_s=250.0, in_flight=8, runs=2)
-    assert "250 (8 at once, 2 runs); " in tables.budget_table([report])
+    assert rate == budget.Decode(tokens_per_s=250.0, in_flight=8, runs=1)
+    assert "250 (8 at once, 1 run); " in tables.budget_table([report])
     whole = budget.at_once(report)
     cold = report.clean()[0].runs["cold"]
     assert whole is not None and whole.in_flight == len(cold.answers) > 8

@@ -15,11 +15,20 @@ from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport, R
 
 from .real_plan import ESTIMATES, OVERHEAD_GIB
 
-DECODE_IN_FLIGHT = 8  # the issue's "decode rate at concurrency 8": runs with at most this many at once
+DECODE_IN_FLIGHT = 8  # the issue's "decode rate at concurrency 8": the check's decode run sends this many
 # What an H100 (80 GB) changes, ESTIMATES: usable memory, and eager decode at these batches partly bound by
 # HBM bandwidth (3.35 against the H200's 4.8 TB/s), so a step 1.2 to 1.4 times longer.
 H100_GIB, H100_SLOWDOWN = 79.0, (1.2, 1.4)
-PHASES = ("cold_run_s", "warm_run_s", "settle_s", "reset_gpu_s", "reload_run_s", "cold2_run_s")
+PHASES = (
+    "cold_run_s",
+    "warm_run_s",
+    "warm2_run_s",
+    "decode_run_s",
+    "settle_s",
+    "reset_gpu_s",
+    "reload_run_s",
+    "cold2_run_s",
+)
 
 
 @dataclass(frozen=True)
@@ -52,11 +61,13 @@ def in_flight(report: OffloadCheckReport, run: Run) -> int:
 
 
 def decode(report: OffloadCheckReport, max_in_flight: int = DECODE_IN_FLIGHT) -> Decode | None:
-    """Output tokens per second of the runs with at most ``max_in_flight`` requests at once (the catalogue's
-    runs)."""
+    """Output tokens per second of the clean passes' ``decode`` runs (a few questions at once from the GPU
+    prefix cache, so nearly all decode) with at most ``max_in_flight`` requests at once."""
     rates, flights = [], []
-    for it in report.iterations:
+    for it in report.clean():
         for run in it.runs.values():
+            if run.label != "decode":
+                continue
             n = in_flight(report, run)
             tokens = sum(a.output_tokens for a in run.answers if a.error is None)
             if 1 < n <= max_in_flight and run.latency_s > 0 and tokens:

@@ -16,7 +16,7 @@ that fits the most, and says what does not fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,20 +39,24 @@ class Estimate:
     cold_startup_s: float  # first server of the model on the machine (Triton kernels compile)
     startup_s: float  # later ones (warm Triton cache)
     run_s: float  # one run: 200 questions + probes at once, 256 tokens
-    mutation_s: float  # the catalogue after the clean pass: 7 mutations x (cold, warm, reload), small runs
+    mutation_s: float  # the catalogue after the clean pass: 7 mutations x (cold, warm, reload), 32 tokens
 
     @property
     def mem_gib(self) -> float:
         return self.weights_gib + self.kv_gib + OVERHEAD_GIB
 
 
+# From the probe run of 2026-12-01 (gpu_tests/results/real-size-probe-2026-12-01: three Offloading/python
+# cases at once, 60 questions, on a fresh H200), run times scaled to 200 questions; Qwen's from its memory
+# trace (killed at 270 s before its first run); DeepSeek's unmeasured (its tiny family's ratio).
 ESTIMATES: dict[str, Estimate] = {
-    "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 200.0, 90.0, 30.0, 140.0),
-    "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 130.0, 100.0, 12.0, 140.0),
-    "qwen3.5-35b": Estimate(63.0, 16.0, 74.0, 240.0, 90.0, 35.0, 140.0),
-    "deepseek-v2-lite-tiering-tp2": Estimate(28.8, 16.0, 55.0, 130.0, 110.0, 20.0, 140.0),
+    "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 170.0, 110.0, 32.0, 70.0),
+    "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 100.0, 80.0, 38.0, 70.0),
+    "qwen3.5-35b": Estimate(63.0, 16.0, 74.0, 250.0, 150.0, 35.0, 80.0),
+    "deepseek-v2-lite-tiering-tp2": Estimate(28.8, 16.0, 55.0, 140.0, 110.0, 30.0, 70.0),
 }
-RUNS_IN_FIRST_PASS, WAITS_S = 4.5, 15.0  # cold, warm, reload, cold2 and some fingerprints; store waits
+# cold, warm, warm2 (the batch control), reload, cold2 and some fingerprints; store waits
+RUNS_IN_FIRST_PASS, WAITS_S = 5.5, 15.0
 
 
 def case_s(est: Estimate, *, cold: bool, mutations: bool) -> float:
@@ -67,19 +71,31 @@ def plan_real(
     profiles: Sequence[str] = tuple(REAL_SIZE_ARGS),
     num_questions: int | None = None,
     timeout_margin: float = 2.0,
+    kv_gib: Mapping[str, float] | None = None,
+    mutations: bool = True,
 ) -> list[Job]:
     """The real-size cases in priority order: per rank (offloading/python with the catalogue, then
-    simple/python, offloading/rust, simple/rust), the largest model first."""
+    simple/python, offloading/rust, simple/rust), the largest model first. ``kv_gib`` gives a model another
+    KV cache than its estimate's; ``mutations=False`` runs no catalogue."""
+    unknown = set(kv_gib or {}) - set(profiles)
+    if unknown:
+        raise ValueError(
+            f"--kv-gib names no real-size model: {sorted(unknown)}; known are {sorted(profiles)}"
+        )
     ranked: list[tuple[int, float, Job]] = []
     for upstream_name in profiles:
         name = next(n for n, p in PROFILES.items() if p.real_size_of == upstream_name)
         est = ESTIMATES[upstream_name]
+        if kv_gib and upstream_name in kv_gib:
+            est = replace(est, kv_gib=kv_gib[upstream_name])
         memory = f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(est.kv_gib * GIB)}"
         order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
         connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
         cases = [(c, f) for c, f in order if c in connectors]
         # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
-        catalogue = PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None
+        catalogue = (
+            mutations and PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None
+        )
         for rank, (connector, frontend) in enumerate(cases):
             first = rank == 0 and catalogue
             args = _case_args(

@@ -511,6 +511,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma list: run only the cases whose id contains one of these")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--gpu-mem-gib", type=float, default=None, help="real size: GPU memory the cases share")
+    p.add_argument(
+        "--kv-gib", action="append", default=[], help="real size: MODEL=GIB, a model's KV cache (repeatable)"
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     if args.families == "real":
@@ -555,8 +558,15 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
     from . import real_plan
 
     jobs = real_plan.plan_real(
-        report_dir=out / "reports", gsm8k_dir=args.gsm8k_dir, num_questions=args.num_questions
+        report_dir=out / "reports",
+        gsm8k_dir=args.gsm8k_dir,
+        num_questions=args.num_questions,
+        kv_gib=_kv_overrides(args.kv_gib),
+        mutations=not args.no_mutations,
     )
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        jobs = [j for j in jobs if any(w in j.case_id for w in wanted)]
     mem = args.gpu_mem_gib or real_plan.H200_GIB
     slots, left = real_plan.best_deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
     if args.dry_run:
@@ -567,6 +577,20 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
     later = [j for j in jobs if j.case_id not in {m.case_id for m in mine}]
     done = {p.stem for p in (out / "reports").glob("*.json")}
     return _run([j for j in (*mine, *later) if j.case_id not in done], args, out, gpu_mem_gib=mem)
+
+
+def _kv_overrides(items: Sequence[str]) -> dict[str, float]:
+    """``--kv-gib MODEL=GIB`` (repeatable): a real-size model's KV cache instead of the plan's."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise SystemExit(f"--kv-gib wants MODEL=GIB (e.g. qwen3.5-35b=8), got {item!r}")
+    return out
 
 
 def _run(jobs: Sequence[Job], args: argparse.Namespace, out: Path, gpu_mem_gib: float | None = None) -> int:

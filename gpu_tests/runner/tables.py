@@ -246,7 +246,11 @@ def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> s
 
 def _decode(r: OffloadCheckReport) -> str:
     d, full = budget.decode(r), budget.at_once(r)
-    small = "not measured" if d is None else f"{d.tokens_per_s:.0f} ({d.in_flight} at once, {d.runs} runs)"
+    small = (
+        "not measured"
+        if d is None
+        else f"{d.tokens_per_s:.0f} ({d.in_flight} at once, {d.runs} run{'s' if d.runs != 1 else ''})"
+    )
     return small + ("" if full is None else f"; {full.tokens_per_s:.0f} ({full.in_flight} at once, cold run)")
 
 

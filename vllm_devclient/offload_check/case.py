@@ -16,7 +16,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,10 +37,16 @@ from .probe_files import (
     ProbeFiles,
     match_splits,
 )
-from .probes import Encode, Probe, boundary_sizes, build_probes
+from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
 from .profiles import CheckCase, gpu_count, resolve_model
 from .report import Answer, OffloadCheckReport, Run, SettleResult, Split
 from .server import KVEventsSettings, ServerConfig, VllmServer
+
+# Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
+# clean iterations send a second warm run spread over this many seconds (the batch control, judge.py).
+BATCH_CONTROL_S = 2.0
+# The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
+DECODE_IN_FLIGHT = 8
 
 __all__ = ["Instruments", "MutationSpec", "ServerIO", "hf_encoder", "run_case", "server_config_for"]
 
@@ -128,10 +134,10 @@ class ServerIO:
     def metrics(self) -> MetricsSnapshot:
         return self.client.metrics()
 
-    def run(self, label: str, probes: Sequence[Probe]) -> Run:
+    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
         before = len(self.files.splits()) if self.files is not None else 0
         t0 = time.perf_counter()
-        result = asyncio.run(self._evaluate(probes))
+        result = asyncio.run(self._evaluate(probes, spread_s))
         latency = time.perf_counter() - t0
         records = self.files.splits() if self.files is not None else []
         matched = match_splits([p.key for p in probes], records, after=before)
@@ -168,7 +174,7 @@ class ServerIO:
             failed_requests=result.failed_requests,
         )
 
-    async def _evaluate(self, probes: Sequence[Probe]) -> Any:
+    async def _evaluate(self, probes: Sequence[Probe], spread_s: float) -> Any:
         from vllm_devclient.client import AsyncDevClient
 
         async with AsyncDevClient(self.base_url, timeout=self.request_timeout, model=self.model) as client:
@@ -181,6 +187,7 @@ class ServerIO:
                 model=self.model,
                 request_timeout=self.request_timeout,
                 progress=False,
+                spread_s=spread_s,
             )
 
     def step_engine(self) -> None:
@@ -299,6 +306,14 @@ def _case_fields(case: CheckCase) -> dict[str, Any]:
     }
 
 
+def _probe_room(command: Sequence[str]) -> int | None:
+    """The longest probe the server takes: its ``--max-model-len`` less a probe's tokens (None: not given)."""
+    args = list(command)
+    if "--max-model-len" not in args:
+        return None
+    return int(args[args.index("--max-model-len") + 1]) - PROBE_MAX_TOKENS
+
+
 def _mutation_plans(
     names: Sequence[str],
     instruments: Instruments,
@@ -312,6 +327,8 @@ def _mutation_plans(
         if p.kind in ("boundary", "control") and (p.boundary, p.kind) not in seen:
             seen.add((p.boundary, p.kind))
             chosen.append(p)
+    # The catalogue is caught by the bytes and the restored state, not by the answers: a few tokens will do.
+    chosen = [replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in chosen]
     plans, skipped = [], {}
     for token, name in enumerate(names, 1):
         spec = instruments.mutations.get(name)
@@ -398,6 +415,8 @@ def run_case(
         expected_frontend=case.frontend,
         iterations=iterations,
         byte_ledger=byte_ledger,
+        batch_control_s=BATCH_CONTROL_S if p.real_size_of is not None else 0.0,
+        decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
         mutation_expectations={
             k: m.caught_by for k, m in (instruments.mutations.items() if instruments else ())
         },
@@ -441,6 +460,7 @@ def run_case(
                 max_tokens=fields["max_tokens"],
                 sizes=boundary_sizes((g.block_size for g in layout), bpc),
                 per_size=boundary_probes,
+                max_length=_probe_room(server.command),
             )
             plans, skipped = (
                 _mutation_plans(mutations, instruments, layout, probes, mutation_questions)

@@ -4,14 +4,17 @@ One server per case (model x connector x frontend). An *iteration* is:
 
 1. full reset (``reset_external=True``): both tiers empty;
 2. cold run: every probe (``probes.py``), its KV stored to the CPU tier as it is computed;
-3. warm run: the same probes from the GPU prefix cache, the like-for-like reference of the reload;
+3. warm run: the same probes from the GPU prefix cache, the like-for-like reference of the reload; with
+   ``batch_control_s`` (the real-size profiles) and no mutation armed, a second warm run (``warm2``) sent
+   spread over that many seconds: the same splits in other batches, which tells batch noise from the KV;
+   with ``decode_in_flight``, that many questions again at once (``decode``: the budget's decode rate);
 4. wait until the CPU-tier stores settle (KV events where the connector sends them, else metrics);
 5. ``reset_prefix_cache_until_success(reset_external=False)``: GPU prefix cache dropped, CPU tier kept;
 6. reload run, with the mutation armed for it if the iteration has one: the KV must come back from the CPU;
 7. where some reload shared no split with the warm run (or differed from it), and always in the first
    iteration: full reset, second cold run (in the first iteration of every probe: the engine's determinism,
-   probe by probe; later, of those probes only) and a fingerprint run of the known failure shapes, served
-   from the second cold run's clean GPU prefix cache.
+   probe by probe; later, of those probes only) and, for a model with a recurrent-state group, a fingerprint
+   run of the known failure shapes, served from the second cold run's clean GPU prefix cache.
 
 ``iterations`` clean iterations run first (a correct case must pass each), then one per armed mutation.
 :func:`run_check` only talks to a :class:`CheckIO` (:class:`ServerIO` is the real one, ``case.py`` starts
@@ -44,8 +47,9 @@ class CheckIO(Protocol):
 
     def version(self) -> VersionInfo: ...
     def metrics(self) -> MetricsSnapshot: ...
-    def run(self, label: str, probes: Sequence[Probe]) -> Run:
-        """Send the probes (token ids, greedy), read each one's split; answer texts go into ``texts``."""
+    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        """Send the probes (token ids, greedy), read each one's split; answer texts go into ``texts``.
+        ``spread_s``: send them evenly over that many seconds (other batches), not at once."""
         ...
 
     def step_engine(self) -> None: ...
@@ -105,6 +109,8 @@ def _iteration(
     order: MutationOrder | None,
     floor: bool,
     clock: Callable[[], float],
+    batch_control_s: float = 0.0,
+    decode_in_flight: int = 0,
 ) -> Iteration:
     timings: dict[str, float] = {}
     runs: dict[str, Run] = {}
@@ -142,6 +148,12 @@ def _iteration(
         m1 = io.metrics()
         windows["cold"] = m1.delta(m0)
         runs["warm"] = timed("warm_run_s", lambda: io.run("warm", probes))
+        if batch_control_s and order is None:
+            # The same split in other batches: where the answer moves, text cannot judge the KV.
+            runs["warm2"] = timed("warm2_run_s", lambda: io.run("warm2", probes, spread_s=batch_control_s))
+        if decode_in_flight and order is None:
+            few = [p for p in probes if p.kind == "gsm8k"][:decode_in_flight]
+            runs["decode"] = timed("decode_run_s", lambda: io.run("decode", few))
         fields["settle"] = timed("settle_s", io.settle_stores)
         stored1 = io.cpu_blocks_stored()
         fields["cpu_blocks_stored"] = None if stored0 is None or stored1 is None else stored1 - stored0
@@ -181,7 +193,8 @@ def _iteration(
             reload_by = runs["reload"].by_probe()
             block = _shape_block(layout)
             shapes = []
-            for pid in need:
+            # The shapes are of a restored recurrent state: without one there is nothing they could explain.
+            for pid in need if any(g.recurrent for g in layout) else ():
                 split = reload_by[pid].split
                 for shape in SHAPES:
                     fp = fingerprint(by_id[pid], split.cached if split else 0, shape, block)
@@ -247,7 +260,18 @@ def run_check(
         for i in range(settings.iterations):
             t0 = clock()
             st.iterations.append(
-                _iteration(io, st, f"clean-{i + 1}", probes, layout, order=None, floor=i == 0, clock=clock)
+                _iteration(
+                    io,
+                    st,
+                    f"clean-{i + 1}",
+                    probes,
+                    layout,
+                    order=None,
+                    floor=i == 0,
+                    clock=clock,
+                    batch_control_s=settings.batch_control_s,
+                    decode_in_flight=settings.decode_in_flight,
+                )
             )
             timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
             if on_iteration is not None:
@@ -312,8 +336,8 @@ def _report(
         error = error or f"{type(exc).__name__}: {exc}"
     used: dict[str, Probe] = {p.id: p for p in probes}
     used.update(st.fingerprints)
-    for plan in mutations:
-        used.update({p.id: p for p in plan.probes})
+    for plan in mutations:  # the same probes, cut short (probes.PROBE_MAX_TOKENS): the clean ones are listed
+        used.update({p.id: p for p in plan.probes if p.id not in used})
     version = st.version
     fields: dict[str, Any] = {
         "case_id": "adhoc",

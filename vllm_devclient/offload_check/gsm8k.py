@@ -431,6 +431,7 @@ async def evaluate_gsm8k_async(
     http_client: httpx.AsyncClient | None = None,
     retries_503: int = 5,
     retry_delay: float = 0.5,
+    spread_s: float = 0.0,
 ) -> GSM8KResult:
     """Run GSM8K through ``/v1/completions`` with :meth:`AsyncDevClient.completion`.
 
@@ -440,11 +441,15 @@ async def evaluate_gsm8k_async(
     from run to run). ``prompts`` skips loading the data. ``model``: None sends the first model on
     ``/v1/models`` (vLLM 0.26's Rust frontend rejects a completion without one). A request that fails counts
     as an invalid answer (``failed_requests``); a 503 is retried ``retries_503`` times with backoff.
+    ``spread_s`` sends the requests evenly over that many seconds instead of at once (request ``i`` of ``n``
+    waits ``i * spread_s / n``): the same prompts in other batches.
     """
     from vllm_devclient.client import AsyncDevClient
 
     if concurrency is not None and concurrency < 1:
         raise InvalidParameterError(f"concurrency must be >= 1 or None, not {concurrency}")
+    if spread_s < 0:
+        raise InvalidParameterError(f"spread_s must be >= 0 seconds, not {spread_s}")
     if base_url is None and client is None and http_client is None:
         raise InvalidParameterError("pass base_url, client or http_client")
     if prompts is None:
@@ -465,15 +470,19 @@ async def evaluate_gsm8k_async(
             model = listing.data[0].id
         sampling = _Sampling(model, max_tokens, temperature, seed, request_timeout, retries_503, retry_delay)
 
-        async def one(prompt: GSM8KPrompt) -> QuestionResult:
+        gap = spread_s / len(prompts) if prompts else 0.0
+
+        async def one(k: int, prompt: GSM8KPrompt) -> QuestionResult:
             assert client is not None
+            if gap:
+                await asyncio.sleep(k * gap)
             async with limit:
                 result = await _ask(client, prompt, sampling)
             if bar is not None:
                 bar.update(1)
             return result
 
-        results = await asyncio.gather(*(one(p) for p in prompts))
+        results = await asyncio.gather(*(one(k, p) for k, p in enumerate(prompts)))
     finally:
         if bar is not None:
             bar.close()

@@ -10,7 +10,10 @@ Per iteration:
    same split, the warm run (the same prompt from the GPU prefix cache, whose blocks are the ones that were
    offloaded). Same cached-token count: the answers must be equal (``agree``/``differ``). Another count:
    ``not_comparable``, never agreement nor corruption. Where the two cold runs of a probe (same split)
-   disagree, the engine is not deterministic there: ``nondeterministic``. Fails on any ``differ``.
+   disagree, the engine is not deterministic there: ``nondeterministic``; so too where the batch control
+   (``warm2``: the warm run again, same split, other batches) answered otherwise than the warm run, since
+   then the answer follows the batch and not only the KV. Fails on any ``differ``; with nothing compared,
+   "not evaluated".
 3. ``kv_bytes_identical`` (servers with the byte ledger): every block the reload brought back is
    byte-identical to what was stored, layer by layer; the counts of blocks, groups and layers are given.
 4. ``recurrent_state_consistent`` (models with a recurrent-state group): a restored state stands exactly at
@@ -69,6 +72,11 @@ class CheckSettings:
     max_failed_rate: float = 0.05
     iterations: int = 3
     byte_ledger: bool = False
+    # > 0: clean iterations send a second warm run spread over this many seconds (check.py), the batch control
+    batch_control_s: float = 0.0
+    # > 0: clean iterations also time this many questions decoding at once from the GPU prefix cache (the
+    # ``decode`` run: the real-size budget's decode rate; never judged)
+    decode_in_flight: int = 0
     # mutation name -> the assertions that must catch it (gpu_tests/kv_proof/catalogue.py)
     mutation_expectations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -87,6 +95,7 @@ def compare(it: Iteration, probes: Sequence[ProbeInfo], layout: Sequence[GroupLa
     warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
     cold = it.runs["cold"].by_probe() if "cold" in it.runs else {}
     cold2 = it.runs["cold2"].by_probe() if "cold2" in it.runs else {}
+    warm2 = it.runs["warm2"].by_probe() if "warm2" in it.runs else {}
     fp_run = it.runs["fingerprint"].by_probe() if "fingerprint" in it.runs else {}
     fp_probes = {p.id: p for p in probes if p.kind == "fingerprint"}
     plans = {p.request_id: p for p in it.loads}
@@ -138,6 +147,16 @@ def compare(it: Iteration, probes: Sequence[ProbeInfo], layout: Sequence[GroupLa
             and c1.text != c2.text
         ):
             reason = "two cold runs with the same split answered differently"
+            out.append(Comparison(**base, verdict="nondeterministic", reason=reason))
+            continue
+        w2 = warm2.get(probe.id)
+        if (
+            w2 is not None
+            and w2.text is not None
+            and _cached(w2.split, w2.usage_cached) == wc
+            and w2.text != ref.text
+        ):
+            reason = "the warm answer changed in other batches (warm2, same split)"
             out.append(Comparison(**base, verdict="nondeterministic", reason=reason))
             continue
         verdict = "agree" if r.text == ref.text else "differ"

@@ -29,6 +29,7 @@ from .probe_files import prompt_key
 
 __all__ = [
     "CONTROL_OFFSET",
+    "PROBE_MAX_TOKENS",
     "SHAPES",
     "Probe",
     "ProbeKind",
@@ -41,6 +42,9 @@ ProbeKind = Literal["gsm8k", "boundary", "control", "fingerprint"]
 Shape = Literal["last_token_doubled", "later_block_state"]
 SHAPES: tuple[Shape, ...] = ("last_token_doubled", "later_block_state")
 CONTROL_OFFSET = 3
+# What a boundary probe, a control and a mutation iteration's probe generate: the verdicts on them rest on
+# splits, bytes and restored state, and a few tokens show an answer's start.
+PROBE_MAX_TOKENS = 32
 Encode = Callable[[str], list[int]]
 
 
@@ -90,7 +94,8 @@ def build_probes(
     max_tokens: int,
     sizes: Sequence[int] = (),
     per_size: int = 4,
-    probe_max_tokens: int = 32,
+    probe_max_tokens: int = PROBE_MAX_TOKENS,
+    max_length: int | None = None,
 ) -> list[Probe]:
     """The GSM8K questions, then for each size ``per_size`` boundary probes and as many controls.
 
@@ -98,8 +103,11 @@ def build_probes(
     probe uses (train items after the first ``num_shots``): no two probes share a block, so each one's blocks
     are stored by its own cold run and all loaded back by its reload, whatever the block size. (With the
     questions' shared few-shot prefix a probe's blocks would already sit in the GPU prefix cache, loaded by an
-    earlier probe of the same run, and a reload of less than a chunk is never made.) A size no prompt is long
-    enough for gets fewer probes.
+    earlier probe of the same run, and a reload of less than a chunk is never made.) A probe spans at least
+    two of its sizes, so that a whole one lies before its last token and can be loaded (a one-block prompt
+    loads nothing: its last token is always computed): where one block is longer than a few-shot prompt (a
+    real hybrid's 1280 tokens) the probe takes more examples, as many as that needs. ``max_length`` (the
+    server's context less the probe's tokens) caps a probe; a size it leaves no room for gets fewer probes.
     """
     questions = build_prompts(train, test, num_questions, num_shots)
     probes = [
@@ -112,14 +120,18 @@ def build_probes(
         for kind, offset in (("boundary", 0), ("control", CONTROL_OFFSET)):
             made = 0
             while made < per_size and next_question < len(test) and next_shots + num_shots <= len(train):
-                shots = train[next_shots : next_shots + num_shots]
-                (item,) = build_prompts(shots, test[next_question : next_question + 1], 1, num_shots)
                 index = next_question
                 next_question += 1
-                next_shots += num_shots
-                ids = tuple(encode(item.prompt))
-                cut = len(ids) // size * size - offset
-                if cut < size:
+                shots: list[GSM8KItem] = []
+                ids: tuple[int, ...] = ()
+                while len(ids) < 2 * size and next_shots + num_shots <= len(train):
+                    shots += train[next_shots : next_shots + num_shots]
+                    next_shots += num_shots
+                    (item,) = build_prompts(shots, test[index : index + 1], 1, len(shots))
+                    ids = tuple(encode(item.prompt))
+                room = len(ids) if max_length is None else min(len(ids), max_length)
+                cut = room // size * size - offset
+                if cut + offset < 2 * size:
                     continue
                 tag = f"{kind[0]}{size}-q{index:02d}"
                 probes.append(Probe(tag, kind, ids[:cut], index, None, probe_max_tokens, size))  # type: ignore[arg-type]
