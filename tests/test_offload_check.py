@@ -15,7 +15,7 @@ import pytest
 from gpu_tests.kv_proof.instruments import INSTRUMENTS
 from vllm_devclient.offload_check.check import MutationPlan, run_check
 from vllm_devclient.offload_check.gsm8k import load_gsm8k
-from vllm_devclient.offload_check.judge import CheckSettings, rejudge
+from vllm_devclient.offload_check.judge import CheckSettings, no_ledger_reason, rejudge
 from vllm_devclient.offload_check.probe_files import GroupLayout, MutationOrder
 from vllm_devclient.offload_check.probes import Probe, boundary_sizes, build_probes
 from vllm_devclient.offload_check.report import OffloadCheckReport
@@ -190,10 +190,13 @@ def test_what_was_not_evaluated_says_so_and_never_counts() -> None:
         FakeServer(layout=FULL, connector="SimpleCPUOffloadConnector", ledger_on=False),
         FULL,
         byte_ledger=False,
+        no_ledger=no_ledger_reason("SimpleCPUOffloadConnector", None),
     )
     first = report.iterations[0]
     bytes_ = first.assertion("kv_bytes_identical")
     assert not bytes_.evaluated and bytes_.outcome == "not evaluated" and "spec hook" in bytes_.message
+    tiering = no_ledger_reason("OffloadingConnector", "TieringOffloadingSpec")
+    assert "TieringOffloadingSpec is kept" in tiering
     assert not first.assertion("accuracy_held").evaluated
     assert report.status == "passed"
     # With a threshold it is evaluated (the fake answers nothing right).
@@ -276,20 +279,26 @@ def test_a_stored_report_judges_the_same_again() -> None:
     assert rejudge(bare, settings) == report
 
 
-def test_the_batch_control_tells_batch_noise_from_a_wrong_reload() -> None:
-    """Real-size models answer by near-ties, so the same split in other batches answers otherwise: where
-    the spread second warm run moves, the reload's difference is noise, not a verdict; elsewhere it fails."""
-    server = FakeServer(
-        layout=FULL, corrupt={"q03"}, noise={"reload": {"q01", "q02"}, "warm2": {"q01", "q02"}}
-    )
+def test_the_batch_control_judges_the_answers_only_where_the_batch_moves_none() -> None:
+    """Real-size models answer by near-ties, so the same split in other batches answers otherwise. Where the
+    spread second warm run moves no answer, a reload that differs fails as before; where it moves any, the
+    answers follow the batch and cannot judge the KV: "not evaluated", with the figures and the verdicts."""
+    server = FakeServer(layout=FULL, corrupt={"q03"})
     report = _check(server, FULL, batch_control_s=2.0, iterations=1)
     first = report.iterations[0]
     assert "run:warm2@2s" in server.calls and "warm2" in first.runs
+    failing = first.assertion("answers_unchanged")
+    assert not failing.passed and failing.evaluated and "['q03']" in failing.message
+
+    noise = {"reload": {"q01", "q02"}, "warm2": {"q01", "q02"}}
+    server = FakeServer(layout=FULL, corrupt={"q03"}, noise=noise)
+    first = _check(server, FULL, batch_control_s=2.0, iterations=1).iterations[0]
     verdicts = {c.probe: c.verdict for c in first.comparisons}
     assert verdicts["q01"] == verdicts["q02"] == "nondeterministic" and verdicts["q03"] == "differ"
-    reason = next(c.reason for c in first.comparisons if c.probe == "q01")
-    assert "warm2" in reason
-    assert not first.assertion("answers_unchanged").passed
+    assert "warm2" in next(c.reason for c in first.comparisons if c.probe == "q01")
+    moved = first.assertion("answers_unchanged")
+    assert moved.passed and not moved.evaluated
+    assert "changed 2 of " in moved.message and "1 differ" in moved.message
     # Without the control the same noise is a difference; mutation iterations never send it.
     plain = _check(FakeServer(layout=FULL, noise={"reload": {"q01"}}), FULL, iterations=1)
     assert {c.probe: c.verdict for c in plain.iterations[0].comparisons}["q01"] == "differ"
@@ -304,3 +313,63 @@ def test_batch_noise_everywhere_leaves_the_answers_not_evaluated_and_the_kv_verd
     answers = first.assertion("answers_unchanged")
     assert not answers.evaluated and answers.passed and "0 compared" in answers.message
     assert first.assertion("kv_bytes_identical").passed and report.status == "passed"
+
+
+def test_a_tier_that_evicted_the_probes_leaves_the_boundaries_not_evaluated() -> None:
+    """Upstream's 1 GiB at real size holds a fraction of 200 prompts: the probes' blocks are gone before
+    the reload. That says nothing of the boundary (not evaluated, with the tier's figures); with a tier that
+    evicted nothing, a probe that never came back still fails."""
+    server = FakeServer(layout=FULL, cpu_events=True, cpu_capacity=4)
+    first = _check(server, FULL, iterations=1, expect_cpu_store_events=True).iterations[0]
+    tier = first.cpu_tier
+    assert tier is not None and tier.evicted > 0
+    reached = first.assertion("boundaries_reached")
+    assert reached.passed and not reached.evaluated, reached.message
+    assert "the CPU tier evicted" in reached.message and f"evicted {tier.evicted} of the {tier.stored}" in (
+        reached.message
+    )
+
+
+def test_a_stopped_check_keeps_what_it_measured_and_runs_nothing_more() -> None:
+    """The runner's deadline (SIGTERM, raised as CheckStopped) mid-reload: the iteration keeps its cold and
+    warm runs, no mutation runs after it, and the partial report is handed out before the check returns."""
+    import signal
+
+    from vllm_devclient.offload_check.check import CheckStopped
+    from vllm_devclient.offload_check.cli import _stop
+
+    with pytest.raises(CheckStopped, match="SIGTERM"):
+        _stop(signal.SIGTERM, None)
+    server = FakeServer(layout=FULL)
+    real_run = server.run
+
+    def run(label: str, probes: object, spread_s: float = 0.0) -> object:
+        if label == "reload":
+            _stop(signal.SIGTERM, None)
+        return real_run(label, probes, spread_s)  # type: ignore[arg-type]
+
+    server.run = run  # type: ignore[method-assign]
+    partial: list[OffloadCheckReport] = []
+    plans = [MutationPlan(MutationOrder(name="zero_fill", group=0, token=1), _probes())]
+    settings = CheckSettings(byte_ledger=True, mutation_expectations=EXPECT, iterations=2)
+    report = run_check(server, settings, list(_probes()), FULL, mutations=plans, on_iteration=partial.append)
+    assert [it.label for it in report.iterations] == ["clean-1"] and partial
+    (it,) = report.iterations
+    assert it.error is not None and "SIGTERM" in it.error and {"cold", "warm"} <= set(it.runs)
+    assert it.status == "error" and report.status == "error"
+
+
+def test_a_stored_tiering_report_says_why_it_holds_no_ledger() -> None:
+    import json
+
+    report = _check(FakeServer(layout=FULL, ledger_on=False), FULL, byte_ledger=False, iterations=1)
+    config = {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"spec_name": "Tiering"}}
+    stored = report.model_copy(
+        update={
+            "connector": "OffloadingConnector",
+            "server_args": ["--kv-transfer-config", json.dumps(config)],
+            "extra": {"byte_ledger": False},
+        }
+    )
+    message = rejudge(stored).iterations[0].assertion("kv_bytes_identical").message
+    assert "the Tiering is kept" in message and "CPUOffloadingSpec only" in message

@@ -151,3 +151,28 @@ def test_entries_a_reset_left_unannounced_are_said_not_read_as_evictions() -> No
     assert first.held_at_cold == 0 and second.held_at_cold == first.live > 0
     report = report.model_copy(update={"iterations": report.iterations[1:], "profile": NEMOTRON})
     assert f"({first.live} still held at the cold run's start)" in tables.budget_table([report])
+
+
+def test_a_catalogue_run_as_its_own_case_is_counted_on_its_models_row() -> None:
+    from gpu_tests.kv_proof.instruments import INSTRUMENTS
+    from vllm_devclient.offload_check.check import MutationPlan
+    from vllm_devclient.offload_check.probe_files import MutationOrder
+
+    from .test_offload_check import EXPECT
+
+    order = MutationOrder(name="zero_fill", group=0, token=1)
+    plan = MutationPlan(order, tuple(_probes()[:4]))
+    settings = CheckSettings(byte_ledger=True, mutation_expectations=EXPECT, iterations=0)
+    catalogue = run_check(FakeServer(layout=FULL), settings, list(_probes()), FULL, mutations=[plan])
+    assert [it.mutation for it in catalogue.iterations] == ["zero_fill"] and INSTRUMENTS.mutations
+    clean = _report()
+    own = catalogue.model_copy(
+        update={
+            "case_id": f"{clean.case_id}-mutations",
+            "profile": NEMOTRON,
+            "timings": {"mutation_zero_fill_s": 9.0},
+        }
+    )
+    rows = tables.real_table([clean, own], {}).splitlines()
+    assert len(rows) == 3 and "| 1/1 |" in rows[2]  # one row: the catalogue joins its model's case
+    assert "catalogue 9 (1 mutations)" in tables.budget_table([clean, own])

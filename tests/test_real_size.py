@@ -153,7 +153,7 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     assert "ESTIMATED" in out.splitlines()[0]
     jobs = real_plan.plan_real(report_dir=tmp_path)
     slots, left = real_plan.best_deal(jobs, calls=2, setup_s=90)
-    assert len(jobs) == 14 and len(slots) + len(left) == 14
+    assert len(jobs) == 17 and len(slots) + len(left) == 17  # 14 cases and 3 catalogues
     for call in (1, 2):
         mine = [s for s in slots if s.call == call]
         assert mine and max(s.end_s for s in mine) <= 575.0
@@ -161,12 +161,17 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
             live = [s for s in mine if s.start_s <= t < s.end_s]
             assert sum(s.job.mem_gib for s in live) <= real_plan.H200_GIB
     # Every model's offloading/python case (with the mutation catalogue) is planned before any rust case.
-    first = {s.job.family for s in slots if s.job.kind == "matrix+mutations"}
+    first = {s.job.family for s in slots if s.job.kind == "mutations"}
     tiering = {n for n in NAMES if PROFILES[n].connectors["OffloadingConnector"].spec_name}
     assert first == {_real(n).name for n in NAMES if n not in tiering} and tiering
     assert f"does not fit: {len(left)} cases" in out
     args = jobs[0].args
     assert args[args.index("--concurrency") + 1] == "0" and args[args.index("--iterations") + 1] == "1"
+    # A catalogue is a case of its own: its server, no clean pass, every mutation.
+    catalogue = next(j for j in jobs if j.kind == "mutations")
+    args = catalogue.args
+    assert args[args.index("--iterations") + 1] == "0" and args[args.index("--mutations") + 1] == "all"
+    assert catalogue.case_id.endswith("-mutations")
 
 
 def test_the_search_deals_at_least_the_priority_order_and_the_runner_can_replay_it(tmp_path: Path) -> None:
@@ -189,10 +194,10 @@ def test_servers_of_a_model_started_together_all_compile(tmp_path: Path) -> None
     together = [s for s in slots if s.start_s == 0]
     assert len(together) == 4  # 4 x 28.9 GiB fit at once
     for s in together:
-        assert s.end_s == real_plan.case_s(est, cold=True, mutations=s.job.kind == "matrix+mutations")
+        assert s.end_s == real_plan.case_s(est, cold=True, kind=s.job.kind)
     slots, _ = real_plan.deal(jobs, calls=1, setup_s=0, call_s=2000, parallel=1)
     warm = [s.end_s - s.start_s for s in slots[1:]]
-    assert warm == [real_plan.case_s(est, cold=False, mutations=False)] * 3
+    assert warm == [real_plan.case_s(est, cold=False, kind=s.job.kind) for s in slots[1:]]
 
 
 FAKE = (

@@ -49,11 +49,12 @@ class Occupancy:
 
 @dataclass(frozen=True)
 class Reload:
-    prompts: int
-    whole: int  # prompts the reload served as much cached as the warm run did
+    prompts: int  # prompts the warm run served something of from the cache
+    whole: int  # of those, the ones the reload served as much cached as the warm run did
     cached_tokens: int  # reload: local + loaded
     warm_cached_tokens: int
     loaded_tokens: int  # by the connector
+    uncached: int = 0  # prompts the warm run cached nothing of (shorter than a block): nothing to reload
 
 
 def in_flight(report: OffloadCheckReport, run: Run) -> int:
@@ -108,19 +109,21 @@ def reload(report: OffloadCheckReport) -> Reload | None:
     if it is None or "reload" not in it.runs or "warm" not in it.runs:
         return None
     warm = it.runs["warm"].by_probe()
-    pairs = [
-        (a.split, warm[a.probe].split)
+    every = [
+        (a.split, split)
         for a in it.runs["reload"].answers
-        if a.split is not None and a.probe in warm and warm[a.probe].split is not None
+        if a.split is not None and a.probe in warm and (split := warm[a.probe].split) is not None
     ]
-    if not pairs:
+    pairs = [(r, w) for r, w in every if w.cached > 0]
+    if not every:
         return None
     return Reload(
         prompts=len(pairs),
-        whole=sum(r.cached >= w.cached for r, w in pairs if w is not None),
+        whole=sum(r.cached >= w.cached for r, w in pairs),
         cached_tokens=sum(r.cached for r, _ in pairs),
-        warm_cached_tokens=sum(w.cached for _, w in pairs if w is not None),
-        loaded_tokens=sum(r.external for r, _ in pairs),
+        warm_cached_tokens=sum(w.cached for _, w in pairs),
+        loaded_tokens=sum(r.external for r, _ in every),
+        uncached=len(every) - len(pairs),
     )
 
 

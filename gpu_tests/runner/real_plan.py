@@ -46,22 +46,27 @@ class Estimate:
         return self.weights_gib + self.kv_gib + OVERHEAD_GIB
 
 
-# From the probe run of 2026-12-01 (gpu_tests/results/real-size-probe-2026-12-01: three Offloading/python
-# cases at once, 60 questions, on a fresh H200), run times scaled to 200 questions; Qwen's from its memory
-# trace (killed at 270 s before its first run); DeepSeek's unmeasured (its tiny family's ratio).
+# From the real-size run gpu_tests/results/real-size-2026-12-01 (up to four servers on one H200): startups
+# and the first clean pass's runs (mean of cold, warm, warm2, reload, cold2 with 208-216 requests at once;
+# Nemotron's 12 GiB holds about 87 of them, so its runs go in waves), Gemma's catalogue. Still estimates:
+# Nemotron's and Qwen's catalogues (cut off by the deadline), Qwen's startup (its partial report lacks it;
+# its server log: ready 144 s after the API server's first line), every warm startup but DeepSeek's.
 ESTIMATES: dict[str, Estimate] = {
-    "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 170.0, 110.0, 32.0, 70.0),
-    "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 100.0, 80.0, 38.0, 70.0),
-    "qwen3.5-35b": Estimate(63.0, 16.0, 74.0, 250.0, 150.0, 35.0, 80.0),
-    "deepseek-v2-lite-tiering-tp2": Estimate(28.8, 16.0, 55.0, 140.0, 110.0, 30.0, 70.0),
+    "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 156.0, 110.0, 60.0, 90.0),
+    "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 84.0, 60.0, 44.0, 79.0),
+    "qwen3.5-35b": Estimate(63.0, 16.0, 74.0, 170.0, 120.0, 66.0, 90.0),
+    "deepseek-v2-lite-tiering-tp2": Estimate(28.8, 16.0, 55.0, 89.0, 49.0, 39.0, 70.0),
 }
 # cold, warm, warm2 (the batch control), reload, cold2 and some fingerprints; store waits
 RUNS_IN_FIRST_PASS, WAITS_S = 5.5, 15.0
 
 
-def case_s(est: Estimate, *, cold: bool, mutations: bool) -> float:
+def case_s(est: Estimate, *, cold: bool, kind: str = "matrix") -> float:
+    """A case: its server's startup, then one clean pass (``matrix``) or the catalogue (``mutations``)."""
     startup = est.cold_startup_s if cold else est.startup_s
-    return startup + RUNS_IN_FIRST_PASS * est.run_s + WAITS_S + (est.mutation_s if mutations else 0.0)
+    if kind == "mutations":
+        return startup + est.mutation_s
+    return startup + RUNS_IN_FIRST_PASS * est.run_s + WAITS_S
 
 
 def plan_real(
@@ -74,9 +79,11 @@ def plan_real(
     kv_gib: Mapping[str, float] | None = None,
     mutations: bool = True,
 ) -> list[Job]:
-    """The real-size cases in priority order: per rank (offloading/python with the catalogue, then
-    simple/python, offloading/rust, simple/rust), the largest model first. ``kv_gib`` gives a model another
-    KV cache than its estimate's; ``mutations=False`` runs no catalogue."""
+    """The real-size cases in priority order: per rank (offloading/python, the catalogue, simple/python,
+    offloading/rust, simple/rust), the largest model first. The catalogue is a case of its own (its server,
+    no clean pass: each mutation brings its own cold, warm and reload), as in the tiny matrix, so that a
+    model whose clean pass nearly fills a device call still gets it. ``kv_gib`` gives a model another KV cache
+    than its estimate's; ``mutations=False`` runs no catalogue."""
     unknown = set(kv_gib or {}) - set(profiles)
     if unknown:
         raise ValueError(
@@ -91,35 +98,31 @@ def plan_real(
         memory = f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(est.kv_gib * GIB)}"
         order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
         connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
-        cases = [(c, f) for c, f in order if c in connectors]
+        cases: list[tuple[str, str, str]] = [(c, f, "matrix") for c, f in order if c in connectors]
         # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
-        catalogue = (
-            mutations and PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None
-        )
-        for rank, (connector, frontend) in enumerate(cases):
-            first = rank == 0 and catalogue
+        if mutations and PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None:
+            cases.insert(1, ("offloading", "python", "mutations"))
+        common = {
+            "report_dir": report_dir,
+            "gsm8k_dir": gsm8k_dir,
+            "server_args": memory,
+            "num_questions": num_questions,
+            "concurrency": PROFILES[name].concurrency,
+        }
+        for rank, (connector, frontend, kind) in enumerate(cases):
+            catalogue = kind == "mutations"
             args = _case_args(
                 name,
                 connector,
                 frontend,
-                report_dir=report_dir,
-                gsm8k_dir=gsm8k_dir,
-                server_args=memory,
-                iterations=1,
-                mutations="all" if first else "",
-                num_questions=num_questions,
-                concurrency=PROFILES[name].concurrency,
+                iterations=0 if catalogue else 1,
+                label="mutations" if catalogue else "",
+                mutations="all" if catalogue else "",
+                **common,  # type: ignore[arg-type]
             )
-            expected = case_s(est, cold=rank == 0, mutations=first)
-            job = Job(
-                _case_id(name, connector, frontend),
-                name,
-                "matrix+mutations" if first else "matrix",
-                args,
-                expected * timeout_margin,
-                expected,
-                mem_gib=est.mem_gib,
-            )
+            expected = case_s(est, cold=rank == 0, kind=kind)
+            case_id = _case_id(name, connector, frontend, "mutations" if catalogue else "")
+            job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=est.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
@@ -184,7 +187,7 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
     est = ESTIMATES[PROFILES[job.family].real_size_of or job.family]
     ready = compiled.get(job.family)
     cold = ready is None or (ready[0] == call and now < ready[1])
-    return case_s(est, cold=cold, mutations=job.kind == "matrix+mutations")
+    return case_s(est, cold=cold, kind=job.kind)
 
 
 def _score(slots: Sequence[Slot], calls: int) -> tuple[int, int, int, float]:
@@ -192,7 +195,7 @@ def _score(slots: Sequence[Slot], calls: int) -> tuple[int, int, int, float]:
     mutations), every model at all, the most cases, then the earliest ends."""
     ends = sum(max((s.end_s for s in slots if s.call == c), default=0.0) for c in range(1, calls + 1))
     return (
-        sum(s.job.kind == "matrix+mutations" for s in slots),
+        sum(s.job.kind == "mutations" for s in slots),
         len({s.job.family for s in slots}),
         len(slots),
         -ends,
@@ -223,7 +226,7 @@ def best_deal(
 
 def describe(slots: Sequence[Slot], left: Sequence[Job], *, calls: int, setup_s: float) -> list[str]:
     """The dry run's lines: per call its cases and end, then what does not fit. ESTIMATES throughout."""
-    lines = ["real-size plan on one H200 (ESTIMATED costs: no real-size run has been measured yet)"]
+    lines = ["real-size plan on one H200 (ESTIMATED costs, from the shared-GPU run real-size-2026-12-01)"]
     for call in range(1, calls + 1):
         mine = [s for s in slots if s.call == call]
         end = max((s.end_s for s in mine), default=setup_s if call == 1 else 0.0)

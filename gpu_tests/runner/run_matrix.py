@@ -72,6 +72,7 @@ class JobResult:
     job: Job
     status: str  # passed | failed | error | killed | not_run
     wall_s: float = 0.0
+    start_s: float | None = None  # seconds after the runner started it (which cases shared the GPU)
     returncode: int | None = None
     report: dict[str, Any] | None = None
     attempts: list[str] = field(default_factory=list)
@@ -388,7 +389,7 @@ def run_jobs(
             if report is not None and status != "killed":
                 status = str(report.get("status", "error"))
             result = results.setdefault(case_id, JobResult(job, status))
-            result.job, result.status, result.wall_s = job, status, now - t0
+            result.job, result.status, result.wall_s, result.start_s = job, status, now - t0, t0
             result.returncode, result.report = code, report
             result.attempts.append(f"{'dummy' if job.dummy else 'safetensors'}: {status}")
             if dummy_fallback and not job.dummy and _load_failure(report, reports, job):
@@ -470,6 +471,7 @@ def summarize(results: Sequence[JobResult], wall_s: float, reports: Path | None 
                 else "safetensors",
                 "attempts": r.attempts,
                 "wall_s": round(r.wall_s, 1),
+                "start_s": None if r.start_s is None else round(r.start_s, 1),
                 "expected_s": round(r.job.expected_s, 1),
                 "startup_s": timings.get("server_startup_s"),
                 "check_s": timings.get("check_s"),

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 MATRIX_RUN = "kv-proof-2026-12-01-rerun"
-REAL_RUN: str | None = None  # issue 27's real-size run, once one is committed under results/
+REAL_RUN: str | None = "real-size-2026-12-01"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
@@ -43,11 +43,14 @@ def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], d
 
 
 def _runner_verdicts(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        row["case_id"]: row
-        for call in meta.get("calls", [])
-        for row in call.get("summary", {}).get("cases", [])
-    }
+    """Per case its runner row: the call that ran it (a later call lists a case it did not start again as
+    ``not_run``, which must not hide how an earlier call ended it)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for call in meta.get("calls", []):
+        for row in call.get("summary", {}).get("cases", []):
+            if row["case_id"] not in rows or row.get("status") != "not_run":
+                rows[row["case_id"]] = row
+    return rows
 
 
 def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
@@ -225,23 +228,96 @@ def _real_sorted(reports: Sequence[OffloadCheckReport]) -> list[OffloadCheckRepo
 
 
 def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
-    """Upstream's matrix at real size: per case its verdict, the reload's comparisons and byte proof, and
-    the mutations the case's catalogue caught."""
+    """Upstream's matrix at real size: per case its verdict, the reload, the byte proof, the answers against
+    the batch control, the boundaries and the mutations its catalogue caught; then the cases the run's calls
+    left without a report (stopped at a deadline, or never started), from the runner's summaries."""
     verdicts = _runner_verdicts(meta)
     rows = [
-        "| profile (GPUs used) | connector CPU / frontend | verdict | reload = same-split warm "
-        "(+ not comparable) | kv_bytes_identical | mutations caught | startup s | case s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| profile (GPUs used) | connector CPU / frontend | verdict | reload proven | kv_bytes_identical | "
+        "answers: reload = same-split warm; batch control moved | boundaries | mutations caught | "
+        "startup s | case s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    by_id = {r.case_id: r for r in reports}
     for r in _real_sorted(reports):
-        caught = [it.mutation_verdict.caught for it in r.mutations() if it.mutation_verdict is not None]
+        own = _catalogue(r, by_id)
+        its = [*r.mutations(), *(own.mutations() if own is not None else [])]
+        caught = [it.mutation_verdict.caught for it in its if it.mutation_verdict is not None]
         mutations = f"{sum(caught)}/{len(caught)}" if caught else "-"
         rows.append(
-            f"| {r.profile} ({r.gpus_used}) | {_case(r)} | {_status(r, verdicts)} | {_compared(r)} | "
-            f"{_bytes(r)} | {mutations} | {r.timings.get('server_startup_s', 0):.0f} | "
-            f"{r.timings.get('case_s', 0):.0f} |"
+            f"| {r.profile} ({r.gpus_used}) | {_case(r)} | {_real_status(r, verdicts)} | {_proven(r)} | "
+            f"{_bytes(r)} | {_answers(r)} | {_real_boundaries(r)} | {mutations} | "
+            f"{_seconds(r, 'server_startup_s')} | {_seconds(r, 'case_s')} |"
         )
+    for case_id, row in sorted(verdicts.items()):
+        if case_id in by_id or (
+            case_id.endswith("-mutations") and case_id.removesuffix("-mutations") in by_id
+        ):
+            continue
+        why = (
+            f"stopped at its call's deadline after {row.get('wall_s', 0):.0f} s, before its first pass "
+            "ended: no report"
+            if row.get("status") == "killed"
+            else "not run: it did not fit the two calls"
+        )
+        rows.append(f"| {case_id} | | {why} | | | | | | | |")
     return "\n".join(rows)
+
+
+def _catalogue(r: OffloadCheckReport, by_id: Mapping[str, OffloadCheckReport]) -> OffloadCheckReport:
+    """The report of ``r``'s mutation catalogue when it ran as a case of its own, else an empty one."""
+    return by_id.get(f"{r.case_id}-mutations") or OffloadCheckReport.model_construct(
+        iterations=[], timings={}
+    )
+
+
+def _seconds(r: OffloadCheckReport, key: str) -> str:
+    value = r.timings.get(key)
+    return "not measured" if value is None else f"{value:.0f}"
+
+
+def _real_status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
+    clean = r.clean()
+    if r.status == "error" and clean and all(it.status == "passed" for it in clean) and r.error:
+        return f"clean pass passed; then {r.error} (the call's deadline)"
+    return _status(r, verdicts)
+
+
+def _proven(r: OffloadCheckReport) -> str:
+    x = budget.reload(r)
+    clean = r.clean()
+    if not clean or x is None:
+        return "-"
+    ok = clean[0].assertion("reload_proven").passed
+    return f"{'yes' if ok else 'no'}: {x.loaded_tokens} tokens loaded"
+
+
+def _answers(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    if not clean:
+        return "-"
+    it = clean[0]
+    agree = sum(c.verdict == "agree" for c in it.comparisons)
+    differ = sum(c.verdict == "differ" for c in it.comparisons)
+    cell = f"{agree}/{agree + differ}"
+    warm, warm2 = it.runs.get("warm"), it.runs.get("warm2")
+    if warm is not None and warm2 is not None:
+        w = warm.by_probe()
+        moved = sum(1 for a in warm2.answers if a.probe in w and a.text != w[a.probe].text)
+        cell += f"; {moved}/{len(warm2.answers)}"
+    return cell + ("" if it.assertion("answers_unchanged").evaluated else " (not evaluated)")
+
+
+def _real_boundaries(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    if not clean:
+        return "-"
+    a = clean[0].assertion("boundaries_reached")
+    if "evicted" in a.message and not a.evaluated:
+        return "not evaluated: the CPU tier evicted the probes"
+    if "not evaluated" in a.message and not a.evaluated:
+        return "not evaluated: vLLM reloads no block-aligned probe"
+    return a.outcome + (f" ({a.message})" if a.evaluated and a.message else "")
 
 
 def _decode(r: OffloadCheckReport) -> str:
@@ -254,7 +330,7 @@ def _decode(r: OffloadCheckReport) -> str:
     return small + ("" if full is None else f"; {full.tokens_per_s:.0f} ({full.in_flight} at once, cold run)")
 
 
-def _phases(r: OffloadCheckReport) -> str:
+def _phases(r: OffloadCheckReport, catalogue_case: OffloadCheckReport | None = None) -> str:
     it = budget.first_clean(r)
     if it is None:
         return "not measured"
@@ -263,7 +339,8 @@ def _phases(r: OffloadCheckReport) -> str:
         for k in budget.PHASES
         if k in it.timings
     ]
-    catalogue = [v for k, v in r.timings.items() if k.startswith("mutation_")]
+    timings = {**r.timings, **(catalogue_case.timings if catalogue_case is not None else {})}
+    catalogue = [v for k, v in timings.items() if k.startswith("mutation_")]
     if catalogue:
         phases.append(f"catalogue {sum(catalogue):.0f} ({len(catalogue)} mutations)")
     return " / ".join(phases)
@@ -284,9 +361,10 @@ def _reload(r: OffloadCheckReport) -> str:
         return "not measured"
     kind = "whole" if x.whole == x.prompts else "partial"
     share = f"{x.cached_tokens / x.warm_cached_tokens:.0%}" if x.warm_cached_tokens else "-"
+    short = f"; {x.uncached} prompts cache nothing (shorter than a block)" if x.uncached else ""
     return (
         f"{kind}: {x.whole}/{x.prompts} prompts whole, {share} of the warm run's cached tokens "
-        f"({x.loaded_tokens} loaded)"
+        f"({x.loaded_tokens} loaded){short}"
     )
 
 
@@ -299,11 +377,13 @@ def budget_table(reports: Sequence[OffloadCheckReport]) -> str:
         "H100 (ESTIMATE) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    by_id = {r.case_id: r for r in reports}
     for r in _real_sorted(reports):
         startup = r.timings.get("server_startup_s")
         rows.append(
             f"| {r.profile} | {_case(r)} | {'not measured' if startup is None else f'{startup:.0f}'} | "
-            f"{_decode(r)} | {_phases(r)} | {_occupancy(r)} | {_reload(r)} | {budget.h100(r)} |"
+            f"{_decode(r)} | {_phases(r, _catalogue(r, by_id))} | {_occupancy(r)} | {_reload(r)} | "
+            f"{budget.h100(r)} |"
         )
     return "\n".join(rows)
 

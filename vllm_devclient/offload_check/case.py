@@ -27,7 +27,7 @@ from vllm_devclient.models import BarrierResult, VersionInfo
 from .check import MutationPlan, run_check, settle
 from .events import EventWatcher, GroupEventAccount, open_event_watcher
 from .gsm8k import evaluate_gsm8k_async, load_gsm8k
-from .judge import CheckSettings, judge_case
+from .judge import CheckSettings, judge_case, no_ledger_reason
 from .probe_files import (
     PROBE_DIR_ENV,
     GroupLayout,
@@ -415,6 +415,7 @@ def run_case(
         expected_frontend=case.frontend,
         iterations=iterations,
         byte_ledger=byte_ledger,
+        no_ledger=no_ledger_reason(case.connector, case.settings.spec_name) if not byte_ledger else "",
         batch_control_s=BATCH_CONTROL_S if p.real_size_of is not None else 0.0,
         decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
         mutation_expectations={
@@ -446,6 +447,7 @@ def run_case(
     try:
         with VllmServer(config) as server:
             timings["server_startup_s"] = round(time.monotonic() - t0, 3)
+            fields["timings"] = dict(timings)  # a report written half-way (a deadline) keeps the startup
             fields["server_args"] = server.command[len(config.launcher) :]
             layout = files.layout() or []
             block = min((g.block_size for g in layout), default=0)

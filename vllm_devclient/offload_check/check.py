@@ -37,7 +37,7 @@ from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, MutationOrder
 from .probes import SHAPES, Probe, fingerprint
 from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
 
-__all__ = ["CheckIO", "MutationPlan", "run_check", "settle"]
+__all__ = ["CheckIO", "CheckStopped", "MutationPlan", "run_check", "settle"]
 
 
 class CheckIO(Protocol):
@@ -64,6 +64,12 @@ class CheckIO(Protocol):
     def arm(self, order: MutationOrder | None) -> None: ...
 
 
+class CheckStopped(BaseException):
+    """Raised (from a SIGTERM handler: the runner's deadline) to stop the check where it is. Not an
+    ``Exception``, so nothing on the way swallows it; the iteration it interrupts keeps what it measured and
+    the check ends there, with its report."""
+
+
 @dataclass(frozen=True)
 class MutationPlan:
     """One mutation iteration: the order for the instruments, on which probes."""
@@ -78,6 +84,7 @@ class _State:
     fingerprints: dict[str, Probe] = field(default_factory=dict)
     reset_visible: bool | None = None
     version: VersionInfo | None = None
+    stopped: bool = False
 
 
 def _need_reference(reload: Run, warm: Run | None) -> list[str]:
@@ -203,8 +210,10 @@ def _iteration(
                         st.fingerprints[fp.id] = fp
             if shapes:
                 runs["fingerprint"] = timed("fingerprint_run_s", lambda: io.run("fingerprint", shapes))
-    except Exception as exc:  # the iteration keeps what it measured
+    except (Exception, CheckStopped) as exc:  # the iteration keeps what it measured
         fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        if isinstance(exc, CheckStopped):
+            st.stopped = True
     return Iteration(
         label=label,
         mutation=order.name if order is not None else None,
@@ -278,7 +287,7 @@ def run_check(
                 on_iteration(partial())
             if st.iterations[-1].error:
                 break
-        for plan in mutations:
+        for plan in mutations if not st.stopped else ():
             t0 = clock()
             st.iterations.append(
                 _iteration(
@@ -295,7 +304,9 @@ def run_check(
             timings[f"mutation_{plan.order.name}_s"] = round(clock() - t0, 3)
             if on_iteration is not None:
                 on_iteration(partial())
-    except Exception as exc:
+            if st.stopped:
+                break
+    except (Exception, CheckStopped) as exc:
         error = f"{type(exc).__name__}: {exc}"[:2000]
     timings["check_s"] = round(clock() - start, 3)
     return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)

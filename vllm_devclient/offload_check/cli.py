@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,6 +21,7 @@ import click
 from vllm_devclient.errors import DevClientError, InvalidParameterError
 
 from .case import Instruments, run_case
+from .check import CheckStopped
 from .profiles import PROFILES, CheckCase, connector_by_name
 from .report import OffloadCheckReport
 from .server import FRONTENDS, Frontend
@@ -204,6 +206,10 @@ def result_of(reports: Sequence[OffloadCheckReport], report_dir: str) -> dict[st
     }
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise CheckStopped(f"stopped by {signal.Signals(signum).name} (a runner's deadline)")
+
+
 def command(name: str = "offload-check") -> click.Command:
     @click.command(name)
     @check_options
@@ -211,11 +217,15 @@ def command(name: str = "offload-check") -> click.Command:
         """The offload-reload check on a GPU machine (starts its own vllm serve per case): clean passes
         of cold, warm, GPU-only reset and reload runs, then the armed mutations; exit 0 when every case
         passed, 1 when one failed, 2 on an error."""
+        # A runner's deadline (SIGTERM) stops the check where it is, and the case still writes its report.
+        previous = signal.signal(signal.SIGTERM, _stop)
         try:
             _, code = run_from_options(**opts)
         except DevClientError as exc:
             click.echo(f"error: {exc}", err=True)
             code = 2
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         sys.exit(code)
 
     return offload_check

@@ -12,8 +12,9 @@ Per iteration:
    ``not_comparable``, never agreement nor corruption. Where the two cold runs of a probe (same split)
    disagree, the engine is not deterministic there: ``nondeterministic``; so too where the batch control
    (``warm2``: the warm run again, same split, other batches) answered otherwise than the warm run, since
-   then the answer follows the batch and not only the KV. Fails on any ``differ``; with nothing compared,
-   "not evaluated".
+   then the answer follows the batch and not only the KV. Fails on any ``differ``; with nothing compared, or
+   where the batch control moved any answer (the engine's answers follow the batch, as a real-size model
+   with random weights does: a difference cannot be told from noise), "not evaluated", with the figures.
 3. ``kv_bytes_identical`` (servers with the byte ledger): every block the reload brought back is
    byte-identical to what was stored, layer by layer; the counts of blocks, groups and layers are given.
 4. ``recurrent_state_consistent`` (models with a recurrent-state group): a restored state stands exactly at
@@ -22,7 +23,8 @@ Per iteration:
    block grid means the same.
 5. ``boundaries_reached``: for every boundary size, a boundary probe and a control were loaded by the
    connector in the reload run (else the iteration proves nothing about boundaries); a size at which vLLM
-   reloads no boundary probe at all, while it reloads the controls, is "not evaluated", with its splits.
+   reloads no boundary probe at all, while it reloads the controls, is "not evaluated", with its splits, and
+   so is a kind of probe none of which came back while the CPU tier evicted during the pass.
 6. ``accuracy_held``: cold and reload accuracy >= threshold - tolerance; "not evaluated" without a threshold.
 7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
@@ -35,6 +37,7 @@ fingerprint the clean iterations show.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -74,6 +77,8 @@ class CheckSettings:
     byte_ledger: bool = False
     # > 0: clean iterations send a second warm run spread over this many seconds (check.py), the batch control
     batch_control_s: float = 0.0
+    # why a server without the byte ledger has none (``no_ledger_reason``), said by kv_bytes_identical
+    no_ledger: str = ""
     # > 0: clean iterations also time this many questions decoding at once from the GPU prefix cache (the
     # ``decode`` run: the real-size budget's decode rate; never judged)
     decode_in_flight: int = 0
@@ -229,27 +234,65 @@ def _reload_proven(
     )
 
 
-def _answers_unchanged(comparisons: Sequence[Comparison]) -> AssertionResult:
+def _answers_unchanged(comparisons: Sequence[Comparison], it: Iteration) -> AssertionResult:
+    """Fails on any ``differ``; "not evaluated" with nothing compared, or where the batch control moved an
+    answer: then the engine's answers follow the batch, and a reload that differs says nothing of its KV."""
+    name = "answers_unchanged"
     by: dict[str, list[str]] = {}
     for c in comparisons:
         by.setdefault(c.verdict, []).append(c.probe)
     compared = len(by.get("agree", [])) + len(by.get("differ", []))
     parts = [f"{len(v)} {k}" for k, v in sorted(by.items())]
     message = f"{compared} compared like for like: " + ", ".join(parts)
+    moved = _moved_by_the_batch(it)
+    if moved is not None and moved[0]:
+        unloaded = [
+            c.probe
+            for c in comparisons
+            if c.verdict == "differ" and c.reload_split and not c.reload_split.external
+        ]
+        return AssertionResult(
+            name=name,
+            passed=True,
+            evaluated=False,
+            message=(
+                "the answers follow the batch: the batch control (warm2: the same splits, other batches) "
+                f"changed {moved[0]} of {moved[1]} warm answers, so a reload answering otherwise cannot be "
+                f"told from batch noise ({message}; {len(unloaded)} of the {len(by.get('differ', []))} "
+                "differing reloads loaded nothing from the CPU tier); the KV is judged by its bytes"
+            ),
+        )
     if by.get("differ"):
         message += f"; reload differs from the same-split warm answer on {by['differ']}"
     if by.get("not_comparable"):
         message += f"; not comparable (another split): {by['not_comparable'][:12]}"
     if compared == 0:
-        return AssertionResult(name="answers_unchanged", passed=True, evaluated=False, message=message)
-    return AssertionResult(name="answers_unchanged", passed=not by.get("differ"), message=message)
+        return AssertionResult(name=name, passed=True, evaluated=False, message=message)
+    return AssertionResult(name=name, passed=not by.get("differ"), message=message)
+
+
+def _moved_by_the_batch(it: Iteration) -> tuple[int, int] | None:
+    """(answers the batch control changed, answers it compared at the warm run's split); None without it."""
+    if "warm2" not in it.runs or "warm" not in it.runs:
+        return None
+    warm = it.runs["warm"].by_probe()
+    moved = same = 0
+    for a in it.runs["warm2"].answers:
+        w = warm.get(a.probe)
+        if w is None or a.text is None or w.text is None:
+            continue
+        if _cached(a.split, a.usage_cached) != _cached(w.split, w.usage_cached):
+            continue
+        same += 1
+        moved += a.text != w.text
+    return moved, same
 
 
 def _kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResult:
     name = "kv_bytes_identical"
     ledger = it.ledger
     if not settings.byte_ledger:
-        why = "no byte ledger in this server (the SimpleCPUOffloadConnector has no spec hook to hold one)"
+        why = f"no byte ledger in this server ({settings.no_ledger or 'it was started without one'})"
         return AssertionResult(name=name, passed=True, evaluated=False, message=why)
     if ledger is None:  # the server was started with the proving spec, and it left no ledger
         return AssertionResult(
@@ -338,7 +381,9 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
     the connector loaded none of them) while the warm run cached them and a control of that size was loaded
     is vLLM declining to reload at that boundary: there is no reload there to judge, so the size is "not
     evaluated", with the splits as evidence. A boundary probe served from the GPU prefix cache instead (a
-    prefix another probe left there) is the check's own failure, and fails."""
+    prefix another probe left there) is the check's own failure, and fails. A kind of probe none of which came
+    back while the CPU tier evicted during the pass (a tier smaller than the pass's KV, as upstream's 1 GiB at
+    real size) is "not evaluated" too: its blocks were gone, which says nothing of the boundary."""
     name = "boundaries_reached"
     sizes = sorted({p.boundary for p in probes if p.boundary is not None})
     if not sizes:
@@ -353,6 +398,8 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
     missing: list[str] = []
     notes: list[str] = []
     declined_sizes: list[str] = []
+    evicted_sizes: list[str] = []
+    evicting = it.cpu_tier if it.cpu_tier is not None and it.cpu_tier.evicted > 0 else None
     for size in sizes:
         ids = {kind: [p.id for p in probes if p.boundary == size and p.kind == kind] for kind in KINDS}
         loaded = {kind: [i for i in ids[kind] if i in reload and reload[i].external > 0] for kind in KINDS}
@@ -372,16 +419,27 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
             )
             continue
         for kind in KINDS:
-            if ids[kind] and not loaded[kind]:
+            if ids[kind] and not loaded[kind] and evicting is not None:
+                evicted_sizes.append(
+                    f"{kind} {size} not evaluated: none of {len(ids[kind])} was reloaded, and the CPU tier "
+                    f"evicted {evicting.evicted} of the {evicting.stored} entries this pass stored (it holds "
+                    f"{evicting.live}): their blocks were gone before the reload"
+                )
+            elif ids[kind] and not loaded[kind]:
                 missing.append(
                     f"no {kind} probe of size {size} was loaded by the connector ({len(ids[kind])} sent)"
                 )
             elif ids[kind]:
                 notes.append(f"{kind} {size}: {len(loaded[kind])}/{len(ids[kind])} loaded")
     if missing:
-        return AssertionResult(name=name, passed=False, message="; ".join(missing + declined_sizes))
+        return AssertionResult(
+            name=name, passed=False, message="; ".join(missing + declined_sizes + evicted_sizes)
+        )
     return AssertionResult(
-        name=name, passed=True, evaluated=bool(notes), message="; ".join(notes + declined_sizes)
+        name=name,
+        passed=True,
+        evaluated=bool(notes),
+        message="; ".join(notes + declined_sizes + evicted_sizes),
     )
 
 
@@ -442,7 +500,7 @@ def judge_iteration(
     comparisons = compare(it, probes, layout)
     assertions = [
         _reload_proven(settings, it.windows, it.cpu_blocks_stored, events),
-        _answers_unchanged(comparisons),
+        _answers_unchanged(comparisons, it),
         _kv_bytes_identical(settings, it),
         _recurrent_state_consistent(it, comparisons, by_id, layout),
         _boundaries_reached(it, probes),
@@ -611,6 +669,29 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
     )
 
 
+def no_ledger_reason(connector: str, spec_name: str | None) -> str:
+    """Why a case's server holds no byte ledger (the proving spec stands in for CPUOffloadingSpec only)."""
+    if connector != "OffloadingConnector":
+        return f"the {connector} has no spec hook to hold one"
+    if spec_name and spec_name not in ("CPUOffloadingSpec", "ProvingCPUOffloadingSpec"):
+        return f"the {spec_name} is kept; the ledger's proving spec stands in for CPUOffloadingSpec only"
+    return "the server was started without the instruments"
+
+
+def _spec_name(server_args: Sequence[str]) -> str | None:
+    """The OffloadingConnector spec a server was started with (its ``--kv-transfer-config``)."""
+    args = list(server_args)
+    if "--kv-transfer-config" not in args:
+        return None
+    try:
+        config = json.loads(args[args.index("--kv-transfer-config") + 1])
+    except (IndexError, ValueError):
+        return None
+    extra = config.get("kv_connector_extra_config") if isinstance(config, dict) else None
+    spec = extra.get("spec_name") if isinstance(extra, dict) else None
+    return spec if isinstance(spec, str) else None
+
+
 def rejudge(report: OffloadCheckReport, settings: CheckSettings | None = None) -> OffloadCheckReport:
     """Judge a stored report again with today's judge (settings from the report unless given)."""
     if settings is None:
@@ -621,6 +702,7 @@ def rejudge(report: OffloadCheckReport, settings: CheckSettings | None = None) -
             expected_frontend=report.frontend,  # type: ignore[arg-type]
             max_failed_rate=report.max_failed_rate,
             byte_ledger=bool(report.extra.get("byte_ledger", False)),
+            no_ledger=no_ledger_reason(report.connector, _spec_name(report.server_args)),
             mutation_expectations={
                 k: tuple(v) for k, v in report.extra.get("mutation_expectations", {}).items()
             },
