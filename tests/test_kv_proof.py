@@ -269,32 +269,24 @@ def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_
     load nothing (its last token is always computed), so it takes examples until two blocks fit."""
     train, test = load_gsm8k(data_dir=GSM8K_DIR)
     size = 1280
-    probes = build_probes(
-        train,
-        test,
-        lambda s: [ord(c) for c in s],
-        num_questions=1,
-        num_shots=1,
-        max_tokens=9,
-        sizes=[size],
-        per_size=2,
-        max_length=3 * size + 10,
-    )
-    cut = [p for p in probes if p.kind != "gsm8k"]
+
+    def probes(questions: int, per_size: int, room: int) -> list[Probe]:
+        return build_probes(
+            train,
+            test,
+            lambda s: [ord(c) for c in s],
+            num_questions=questions,
+            num_shots=1,
+            max_tokens=9,
+            sizes=[size],
+            per_size=per_size,
+            max_length=room,
+        )
+
+    cut = [p for p in probes(1, 2, 3 * size + 10) if p.kind != "gsm8k"]
     assert [p.kind for p in cut] == ["boundary", "boundary", "control", "control"]
     for p in cut:
         assert 2 * size <= p.length + (CONTROL_OFFSET if p.kind == "control" else 0) <= 3 * size
     assert len({p.token_ids[:size] for p in cut}) == len(cut)  # still no block shared
     # No room for two blocks: no probe of that size, rather than one that can load nothing.
-    none = build_probes(
-        train,
-        test,
-        lambda s: [ord(c) for c in s],
-        num_questions=0,
-        num_shots=1,
-        max_tokens=9,
-        sizes=[size],
-        per_size=1,
-        max_length=2 * size - 1,
-    )
-    assert none == []
+    assert probes(0, 1, 2 * size - 1) == []

@@ -160,10 +160,14 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
         for t in {s.start_s for s in mine} | {s.end_s - 1e-6 for s in mine}:
             live = [s for s in mine if s.start_s <= t < s.end_s]
             assert sum(s.job.mem_gib for s in live) <= real_plan.H200_GIB
-    # Every model's offloading/python case (with the mutation catalogue) is planned before any rust case.
-    first = {s.job.family for s in slots if s.job.kind == "mutations"}
+    # Every model has a case; a model's Offloading/python case and its catalogue come before its repeats.
+    assert {s.job.family for s in slots} == {_real(n).name for n in NAMES}
+    plain, _ = real_plan.deal(jobs, calls=2, setup_s=90)
+    essential = [s for s in slots if real_plan.essential(s.job)]
+    assert len(essential) >= sum(real_plan.essential(s.job) for s in plain)
     tiering = {n for n in NAMES if PROFILES[n].connectors["OffloadingConnector"].spec_name}
-    assert first == {_real(n).name for n in NAMES if n not in tiering} and tiering
+    catalogues = {j.family for j in jobs if j.kind == "mutations"}
+    assert catalogues == {_real(n).name for n in NAMES if n not in tiering} and tiering
     assert f"does not fit: {len(left)} cases" in out
     args = jobs[0].args
     assert args[args.index("--concurrency") + 1] == "0" and args[args.index("--iterations") + 1] == "1"

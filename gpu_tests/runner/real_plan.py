@@ -1,17 +1,17 @@
-"""The real-size matrix on one GPU: its cases, what each costs (ESTIMATES until a run measures them) and
+"""The real-size matrix on one GPU: its cases, what each costs (estimates, taken from the last run) and
 how they are dealt over device calls when GPU memory, not CPU cores, bounds what runs at once.
 
 Every upstream profile at real size (``profiles.real_size_profile``) x its connectors x both frontends, one
-clean pass each (as the CI steps run them), 200 questions at once with the profile's 256 tokens; each
-profile's OffloadingConnector/python case also runs the mutation catalogue after its pass (not a
-TieringOffloadingSpec case: the mutations act through the proving CPUOffloadingSpec, as in the CI). Each case
-gets a fixed KV cache (``--kv-cache-memory-bytes``) and reserves weights + KV + overhead of the GPU's memory.
+clean pass each (as the CI steps run them), 200 questions at once with the profile's 256 tokens; per profile
+one more case runs the mutation catalogue on its own server (not for a TieringOffloadingSpec profile: the
+mutations act through the proving CPUOffloadingSpec, as in the CI). Each case gets a fixed KV cache
+(``--kv-cache-memory-bytes``) and reserves weights + KV + overhead of the GPU's memory.
 
-:data:`ESTIMATES` are labelled estimates (see ``gpu_tests/real_size/PLAN.md`` for how each was reached); the
-weights are the models' parameter counts with the stand-in vocabulary, in bf16. :func:`deal` simulates the
-calls in a given order (list scheduling by GPU memory, as the runner starts cases); :func:`best_deal` searches
-from the priority order (each profile's offloading/python case first, the rust frontends last) for the order
-that fits the most, and says what does not fit.
+:data:`ESTIMATES` come from the committed run named there (``gpu_tests/real_size/PLAN.md`` compares them with
+the plan that run was dealt by); the weights are the models' parameter counts with the stand-in vocabulary, in
+bf16. :func:`deal` simulates the calls in a given order (list scheduling by GPU memory, as the runner starts
+cases); :func:`best_deal` searches from the priority order (each profile's offloading/python case and its
+catalogue first, the rust frontends last) for the order that fits the most, and says what does not fit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from .run_matrix import Job, _case_args, _case_id
 GIB = 1 << 30
 H200_GIB = 139.0  # what the device tool reports for one H200
 OVERHEAD_GIB = 4.0  # CUDA context, activations and workspace of one server (estimate)
+# The KV a catalogue case gets at most: a mutation reloads a few probes at once (Nemotron's longest, 2,560
+# tokens, x 8 is 20k tokens, about a quarter of its 12 GiB).
+CATALOGUE_KV_GIB = 4.0
 
 
 @dataclass(frozen=True)
@@ -95,34 +98,32 @@ def plan_real(
         est = ESTIMATES[upstream_name]
         if kv_gib and upstream_name in kv_gib:
             est = replace(est, kv_gib=kv_gib[upstream_name])
-        memory = f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(est.kv_gib * GIB)}"
         order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
         connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
         cases: list[tuple[str, str, str]] = [(c, f, "matrix") for c, f in order if c in connectors]
         # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
         if mutations and PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None:
             cases.insert(1, ("offloading", "python", "mutations"))
-        common = {
-            "report_dir": report_dir,
-            "gsm8k_dir": gsm8k_dir,
-            "server_args": memory,
-            "num_questions": num_questions,
-            "concurrency": PROFILES[name].concurrency,
-        }
         for rank, (connector, frontend, kind) in enumerate(cases):
             catalogue = kind == "mutations"
+            # A catalogue sends a few short requests at a time: a small KV lets it share the GPU.
+            size = replace(est, kv_gib=min(est.kv_gib, CATALOGUE_KV_GIB)) if catalogue else est
             args = _case_args(
                 name,
                 connector,
                 frontend,
+                report_dir=report_dir,
+                gsm8k_dir=gsm8k_dir,
+                server_args=f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(size.kv_gib * GIB)}",
                 iterations=0 if catalogue else 1,
                 label="mutations" if catalogue else "",
                 mutations="all" if catalogue else "",
-                **common,  # type: ignore[arg-type]
+                num_questions=num_questions,
+                concurrency=PROFILES[name].concurrency,
             )
             expected = case_s(est, cold=rank == 0, kind=kind)
             case_id = _case_id(name, connector, frontend, "mutations" if catalogue else "")
-            job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=est.mem_gib)
+            job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
@@ -190,12 +191,18 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
     return case_s(est, cold=cold, kind=job.kind)
 
 
+def essential(job: Job) -> bool:
+    """A model's Offloading/python case (its budget figures: startup, rates, phases, CPU tier, reload) or its
+    catalogue (the mutations): what the issue asks of every model."""
+    return job.kind == "mutations" or job.case_id.endswith("-offloading-python")
+
+
 def _score(slots: Sequence[Slot], calls: int) -> tuple[int, int, int, float]:
-    """What a deal is worth, in the issue's order: every model's catalogue case (its budget figures and
-    mutations), every model at all, the most cases, then the earliest ends."""
+    """What a deal is worth, in the issue's order: every model's essential cases, every model at all, the
+    most cases, then the earliest ends."""
     ends = sum(max((s.end_s for s in slots if s.call == c), default=0.0) for c in range(1, calls + 1))
     return (
-        sum(s.job.kind == "mutations" for s in slots),
+        sum(essential(s.job) for s in slots),
         len({s.job.family for s in slots}),
         len(slots),
         -ends,

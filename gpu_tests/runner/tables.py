@@ -320,6 +320,54 @@ def _real_boundaries(r: OffloadCheckReport) -> str:
     return a.outcome + (f" ({a.message})" if a.evaluated and a.message else "")
 
 
+def _same(it: Any, a: str, b: str) -> tuple[int, int]:
+    """(answers equal, answers compared) of runs ``a`` and ``b`` of one pass, probe by probe at one split."""
+    if a not in it.runs or b not in it.runs:
+        return 0, 0
+    other = it.runs[b].by_probe()
+    equal = compared = 0
+    for x in it.runs[a].answers:
+        y = other.get(x.probe)
+        if y is None or x.text is None or y.text is None or x.split is None or y.split is None:
+            continue
+        if x.split.cached != y.split.cached:
+            continue
+        compared += 1
+        equal += x.text == y.text
+    return equal, compared
+
+
+def batch_table(reports: Sequence[OffloadCheckReport]) -> str:
+    """Why text cannot judge the KV at real size: per case, how often the same prompt at the same split
+    answers alike when only the batch changes, against the reload."""
+    rows = [
+        "| case | cold2 = cold (same schedule) | warm2 = warm (spread over 2 s) | "
+        "decode = warm (8 at once) | reload = warm (same split) | differing reloads that loaded nothing |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in _real_sorted(reports):
+        clean = r.clean()
+        if not clean:
+            continue
+        it = clean[0]
+        cells = [f"{e}/{n}" for e, n in (_same(it, "cold2", "cold"), _same(it, "warm2", "warm"))]
+        cells.append("{}/{}".format(*_same(it, "decode", "warm")))
+        cells.append("{}/{}".format(*_same(it, "reload", "warm")))
+        warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
+        unequal = [
+            split
+            for a in (it.runs["reload"].answers if "reload" in it.runs else [])
+            if (split := a.split) is not None
+            and (w := warm.get(a.probe)) is not None
+            and w.split is not None
+            and split.cached == w.split.cached
+            and a.text != w.text
+        ]
+        cells.append(f"{sum(not split.external for split in unequal)}/{len(unequal)}")
+        rows.append(f"| {r.case_id} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def _decode(r: OffloadCheckReport) -> str:
     d, full = budget.decode(r), budget.at_once(r)
     small = (
@@ -395,6 +443,7 @@ def _real(table: Callable[[Sequence[OffloadCheckReport], dict[str, Any]], str]) 
 TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
+    "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
     "gpu-defects": lambda: defect_table(load(MATRIX_RUN)[0]),

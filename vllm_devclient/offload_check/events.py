@@ -125,6 +125,7 @@ class GroupEventAccount:
         self.refcount_problems: list[str] = []
         self._cpu_events: list[tuple[int | None, int, int, int]] = []  # group, hashes, tokens, block_size
         self._marks: dict[str, _Mark] = {}
+        self._phase = "start"  # the last mark: where in the sequence a problem was seen
 
     # ------------------------------------------------------------------ feeding
 
@@ -178,7 +179,8 @@ class GroupEventAccount:
             if counts.live[h] <= 0:
                 self._problem(
                     self.refcount_problems,
-                    f"{medium} group {group}: removed hash {h!r} that is not stored (count would go below 0)",
+                    f"{medium} group {group}: removed hash {h!r} that is not stored (count would go below 0; "
+                    f"after {self._phase}, {self.cleared} AllBlocksCleared so far)",
                 )
                 continue
             counts.live[h] -= 1
@@ -217,6 +219,7 @@ class GroupEventAccount:
 
     def mark(self, name: str) -> None:
         """Remember the counters now; :meth:`since` gives the growth after this point."""
+        self._phase = name
         self._marks[name] = _Mark(
             stores={k: c.stored_blocks for k, c in self._counts.items()},
             removes={k: c.removed_blocks for k, c in self._counts.items()},
