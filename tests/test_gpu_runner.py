@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_tests.runner import tables
+from gpu_tests.runner.collect import read_report, report_paths
 from gpu_tests.runner.run_matrix import (
     Cost,
     Job,
@@ -27,7 +28,6 @@ from gpu_tests.runner.run_matrix import (
     verdict,
 )
 from vllm_devclient.offload_check.judge import rejudge
-from vllm_devclient.offload_check.report import OffloadCheckReport
 from vllm_devclient.testing.processes import spawn
 
 FAKE_CASE = """
@@ -273,11 +273,16 @@ def test_one_gpu_cases_take_the_gpus_in_turn(tmp_path: Path) -> None:
 RESULTS = Path(__file__).resolve().parent.parent / "gpu_tests" / "results"
 
 
-@pytest.mark.parametrize(
-    "path", sorted(RESULTS.glob("kv-proof-*/tiny-*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}"
-)
+COMMITTED = [
+    p
+    for run in sorted(RESULTS.glob("kv-proof-*")) + sorted(RESULTS.glob("real-size-*"))
+    for p in report_paths(run)
+]
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_a_committed_report_holds_the_committed_judges_verdicts(path: Path) -> None:
-    report = OffloadCheckReport.model_validate_json(path.read_text())
+    report = read_report(path)
     assert rejudge(report) == report
 
 

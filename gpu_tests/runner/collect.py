@@ -4,16 +4,18 @@
 
 Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tgz`` unpacked): its
 ``reports/*.json``, ``matrix_summary_part*.json`` and ``call_part*.json``. Writes
-``gpu_tests/results/NAME/<case>.json`` (a later part's report of the same case wins) and ``run.json`` (the
-calls: setup and wall seconds, the runner's summary rows). Reports are judged again (``judge.rejudge``) so
-the committed verdicts are the committed judge's, and compacted: a load plan keeps its GPU block ids only
-where its probe was not answered alike (the evidence a defect needs); every other measurement stays.
+``gpu_tests/results/NAME/<case>.json.xz`` (a later part's report of the same case wins; ``read_report`` reads
+it) and ``run.json`` (the calls: setup and wall seconds, the runner's summary rows). Reports are judged again
+(``judge.rejudge``) so the committed verdicts are the committed judge's, and compacted: a load plan keeps its
+GPU block ids only where its probe was not answered alike (the evidence a defect needs); every other
+measurement stays.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,20 @@ from vllm_devclient.offload_check.judge import rejudge
 from vllm_devclient.offload_check.report import OffloadCheckReport
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
+# A run's reports: ``<case>.json.xz`` (a real-size report holds its 200 answers' texts, about 1.7 MB; xz keeps
+# the tree small enough to travel beside a payload part) or ``<case>.json`` (older runs).
+SUFFIXES = (".json.xz", ".json")
+
+
+def report_paths(folder: Path) -> list[Path]:
+    """The committed reports of a run folder (not its ``run.json``), sorted by case."""
+    paths = [p for p in folder.iterdir() if p.name.endswith(SUFFIXES) and p.name != "run.json"]
+    return sorted(paths, key=lambda p: p.name.removesuffix(".xz"))
+
+
+def read_report(path: Path) -> OffloadCheckReport:
+    raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
+    return OffloadCheckReport.model_validate_json(raw)
 
 
 def compact(report: OffloadCheckReport) -> OffloadCheckReport:
@@ -56,7 +72,8 @@ def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict
             if entry not in calls:
                 calls.append(entry)
     for case_id, report in sorted(reports.items()):
-        (out / f"{case_id}.json").write_text(report.model_dump_json() + "\n")
+        data = (report.model_dump_json() + "\n").encode()
+        (out / f"{case_id}.json.xz").write_bytes(lzma.compress(data, preset=9))
     run = {"name": name, "cases": sorted(reports), "calls": sorted(calls, key=lambda c: str(c.get("part")))}
     (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return run

@@ -21,6 +21,7 @@ from gpu_tests.kv_proof.catalogue import MUTATIONS
 from vllm_devclient.offload_check.report import OffloadCheckReport
 
 from . import budget
+from .collect import read_report, report_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -33,11 +34,7 @@ _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /fig
 
 def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], dict[str, Any]]:
     folder = results / run
-    reports = [
-        OffloadCheckReport.model_validate_json(p.read_text())
-        for p in sorted(folder.glob("*.json"))
-        if p.name != "run.json"
-    ]
+    reports = [read_report(p) for p in report_paths(folder)]
     meta = json.loads((folder / "run.json").read_text())
     return reports, meta
 
