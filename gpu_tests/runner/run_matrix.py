@@ -539,9 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
     jobs = parts[args.part - 1]
-    if args.only:
-        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-        jobs = [j for j in jobs if any(w in j.case_id for w in wanted)]
+    jobs = _only(jobs, args.only)
     if args.dry_run:
         for k, part in enumerate(parts, 1):
             span = makespan(part, args.parallel) + (args.setup_s if k == 1 else 0.0)
@@ -566,9 +564,7 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
         kv_gib=_kv_overrides(args.kv_gib),
         mutations=not args.no_mutations,
     )
-    if args.only:
-        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-        jobs = [j for j in jobs if any(w in j.case_id for w in wanted)]
+    jobs = _only(jobs, args.only)
     mem = args.gpu_mem_gib or real_plan.H200_GIB
     slots, left = real_plan.best_deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
     if args.dry_run:
@@ -579,6 +575,12 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
     later = [j for j in jobs if j.case_id not in {m.case_id for m in mine}]
     done = {p.stem for p in (out / "reports").glob("*.json")}
     return _run([j for j in (*mine, *later) if j.case_id not in done], args, out, gpu_mem_gib=mem)
+
+
+def _only(jobs: Sequence[Job], only: str) -> list[Job]:
+    """``--only a,b``: the jobs whose case id contains one of the comma-separated parts (all without it)."""
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    return [j for j in jobs if not wanted or any(w in j.case_id for w in wanted)]
 
 
 def _kv_overrides(items: Sequence[str]) -> dict[str, float]:

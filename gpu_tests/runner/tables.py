@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
-from vllm_devclient.offload_check.report import OffloadCheckReport
+from vllm_devclient.offload_check.judge import same_split_pairs
+from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport
 
 from . import budget
 from .collect import read_report, report_paths
@@ -317,21 +318,12 @@ def _real_boundaries(r: OffloadCheckReport) -> str:
     return a.outcome + (f" ({a.message})" if a.evaluated and a.message else "")
 
 
-def _same(it: Any, a: str, b: str) -> tuple[int, int]:
+def _same(it: Iteration, a: str, b: str) -> tuple[int, int]:
     """(answers equal, answers compared) of runs ``a`` and ``b`` of one pass, probe by probe at one split."""
     if a not in it.runs or b not in it.runs:
         return 0, 0
-    other = it.runs[b].by_probe()
-    equal = compared = 0
-    for x in it.runs[a].answers:
-        y = other.get(x.probe)
-        if y is None or x.text is None or y.text is None or x.split is None or y.split is None:
-            continue
-        if x.split.cached != y.split.cached:
-            continue
-        compared += 1
-        equal += x.text == y.text
-    return equal, compared
+    pairs = same_split_pairs(it.runs[a], it.runs[b])
+    return sum(x.text == y.text for x, y in pairs), len(pairs)
 
 
 def batch_table(reports: Sequence[OffloadCheckReport]) -> str:
@@ -350,17 +342,11 @@ def batch_table(reports: Sequence[OffloadCheckReport]) -> str:
         cells = [f"{e}/{n}" for e, n in (_same(it, "cold2", "cold"), _same(it, "warm2", "warm"))]
         cells.append("{}/{}".format(*_same(it, "decode", "warm")))
         cells.append("{}/{}".format(*_same(it, "reload", "warm")))
-        warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
-        unequal = [
-            split
-            for a in (it.runs["reload"].answers if "reload" in it.runs else [])
-            if (split := a.split) is not None
-            and (w := warm.get(a.probe)) is not None
-            and w.split is not None
-            and split.cached == w.split.cached
-            and a.text != w.text
-        ]
-        cells.append(f"{sum(not split.external for split in unequal)}/{len(unequal)}")
+        pairs = (
+            same_split_pairs(it.runs["reload"], it.runs["warm"]) if {"reload", "warm"} <= set(it.runs) else []
+        )
+        unequal = [x for x, y in pairs if x.text != y.text]
+        cells.append(f"{sum(x.split is not None and not x.split.external for x in unequal)}/{len(unequal)}")
         rows.append(f"| {r.case_id} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

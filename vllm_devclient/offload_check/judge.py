@@ -46,6 +46,7 @@ from vllm_devclient.metrics import MetricsDelta
 from .events import KVEventsSummary
 from .probe_files import GroupLayout
 from .report import (
+    Answer,
     AssertionResult,
     Comparison,
     Defect,
@@ -59,7 +60,17 @@ from .report import (
 )
 from .server import Frontend
 
-__all__ = ["KNOWN_DEFECTS", "CheckSettings", "compare", "judge_case", "judge_iteration", "rejudge"]
+__all__ = [
+    "KNOWN_DEFECTS",
+    "CheckSettings",
+    "compare",
+    "judge_case",
+    "judge_iteration",
+    "moved_by_the_batch",
+    "no_ledger_reason",
+    "rejudge",
+    "same_split_pairs",
+]
 
 REQUEST_FAILURES = "requests_ok"
 
@@ -244,7 +255,7 @@ def _answers_unchanged(comparisons: Sequence[Comparison], it: Iteration) -> Asse
     compared = len(by.get("agree", [])) + len(by.get("differ", []))
     parts = [f"{len(v)} {k}" for k, v in sorted(by.items())]
     message = f"{compared} compared like for like: " + ", ".join(parts)
-    moved = _moved_by_the_batch(it)
+    moved = moved_by_the_batch(it)
     if moved is not None and moved[0]:
         unloaded = [
             c.probe
@@ -271,21 +282,25 @@ def _answers_unchanged(comparisons: Sequence[Comparison], it: Iteration) -> Asse
     return AssertionResult(name=name, passed=not by.get("differ"), message=message)
 
 
-def _moved_by_the_batch(it: Iteration) -> tuple[int, int] | None:
+def same_split_pairs(a: Run, b: Run) -> list[tuple[Answer, Answer]]:
+    """The answers of runs ``a`` and ``b`` to the same probe at the same split, both answered."""
+    other = b.by_probe()
+    return [
+        (x, y)
+        for x in a.answers
+        if (y := other.get(x.probe)) is not None
+        and x.text is not None
+        and y.text is not None
+        and _cached(x.split, x.usage_cached) == _cached(y.split, y.usage_cached)
+    ]
+
+
+def moved_by_the_batch(it: Iteration) -> tuple[int, int] | None:
     """(answers the batch control changed, answers it compared at the warm run's split); None without it."""
     if "warm2" not in it.runs or "warm" not in it.runs:
         return None
-    warm = it.runs["warm"].by_probe()
-    moved = same = 0
-    for a in it.runs["warm2"].answers:
-        w = warm.get(a.probe)
-        if w is None or a.text is None or w.text is None:
-            continue
-        if _cached(a.split, a.usage_cached) != _cached(w.split, w.usage_cached):
-            continue
-        same += 1
-        moved += a.text != w.text
-    return moved, same
+    pairs = same_split_pairs(it.runs["warm2"], it.runs["warm"])
+    return sum(x.text != y.text for x, y in pairs), len(pairs)
 
 
 def _kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResult:
