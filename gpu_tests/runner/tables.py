@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
-from vllm_devclient.offload_check.judge import same_split_pairs
+from vllm_devclient.offload_check.judge import moved_by_the_batch, same_split_pairs
 from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport
 
 from . import budget
@@ -298,11 +298,9 @@ def _answers(r: OffloadCheckReport) -> str:
     agree = sum(c.verdict == "agree" for c in it.comparisons)
     differ = sum(c.verdict == "differ" for c in it.comparisons)
     cell = f"{agree}/{agree + differ}"
-    warm, warm2 = it.runs.get("warm"), it.runs.get("warm2")
-    if warm is not None and warm2 is not None:
-        w = warm.by_probe()
-        moved = sum(1 for a in warm2.answers if a.probe in w and a.text != w[a.probe].text)
-        cell += f"; {moved}/{len(warm2.answers)}"
+    moved = moved_by_the_batch(it)
+    if moved is not None:
+        cell += "; {}/{}".format(*moved)
     return cell + ("" if it.assertion("answers_unchanged").evaluated else " (not evaluated)")
 
 
