@@ -122,3 +122,24 @@ def test_mutation_iterations_send_their_probes_cut_short() -> None:
     plans, skipped = _mutation_plans(["zero_fill"], INSTRUMENTS, layout, probes, 4)
     assert not skipped and [p.max_tokens for p in plans[0].probes] == [PROBE_MAX_TOKENS, PROBE_MAX_TOKENS]
     assert [p.token_ids for p in plans[0].probes] == [p.token_ids for p in probes]
+
+
+def test_mutation_iterations_take_the_longest_boundary_probe_and_control_of_each_size() -> None:
+    """At real size a block can outlast every question (Qwen3.5: 544 tokens, loads of one block each): the
+    catalogue needs a probe whose load moves two blocks of a group, or swap_blocks never acts."""
+    from vllm_devclient.offload_check.case import _mutation_plans
+    from vllm_devclient.offload_check.probe_files import GroupLayout
+    from vllm_devclient.offload_check.probes import Probe
+
+    layout = [GroupLayout(index=0, kind="full", block_size=16)]
+    probes = [
+        Probe("q00", "gsm8k", tuple(range(40)), 0, 3, 256),
+        Probe("b16-q01", "boundary", tuple(range(32)), 1, None, 32, 16),
+        Probe("b16-q02", "boundary", tuple(range(64)), 2, None, 32, 16),
+        Probe("b16-q03", "boundary", tuple(range(64)), 3, None, 32, 16),
+        Probe("c16-q04", "control", tuple(range(29)), 4, None, 32, 16),
+        Probe("c16-q05", "control", tuple(range(61)), 5, None, 32, 16),
+        Probe("b32-q06", "boundary", tuple(range(32)), 6, None, 32, 32),
+    ]
+    plans, _ = _mutation_plans(["swap_blocks"], INSTRUMENTS, layout, probes, 4)
+    assert [p.id for p in plans[0].probes] == ["q00", "b16-q02", "c16-q05", "b32-q06"]

@@ -245,6 +245,57 @@ def test_a_boundary_vllm_never_reloads_is_not_evaluated_with_its_splits_and_pass
     assert not failing.iterations[0].assertion("boundaries_reached").evaluated
 
 
+def _uncached(report: OffloadCheckReport, run: str, probes: set[str]) -> OffloadCheckReport:
+    """``report`` as if ``run`` had found nothing cached for ``probes`` (blocks gone from the GPU)."""
+    it = report.iterations[0]  # the first pass alone: what the assertions below read
+    answers = [
+        a.model_copy(update={"split": a.split.model_copy(update={"local": 0, "external": 0})})
+        if a.probe in probes and a.split is not None
+        else a
+        for a in it.runs[run].answers
+    ]
+    runs = {**it.runs, run: it.runs[run].model_copy(update={"answers": answers})}
+    return report.model_copy(update={"iterations": [it.model_copy(update={"runs": runs})]})
+
+
+def test_a_declined_boundary_stays_not_evaluated_when_only_the_batch_control_found_its_blocks() -> None:
+    """Qwen3.5 at real size with 12 GiB of KV: the warm run found the boundary probes gone from the GPU, the
+    batch control (after the warm run computed them again) served them. That still shows them cacheable, so a
+    boundary the reload declines is "not evaluated"; with no warm run caching any, it fails."""
+    settings = CheckSettings(byte_ledger=True, mutation_expectations=EXPECT, batch_control_s=2.0)
+    report = _check(FakeServer(layout=MAMBA, aligned_miss=True, fixed=True), MAMBA, batch_control_s=2.0)
+    assert "warm2" in report.iterations[0].runs
+    boundary = {p.id for p in _probes() if p.kind == "boundary"}
+    lost = rejudge(_uncached(report, "warm", boundary), settings)
+    reached = lost.iterations[0].assertion("boundaries_reached")
+    assert reached.passed and not reached.evaluated and "the warm runs cached" in reached.message
+    never = rejudge(_uncached(_uncached(report, "warm", boundary), "warm2", boundary), settings)
+    reached = never.iterations[0].assertion("boundaries_reached")
+    assert not reached.passed and "no boundary probe of size 16" in reached.message
+
+
+def test_a_byte_mutation_iteration_names_the_defect_its_untouched_splits_show_and_a_state_one_does_not() -> (
+    None
+):
+    """The catalogue's own server can be the only one to reach a boundary (Nemotron-H at real size: the clean
+    pass's 1 GiB tier evicted its probes). A byte mutation leaves the splits and states vLLM's own, so #51094
+    shows there; state_ahead moves the state itself and names nothing."""
+    probes = _probes()[:4] + tuple(p for p in _probes() if p.kind != "gsm8k")[:2]
+    plans = [
+        MutationPlan(MutationOrder(name=name, group=0, token=token), probes)
+        for token, name in enumerate(("zero_fill", "state_ahead"), 1)
+    ]
+    settings = CheckSettings(byte_ledger=True, mutation_expectations=EXPECT, iterations=0)
+    report = run_check(FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans)
+    (defect,) = report.defects
+    assert defect.id == "vllm#51094" and defect.evidence
+    assert all(e.startswith("mutation-zero_fill ") for e in defect.evidence), defect.evidence
+    only_state = run_check(FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans[1:])
+    assert only_state.defects == []
+    fixed = run_check(FakeServer(layout=MAMBA, fixed=True), settings, list(_probes()), MAMBA, mutations=plans)
+    assert fixed.defects == []
+
+
 def test_failed_requests_make_the_iteration_an_error_and_a_crash_keeps_what_was_measured() -> None:
     report = _check(FakeServer(layout=FULL, fail={"reload": {"q00"}}), FULL)
     first = report.iterations[0]

@@ -1,6 +1,7 @@
 """Commit a device run: its reports, judged by today's judge, compact, with the run's calls and timings.
 
     python -m gpu_tests.runner.collect --name kv-proof-2026-12-01 OUT1/matrix OUT2/matrix
+    python -m gpu_tests.runner.collect --rejudge gpu_tests/results/*/
 
 Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tgz`` unpacked): its
 ``reports/*.json``, ``matrix_summary_part*.json`` and ``call_part*.json``. Writes
@@ -8,7 +9,8 @@ Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tg
 it) and ``run.json`` (the calls: setup and wall seconds, the runner's summary rows). Reports are judged again
 (``judge.rejudge``) so the committed verdicts are the committed judge's, and compacted: a load plan keeps its
 GPU block ids only where its probe was not answered alike (the evidence a defect needs); every other
-measurement stays.
+measurement stays. ``--rejudge`` judges committed runs again after the judge changed, rewriting (in its own
+format) each report whose verdicts moved; the device's own verdicts stay in its ``run.json``.
 """
 
 from __future__ import annotations
@@ -72,18 +74,45 @@ def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict
             if entry not in calls:
                 calls.append(entry)
     for case_id, report in sorted(reports.items()):
-        data = (report.model_dump_json() + "\n").encode()
-        (out / f"{case_id}.json.xz").write_bytes(lzma.compress(data, preset=9))
+        write_report(out / f"{case_id}.json.xz", report)
     run = {"name": name, "cases": sorted(reports), "calls": sorted(calls, key=lambda c: str(c.get("part")))}
     (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return run
 
 
+def write_report(path: Path, report: OffloadCheckReport) -> None:
+    data = (report.model_dump_json() + "\n").encode()
+    path.write_bytes(lzma.compress(data, preset=9) if path.name.endswith(".xz") else data)
+
+
+def rejudge_run(folder: Path) -> list[str]:
+    """Judge a committed run's reports again; rewrite those whose verdicts moved. Returns their names."""
+    moved = []
+    for path in report_paths(folder):
+        report = read_report(path)
+        judged = rejudge(report)
+        if judged != report:
+            write_report(path, judged)
+            moved.append(path.name)
+    return moved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.collect", description=__doc__.split("\n")[0])
-    p.add_argument("--name", required=True, help="the folder under gpu_tests/results/")
+    p.add_argument("--name", help="the folder under gpu_tests/results/")
+    p.add_argument("--rejudge", action="store_true", help="judge committed run folders again, in place")
     p.add_argument("folders", nargs="+", type=Path, help="matrix folders of the run's calls, in order")
     args = p.parse_args(argv)
+    if args.rejudge:
+        for folder in args.folders:
+            moved = rejudge_run(folder)
+            print(
+                f"{folder}: {len(moved)} report(s) judged otherwise"
+                + (f": {', '.join(moved)}" if moved else "")
+            )
+        return 0
+    if not args.name:
+        p.error("--name is required (or --rejudge with committed run folders)")
     run = collect(args.name, args.folders)
     print(f"{len(run['cases'])} reports, {len(run['calls'])} calls -> {RESULTS / args.name}")
     return 0

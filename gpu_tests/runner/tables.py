@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 MATRIX_RUN = "kv-proof-2026-12-01-rerun"
-REAL_RUN: str | None = "real-size-2026-12-01"  # issue 27's real-size run under results/
+REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
@@ -164,7 +164,22 @@ def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
     ]
     for r in sorted(reports, key=lambda r: r.case_id):
         for d in r.defects:
-            first = r.clean()[0]
+            # A catalogue has no clean pass: its first iteration the evidence names (a byte mutation).
+            clean = r.clean()
+            if not clean:  # a catalogue: its byte mutations corrupt every answer and run no fingerprints
+                seen = [
+                    it.label
+                    for it in r.iterations
+                    if any(c.probe in d.probes and c.restored_ahead == 1 for c in it.comparisons)
+                ]
+                names = ", ".join(s.removeprefix("mutation-") for s in seen)
+                rows.append(
+                    f"| {r.case_id} | [{d.id}]({d.url}) | {len(d.probes)}: {', '.join(d.probes)} | "
+                    f"no fingerprint runs in a catalogue | the same split and state in {len(seen)} of "
+                    f"{len(r.iterations)} mutation iterations ({names}) |"
+                )
+                continue
+            first = clean[0]
             shapes = [c for c in first.comparisons if c.probe in d.probes]
             matched = sum(c.shape == "last_token_doubled" for c in shapes)
             others = [c for c in first.comparisons if c.probe not in d.probes]
@@ -242,6 +257,10 @@ def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> s
         its = [*r.mutations(), *(own.mutations() if own is not None else [])]
         caught = [it.mutation_verdict.caught for it in its if it.mutation_verdict is not None]
         mutations = f"{sum(caught)}/{len(caught)}" if caught else "-"
+        if own is not None and own.defects:  # its server reached what the clean pass could not
+            mutations += "; its iterations show " + ", ".join(
+                f"{d.id} ({', '.join(d.probes)})" for d in own.defects
+            )
         rows.append(
             f"| {r.profile} ({r.gpus_used}) | {_case(r)} | {_real_status(r, verdicts)} | {_proven(r)} | "
             f"{_bytes(r)} | {_answers(r)} | {_real_boundaries(r)} | {mutations} | "

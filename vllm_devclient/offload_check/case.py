@@ -322,11 +322,15 @@ def _mutation_plans(
     questions: int,
 ) -> tuple[list[MutationPlan], dict[str, str]]:
     chosen = [p for p in probes if p.kind == "gsm8k"][:questions]
-    seen: set[tuple[int | None, str]] = set()
-    for p in probes:  # one boundary probe and its control per size
-        if p.kind in ("boundary", "control") and (p.boundary, p.kind) not in seen:
-            seen.add((p.boundary, p.kind))
-            chosen.append(p)
+    # One boundary probe and one control per size, the longest of each (the first of equals): a block of
+    # real size can be longer than every question, and only a load of two blocks or more of one group lets
+    # a mutation such as swap_blocks act.
+    longest: dict[tuple[int | None, str], Probe] = {}
+    for p in probes:
+        key = (p.boundary, p.kind)
+        if p.kind in ("boundary", "control") and (key not in longest or p.length > longest[key].length):
+            longest[key] = p
+    chosen += longest.values()
     # The catalogue is caught by the bytes and the restored state, not by the answers: a few tokens will do.
     chosen = [replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in chosen]
     plans, skipped = [], {}
