@@ -182,7 +182,12 @@ def test_the_search_deals_at_least_the_priority_order_and_the_runner_can_replay_
     jobs = real_plan.plan_real(report_dir=tmp_path)
     plain, _ = real_plan.deal(jobs, calls=2, setup_s=90)
     slots, left = real_plan.best_deal(jobs, calls=2, setup_s=90)
-    assert real_plan._score(slots, 2) >= real_plan._score(plain, 2) and len(slots) >= len(plain)
+    # The order: every model's essential cases before more cases (today's estimates: the search
+    # deals all 7 essentials in 7 cases where the priority order deals 6 in 8).
+    assert real_plan._score(slots, 2) >= real_plan._score(plain, 2)
+    essentials = sum(real_plan.essential(s.job) for s in slots)
+    assert essentials >= sum(real_plan.essential(s.job) for s in plain)
+    assert essentials > sum(real_plan.essential(s.job) for s in plain) or len(slots) >= len(plain)
     # The runner is given each call's cases in their start order (then the rest): list scheduling in that
     # order starts the same cases at the same times.
     replay, _ = real_plan.deal([s.job for s in slots] + left, calls=2, setup_s=90)
