@@ -12,7 +12,8 @@ recurrent hits round down to the block), ``aligned_miss`` (as qwen3-next's ``ali
 is wrong), ``noise`` (run label -> probe ids that decode differently), ``fail`` (run label -> probe ids whose
 request fails), ``raise_in`` (a run whose call raises), ``cpu_events`` (the CPU tier announces its stores
 and removes as KV events, one placeholder hash per block), ``cpu_capacity`` (blocks the CPU tier holds; the
-oldest is evicted first), and the instruments' mutations.
+oldest is evicted first), ``evictions_as_gpu_removes`` (vLLM 0.26's Simple connector: no CPU stores on the
+stream, each CPU eviction a GPU ``BlockRemoved``), and the instruments' mutations.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class FakeServer:
     raise_in: str | None = None
     cpu_events: bool = False
     cpu_capacity: int | None = None
+    evictions_as_gpu_removes: bool = False
     texts: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -163,6 +165,8 @@ class FakeServer:
             del self.cpu[oldest]
             if self.cpu_events:
                 self.account.add([BlockRemoved(block_hashes=[_h(*oldest)], medium="CPU", group_idx=0)])
+            elif self.evictions_as_gpu_removes:
+                self.account.add([BlockRemoved(block_hashes=[_h(*oldest)], medium="GPU", group_idx=0)])
         self.cpu[prefix] = None
         self.c["store"] += 64
         if self.cpu_events:
@@ -257,7 +261,7 @@ class FakeServer:
         return self.account.stored_blocks("CPU") if self.cpu_events else None
 
     def events(self) -> GroupEventAccount | None:
-        return self.account if self.cpu_events else None
+        return self.account if self.cpu_events or self.evictions_as_gpu_removes else None
 
     def ledger(self) -> LedgerSnapshot | None:
         return self.ledger_state if self.ledger_on else None

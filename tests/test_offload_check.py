@@ -296,6 +296,35 @@ def test_a_byte_mutation_iteration_names_the_defect_its_untouched_splits_show_an
     assert fixed.defects == []
 
 
+def test_the_simple_connectors_cpu_evictions_sent_as_gpu_removes_fail_the_stream_and_are_named() -> None:
+    """vLLM 0.26's SimpleCPUOffloadConnector: its CPU tier is a BlockPool whose events say GPU, and it never
+    announces a store, so once the tier evicts (real size) the stream removes GPU hashes it never stored. The
+    stream is wrong (``kv_events_consistent`` fails) and the report names why; the same removes from another
+    connector are not given that name."""
+
+    def check(server: FakeServer, connector: str) -> OffloadCheckReport:
+        settings = CheckSettings(byte_ledger=False, iterations=1)
+        fields = {"connector": connector}
+        return run_check(server, settings, list(_probes()), FULL, report_fields=fields)
+
+    def evicting(connector: str) -> FakeServer:
+        return FakeServer(
+            layout=FULL, connector=connector, cpu_capacity=4, evictions_as_gpu_removes=True, ledger_on=False
+        )
+
+    simple = "SimpleCPUOffloadConnector"
+    report = check(evicting(simple), simple)
+    stream = report.assertion("kv_events_consistent")
+    assert not stream.passed and "GPU group 0: removed hash" in stream.message
+    (defect,) = report.defects
+    assert defect.id == "vllm#54325" and defect.probes == [] and "not stored" in defect.evidence[0]
+    assert report.status == "failed"
+    other = check(evicting("OffloadingConnector"), "OffloadingConnector")
+    assert not other.assertion("kv_events_consistent").passed and other.defects == []
+    quiet = check(FakeServer(layout=FULL, connector=simple, ledger_on=False), simple)
+    assert quiet.defects == []
+
+
 def test_failed_requests_make_the_iteration_an_error_and_a_crash_keeps_what_was_measured() -> None:
     report = _check(FakeServer(layout=FULL, fail={"reload": {"q00"}}), FULL)
     first = report.iterations[0]

@@ -55,12 +55,14 @@ def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
     row = verdicts.get(r.case_id, {})
     if row.get("verdict") == "unsupported":
         return "unsupported by vLLM 0.26 (the Simple connector needs a full-attention group)"
-    if r.defects:
-        return "failed: " + ", ".join(d.id for d in r.defects)
+    ids = ", ".join(d.id for d in r.defects)
+    if r.defects and r.status == "failed":
+        return "failed: " + ids
     if r.status == "failed":
         names = sorted({a.name for a in r.failures()})
         return "failed: " + ", ".join(names)
-    return r.status
+    # A catalogue's byte-mutation iterations can show a defect its verdict does not rest on.
+    return f"{r.status}; shows {ids}" if r.defects else r.status
 
 
 def _iterations(r: OffloadCheckReport) -> str:

@@ -32,7 +32,8 @@ Per iteration:
 A mutation iteration is ``caught`` when its instrument ran, the reload was still proven, and one of the
 assertions the catalogue names failed. For the whole case: ``kv_events_consistent``, ``frontend``,
 ``instruments_ok`` and (with mutations) ``mutations_caught``; :data:`KNOWN_DEFECTS` names a vLLM defect whose
-fingerprint the clean iterations show.
+fingerprint the clean iterations show, or a byte mutation's (its splits and states are vLLM's own), and
+:data:`SIMPLE_EVICTIONS_AS_GPU_REMOVES` the Simple connector's CPU evictions sent as GPU removes.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from .server import Frontend
 
 __all__ = [
     "KNOWN_DEFECTS",
+    "SIMPLE_EVICTIONS_AS_GPU_REMOVES",
     "CheckSettings",
     "compare",
     "judge_case",
@@ -577,6 +579,30 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
 )
 
 
+SIMPLE_EVICTIONS_AS_GPU_REMOVES = (
+    "vllm#54325",
+    "SimpleCPUOffloadConnector puts its CPU tier's evictions on the KV-event stream as GPU BlockRemoved "
+    "events, for hashes whose stores it never announced (its CPU BlockPool emits with medium GPU; fixed by "
+    "#54325, which labels them CPU and sends the BlockStored)",
+    "https://github.com/vllm-project/vllm/pull/54325",
+)
+
+
+def _event_defects(report: OffloadCheckReport) -> list[Defect]:
+    """The stream's own known defect: removes of never-stored hashes from a server whose CPU tier is the
+    Simple connector's BlockPool (vLLM 0.26 labels that pool's events GPU). ``kv_events_consistent`` still
+    fails: the stream is wrong; this names why."""
+    events = report.events
+    if events is None or report.connector != "SimpleCPUOffloadConnector":
+        return []
+    removes = [p for p in events.refcount_problems if "removed hash" in p and "not stored" in p]
+    if not removes:
+        return []
+    ident, title, url = SIMPLE_EVICTIONS_AS_GPU_REMOVES
+    evidence = [f"vLLM {report.vllm_version}: {p}" for p in removes[:12]]
+    return [Defect(id=ident, title=title, url=url, probes=[], evidence=evidence)]
+
+
 def _split_untouched(it: Iteration) -> bool:
     """A clean iteration, or a mutation that corrupts bytes only: its splits and restored states are vLLM's
     own, so a known defect's shape there is vLLM's (the catalogue's own server may be the only one that
@@ -696,7 +722,7 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
         update={
             "iterations": iterations,
             "assertions": assertions,
-            "defects": _defects([it for it in iterations if _split_untouched(it)]),
+            "defects": _defects([it for it in iterations if _split_untouched(it)]) + _event_defects(report),
             "status": status,
             "passed": status == "passed",
         }
