@@ -595,7 +595,7 @@ def _event_defects(report: OffloadCheckReport) -> list[Defect]:
     events = report.events
     if events is None or report.connector != "SimpleCPUOffloadConnector":
         return []
-    removes = [p for p in events.refcount_problems if "removed hash" in p and "not stored" in p]
+    removes = [p for p in events.refcount_problems if p.startswith("GPU ") and "not stored" in p]
     if not removes:
         return []
     ident, title, url = SIMPLE_EVICTIONS_AS_GPU_REMOVES
