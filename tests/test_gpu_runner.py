@@ -293,3 +293,22 @@ def test_the_readme_tables_are_the_committed_reports() -> None:
         assert f"<!-- figure:{name} -->" in text
     with pytest.raises(KeyError):
         tables.render("<!-- figure:gpu-nothing -->\nx\n<!-- /figure -->")
+
+
+def test_rejudge_rewrites_only_the_reports_a_judge_change_moves(tmp_path: Path) -> None:
+    """``collect --rejudge``: a committed report whose stored verdicts are not today's judge's is rewritten in
+    its own format (xz stays xz); one that agrees, and another tool's file, are left byte for byte."""
+    from gpu_tests.runner.collect import rejudge_run, write_report
+
+    source = next(p for p in COMMITTED if p.name.endswith(".json.xz"))
+    current = read_report(source)
+    stale = tmp_path / source.name
+    write_report(stale, current.model_copy(update={"status": "error", "passed": False}))
+    agreeing = tmp_path / "agreeing.json"
+    write_report(agreeing, current.model_copy(update={"case_id": "agreeing"}))
+    other = tmp_path / "call.json"
+    other.write_text('{"status": 0}\n')
+    before = {p.name: p.read_bytes() for p in (agreeing, other)}
+    assert rejudge_run(tmp_path) == [source.name]
+    assert read_report(stale) == current
+    assert {p.name: p.read_bytes() for p in (agreeing, other)} == before

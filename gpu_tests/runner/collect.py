@@ -86,10 +86,15 @@ def write_report(path: Path, report: OffloadCheckReport) -> None:
 
 
 def rejudge_run(folder: Path) -> list[str]:
-    """Judge a committed run's reports again; rewrite those whose verdicts moved. Returns their names."""
+    """Judge a committed run's reports again; rewrite those whose verdicts moved. Returns their names. Files
+    that are not offload-check reports (another tool's run, as ``rl-*``) are left alone."""
     moved = []
     for path in report_paths(folder):
-        report = read_report(path)
+        raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("format") != 2 or "case_id" not in data:
+            continue
+        report = OffloadCheckReport.model_validate(data)
         judged = rejudge(report)
         if judged != report:
             write_report(path, judged)
