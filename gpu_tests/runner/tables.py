@@ -168,17 +168,22 @@ def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
         for d in r.defects:
             # A catalogue has no clean pass: its first iteration the evidence names (a byte mutation).
             clean = r.clean()
-            if not clean:  # a catalogue: its byte mutations corrupt every answer and run no fingerprints
-                seen = [
-                    it.label
+            if not clean:  # a catalogue: its byte mutations corrupt the answers of what they load
+                shown = [
+                    [c for c in it.comparisons if c.probe in d.probes and c.restored_ahead == 1]
                     for it in r.iterations
-                    if any(c.probe in d.probes and c.restored_ahead == 1 for c in it.comparisons)
                 ]
-                names = ", ".join(s.removeprefix("mutation-") for s in seen)
+                seen = [
+                    it.label.removeprefix("mutation-")
+                    for it, cs in zip(r.iterations, shown, strict=True)
+                    if cs
+                ]
+                matched = sum(c.shape == "last_token_doubled" for cs in shown for c in cs)
                 rows.append(
                     f"| {r.case_id} | [{d.id}]({d.url}) | {len(d.probes)}: {', '.join(d.probes)} | "
-                    f"no fingerprint runs in a catalogue | the same split and state in {len(seen)} of "
-                    f"{len(r.iterations)} mutation iterations ({names}) |"
+                    f"last_token_doubled on {matched}/{sum(map(len, shown))} (mutation iterations) | "
+                    f"the same split and state in {len(seen)} of {len(r.iterations)} mutation iterations "
+                    f"({', '.join(seen)}) |"
                 )
                 continue
             first = clean[0]
