@@ -38,9 +38,12 @@ def report_paths(folder: Path) -> list[Path]:
     return sorted(paths, key=lambda p: p.name.removesuffix(".xz"))
 
 
+def _read_bytes(path: Path) -> bytes:
+    return lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
+
+
 def read_report(path: Path) -> OffloadCheckReport:
-    raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
-    return OffloadCheckReport.model_validate_json(raw)
+    return OffloadCheckReport.model_validate_json(_read_bytes(path))
 
 
 def compact(report: OffloadCheckReport) -> OffloadCheckReport:
@@ -90,8 +93,7 @@ def rejudge_run(folder: Path) -> list[str]:
     that are not offload-check reports (another tool's run, as ``rl-*``) are left alone."""
     moved = []
     for path in report_paths(folder):
-        raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
-        data = json.loads(raw)
+        data = json.loads(_read_bytes(path))
         if not isinstance(data, dict) or data.get("format") != 2 or "case_id" not in data:
             continue
         report = OffloadCheckReport.model_validate(data)

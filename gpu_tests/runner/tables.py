@@ -261,10 +261,10 @@ def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> s
     by_id = {r.case_id: r for r in reports}
     for r in _real_sorted(reports):
         own = _catalogue(r, by_id)
-        its = [*r.mutations(), *(own.mutations() if own is not None else [])]
+        its = [*r.mutations(), *own.mutations()]
         caught = [it.mutation_verdict.caught for it in its if it.mutation_verdict is not None]
         mutations = f"{sum(caught)}/{len(caught)}" if caught else "-"
-        if own is not None and own.defects:  # its server reached what the clean pass could not
+        if own.defects:  # its server reached what the clean pass could not
             mutations += "; its iterations show " + ", ".join(
                 f"{d.id} ({', '.join(d.probes)})" for d in own.defects
             )
