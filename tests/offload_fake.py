@@ -13,7 +13,9 @@ is wrong), ``noise`` (run label -> probe ids that decode differently), ``fail`` 
 request fails), ``raise_in`` (a run whose call raises), ``cpu_events`` (the CPU tier announces its stores
 and removes as KV events, one placeholder hash per block), ``cpu_capacity`` (blocks the CPU tier holds; the
 oldest is evicted first), ``evictions_as_gpu_removes`` (vLLM 0.26's Simple connector: no CPU stores on the
-stream, each CPU eviction a GPU ``BlockRemoved``), and the instruments' mutations.
+stream, each CPU eviction a GPU ``BlockRemoved``), and the catalogue's defects: an armed byte defect makes the
+loads it acts on wrong, which the reference instrument's first-use records show as ``x`` blocks (as the real
+instrument does, whatever the defect), and ``state_ahead`` moves the lookup.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpu_tests.kv_proof.catalogue import MUTATIONS
 from vllm_devclient.kv_events import BlockRemoved, BlockStored
 from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
 from vllm_devclient.models import BarrierResult, VersionInfo
 from vllm_devclient.offload_check.events import GroupEventAccount
 from vllm_devclient.offload_check.probe_files import (
+    FirstUse,
+    FirstUseGroup,
     GroupLayout,
-    LedgerCounts,
-    LedgerSnapshot,
     LoadGroup,
     LoadPlan,
     MutationOrder,
@@ -50,7 +53,7 @@ class FakeServer:
     split_sensitive: bool = True
     fixed: bool = False
     aligned_miss: bool = False
-    ledger_on: bool = True
+    reference_on: bool = True
     corrupt: set[str] = field(default_factory=set)
     noise: dict[str, set[str]] = field(default_factory=dict)
     fail: dict[str, set[str]] = field(default_factory=dict)  # run label -> probe ids whose request fails
@@ -68,9 +71,9 @@ class FakeServer:
         self.cpu: dict[tuple[int, ...], None] = {}  # in store order: the oldest is evicted first
         self.c = dict.fromkeys(("queries", "hits", "ext_queries", "ext_hits", "load", "store"), 0)
         self.order: MutationOrder | None = None
-        self.ledger_state = LedgerSnapshot(pid=1)
+        self.uses: list[FirstUse] = []
         self.plans: list[LoadPlan] = []
-        self.sched_applied: dict[str, int] = {}
+        self.applied: dict[str, int] = {}
         self.account = GroupEventAccount()
         self.now = 100.0
         self.calls: list[str] = []
@@ -106,7 +109,7 @@ class FakeServer:
             if hit - local < b:  # the connector never loads less than a chunk
                 hit = local
             if self.order is not None and self.order.name == "state_ahead" and hit > local:
-                self.sched_applied["state_ahead"] = self.sched_applied.get("state_ahead", 0) + 1
+                self.applied["state_ahead"] = self.applied.get("state_ahead", 0) + 1
                 hit -= 1
         return local, max(0, hit - local)
 
@@ -145,9 +148,11 @@ class FakeServer:
                 ahead = -(-cached // self.block) * self.block - cached
                 effective = ids[: cached + ahead] + ids[cached:]
                 effective_cached = cached + ahead
-            corrupted = self._load_ledger(blocks)
+            corrupted = self._load_bytes()
         if probe.id in self.corrupt and label == "reload":
             corrupted = True
+        if cached and self.reference_on:
+            self._first_use(rid, local, cached, corrupted and external > 0)
         key = (effective, effective_cached if self.split_sensitive else 0, corrupted)
         text = f"t{_h(*key)}" + ("~" if probe.id in self.noise.get(label, set()) else "")
         digest = _h(text)
@@ -172,34 +177,27 @@ class FakeServer:
         if self.cpu_events:
             self.account.add([BlockStored(block_hashes=[_h(*prefix)], medium="CPU", group_idx=0)])
 
-    def _load_ledger(self, blocks: int) -> bool:
-        """Account a load in the byte ledger; True when the armed mutation corrupts its bytes."""
-        s = self.ledger_state
-        ops = blocks * len(self.layout)
+    def _load_bytes(self) -> bool:
+        """True when the armed defect corrupts the bytes of this load (every defect but ``state_ahead``)."""
         name = self.order.name if self.order is not None else ""
-        bad = ops if name in ("zero_fill", "off_by_one", "one_group", "one_layer") else 0
-        if name == "swap_blocks" and blocks >= 2:
-            bad = 2
-        if name == "single_element":
-            bad = 1
-        applied = dict(s.mutations_applied)
-        if bad:
-            applied[name] = applied.get(name, 0) + 1
-        self.ledger_state = s.model_copy(
-            update={
-                "loads": s.loads + LedgerCounts(jobs=1, ops=ops, bytes=ops * 64),
-                "verified": s.verified + ops - bad,
-                "mismatched": s.mismatched + bad,
-                "groups": [g.index for g in self.layout],
-                "tensors": list(range(len(self.layout))),
-                "layers": [f"layers.{g.index}" for g in self.layout],
-                "loaded_blocks_by_group": {
-                    str(g.index): s.loaded_blocks_by_group.get(str(g.index), 0) + blocks for g in self.layout
-                },
-                "mutations_applied": applied,
-            }
-        )
-        return bad > 0
+        if name not in MUTATIONS or name == "state_ahead":
+            return False
+        self.applied[name] = self.applied.get(name, 0) + 1
+        return True
+
+    def _first_use(self, rid: str, local: int, cached: int, corrupted: bool) -> None:
+        """What the reference instrument records at the request's first step."""
+        groups = []
+        for g in self.layout:
+            if g.recurrent:
+                verdicts = "v" if cached % g.block_size == 0 else "s"
+            else:
+                verdicts = "v" * (cached // g.block_size)
+            if corrupted and g.index == self.layout[0].index:
+                start = local // g.block_size
+                verdicts = verdicts[:start] + "x" * len(verdicts[start:])
+            groups.append(FirstUseGroup(group=g.index, block_size=g.block_size, regions=2, verdicts=verdicts))
+        self.uses.append(FirstUse(seq=len(self.uses), pid=1, request_id=rid, cached=cached, groups=groups))
 
     # -- CheckIO
     def version(self) -> VersionInfo:
@@ -263,14 +261,18 @@ class FakeServer:
     def events(self) -> GroupEventAccount | None:
         return self.account if self.cpu_events or self.evictions_as_gpu_removes else None
 
-    def ledger(self) -> LedgerSnapshot | None:
-        return self.ledger_state if self.ledger_on else None
+    def first_uses(self) -> list[FirstUse]:
+        return list(self.uses)
+
+    def poison(self) -> int | None:
+        self.calls.append("poison")
+        return 100 if self.reference_on else None
 
     def loads(self) -> list[LoadPlan]:
         return list(self.plans)
 
-    def scheduler_mutations(self) -> dict[str, int]:
-        return dict(self.sched_applied)
+    def defects_applied(self) -> dict[str, int]:
+        return dict(self.applied)
 
     def arm(self, order: MutationOrder | None) -> None:
         self.order = order

@@ -84,5 +84,5 @@ def test_the_tiny_step_plans_every_family_with_its_mutations() -> None:
     families = [f for f in TINY_FAMILIES if f != "deepseek-v4"]  # DeepGEMM is not in the payload
     expected = [
         f"tiny-{f}-{c}-{fe}" for f in families for c in ("offloading", "simple") for fe in ("python", "rust")
-    ] + [f"tiny-{f}-offloading-python-mutations" for f in families]
+    ] + [f"tiny-{f}-{c}-python-mutations" for f in families for c in ("offloading", "simple")]
     assert sorted(planned) == sorted(expected)

@@ -1,25 +1,26 @@
-"""The instruments' CPU-side logic: which bytes a transfer copies, the byte ledger's verdict, the folder the
-instruments share with the check, the mutation catalogue, and the probes the check sends.
+"""The instruments' CPU-side logic: the reference book's keys and verdicts, the folder the instruments share
+with the check, the defect catalogue, and the probes the check sends.
 
-`plan_ops` is checked against an independent simulation of vLLM 0.26's copy (`_copy`: GPU blocks of a group
-land in consecutive GPU-sized slots of CPU blocks, the first one at `block_index % blocks_per_chunk`), on
-numpy memory, so a wrong offset shows as a wrong byte.
+The book is graded on a small offload tier simulated on numpy memory (:class:`_Tier`): GPU blocks, CPU slots,
+an index from prefix to slot, and the defects that broke the old byte ledger, which was keyed by CPU slot and
+planned from the scheduler's own specs. For each, the slot-keyed comparison (what the ledger did) accepts the
+reload, and the book, keyed by what the block must hold, does not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+from gpu_tests.kv_proof.book import Book, chain_keys, differing_regions
 from gpu_tests.kv_proof.catalogue import MUTATIONS, applicable, target_group
-from gpu_tests.kv_proof.ledger import Ledger, Op, Ref, digest, plan_ops
 from vllm_devclient.offload_check.gsm8k import load_gsm8k
 from vllm_devclient.offload_check.probe_files import (
+    FirstUse,
     GroupLayout,
-    LedgerSnapshot,
     MutationOrder,
     ProbeFiles,
     SplitRecord,
@@ -37,132 +38,125 @@ from vllm_devclient.offload_check.probes import (
 
 from .conftest import GSM8K_DIR
 
-PAGE = 8
+B = 4  # tokens per block
+REGIONS = 3  # layer regions per block
 
 
-def _copy(
-    gpu: np.ndarray, cpu: np.ndarray, gpu_ids, sizes, indices, cpu_ids, bpc, refs, to_cpu: bool
-) -> None:
-    """What the handler does, written from its description, one group and one layer tensor at a time."""
-    g_off = c_off = 0
-    for g, (n, first) in enumerate(zip(sizes, indices, strict=True)):
-        if n == 0:
-            continue
-        skip = first % bpc
-        cpu_blocks = cpu_ids[c_off : c_off + -(-(n + skip) // bpc)]
-        for ref in refs[g]:
-            for i in range(n):
-                slot = skip + i
-                row, col = cpu_blocks[slot // bpc], (slot % bpc) * PAGE
-                if to_cpu:
-                    cpu[ref.tensor, row, col : col + ref.size] = gpu[
-                        ref.tensor, gpu_ids[g_off + i], : ref.size
-                    ]
-                else:
-                    gpu[ref.tensor, gpu_ids[g_off + i], : ref.size] = cpu[
-                        ref.tensor, row, col : col + ref.size
-                    ]
-        g_off += n
-        c_off += len(cpu_blocks)
+def _digest(block: np.ndarray) -> bytes:
+    """Stands in for the GPU digest: one 8-byte value per layer region."""
+    return b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in block)
 
 
-@pytest.mark.parametrize("bpc", [1, 2, 3])
-def test_the_ledger_plans_exactly_the_bytes_a_transfer_copies(bpc: int) -> None:
-    rng = np.random.default_rng(bpc)
-    refs = [[Ref(0, PAGE, "layers.0"), Ref(1, PAGE, "layers.1")], [Ref(2, PAGE - 2, "layers.2")]]
-    gpu = rng.integers(-128, 127, size=(3, 32, PAGE), dtype=np.int8)
-    cpu = np.zeros((3, 16, PAGE * bpc), dtype=np.int8)
-    # group 0: 5 blocks from logical block 3 (a partial first chunk when bpc > 1); group 1: 2 blocks from 0
-    sizes, indices, gpu_ids = [5, 2], [3, 0], [7, 8, 9, 10, 11, 20, 21]
-    cpu_ids = list(range(1, 1 + -(-(5 + 3 % bpc) // bpc))) + list(range(9, 9 + -(-2 // bpc)))
-    _copy(gpu, cpu, gpu_ids, sizes, indices, cpu_ids, bpc, refs, to_cpu=True)
-    ops = plan_ops(
-        gpu_block_ids=gpu_ids,
-        group_sizes=sizes,
-        block_indices=indices,
-        cpu_block_ids=cpu_ids,
-        blocks_per_chunk=bpc,
-        group_refs=refs,
-    )
-    assert len(ops) == 5 * 2 + 2 * 1 and {op.layer for op in ops} == {"layers.0", "layers.1", "layers.2"}
-    for op in ops:
-        stored = cpu[op.tensor, op.cpu_block, op.sub * PAGE : op.sub * PAGE + op.size]
-        assert (stored == gpu[op.tensor, op.gpu_block, : op.size]).all(), op
-    with pytest.raises(ValueError, match="do not sum"):
-        plan_ops(
-            gpu_block_ids=gpu_ids[:-1],
-            group_sizes=sizes,
-            block_indices=indices,
-            cpu_block_ids=cpu_ids,
-            blocks_per_chunk=bpc,
-            group_refs=refs,
-        )
-    with pytest.raises(ValueError, match="CPU blocks"):
-        plan_ops(
-            gpu_block_ids=gpu_ids,
-            group_sizes=sizes,
-            block_indices=indices,
-            cpu_block_ids=[*cpu_ids, 15],
-            blocks_per_chunk=bpc,
-            group_refs=refs,
-        )
-
-
-class _Memory:
-    """GPU and CPU tensors as numpy arrays, read the way the proving spec reads them."""
+class _Tier:
+    """GPU blocks and CPU slots of one group; ``compute`` writes what a forward would, with references."""
 
     def __init__(self) -> None:
-        rng = np.random.default_rng(0)
-        self.gpu = rng.integers(-128, 127, size=(1, 16, PAGE), dtype=np.int8)
-        self.cpu = np.zeros((1, 8, PAGE), dtype=np.int8)
+        self.gpu = np.zeros((32, REGIONS, 16), dtype=np.int8)
+        self.cpu = np.zeros((8, REGIONS, 16), dtype=np.int8)
+        self.index: dict[bytes, int] = {}  # prefix key -> CPU slot
+        self.ledger: dict[int, bytes] = {}  # the old ledger: CPU slot -> digest at store time
+        self.book = Book()
+        self.next_gpu = 1
 
-    def read_cpu(self, ops: list[Op]) -> list[str]:
-        return [digest(self.cpu[o.tensor, o.cpu_block, : o.size].tobytes()) for o in ops]
+    def compute(self, prompt: list[int], variant: int = 0) -> list[tuple[bytes, int]]:
+        """Compute every whole block of ``prompt`` into fresh GPU blocks; the references are recorded."""
+        out = []
+        for key in chain_keys(prompt, B, len(prompt) // B):
+            gpu = self.next_gpu
+            self.next_gpu += 1
+            seed = int.from_bytes(key[:4], "little") + variant
+            self.gpu[gpu] = np.random.default_rng(seed).integers(-100, 100, (REGIONS, 16))
+            self.book.record(0, key, _digest(self.gpu[gpu]))
+            out.append((key, gpu))
+        return out
 
-    def read_gpu(self, ops: list[Op]) -> list[str]:
-        return [digest(self.gpu[o.tensor, o.gpu_block, : o.size].tobytes()) for o in ops]
+    def store(self, key: bytes, gpu: int, slot: int) -> None:
+        self.cpu[slot] = self.gpu[gpu]
+        self.index[key] = slot
+        self.ledger[slot] = _digest(self.cpu[slot])
+
+    def load(self, key: bytes, slot: int | None = None) -> tuple[bool, str]:
+        """Load ``key`` (from ``slot`` when a defect picks it) into a fresh GPU block: (the old ledger's
+        verdict, the book's verdict at first use)."""
+        src = self.index[key] if slot is None else slot
+        gpu = self.next_gpu
+        self.next_gpu += 1
+        self.gpu[gpu] = self.cpu[src]
+        ledger_ok = self.ledger.get(src) == _digest(self.gpu[gpu])
+        return ledger_ok, self.book.check(0, key, _digest(self.gpu[gpu])).verdict
 
 
-def _ops(gpu_ids: list[int], cpu_ids: list[int]) -> list[Op]:
-    return plan_ops(
-        gpu_block_ids=gpu_ids,
-        group_sizes=[len(gpu_ids)],
-        block_indices=[0],
-        cpu_block_ids=cpu_ids,
-        blocks_per_chunk=1,
-        group_refs=[[Ref(0, PAGE, "layers.0")]],
-    )
+def test_block_keys_name_the_prefix_not_the_place() -> None:
+    a = chain_keys([1, 2, 3, 4, 5, 6, 7, 8, 9], B, 2)
+    assert a == chain_keys([1, 2, 3, 4, 5, 6, 7, 8], B, 2)  # later tokens do not matter
+    b = chain_keys([0, 2, 3, 4, 5, 6, 7, 8], B, 2)
+    assert a[0] != b[0] and a[1] != b[1]  # an earlier token changes every later key
+    assert chain_keys([1, 2, 3, 4, 5, 6, 7, 8], B, 2, prior=a[:1]) == a  # the chain goes on from a prefix
 
 
-def test_the_ledger_tells_identical_reloads_from_wrong_ones() -> None:
-    mem, ledger = _Memory(), Ledger(pid=7)
-    store = _ops([1, 2, 3], [4, 5, 6])
-    ledger.submitted(10, "store", store)
-    mem.cpu[0, [4, 5, 6]] = mem.gpu[0, [1, 2, 3]]
-    assert ledger.finished(10, read_cpu=mem.read_cpu, read_gpu=mem.read_gpu)
-    assert not ledger.finished(10, read_cpu=mem.read_cpu, read_gpu=mem.read_gpu)  # once only
-    # A faithful reload into blocks 11, 12; then one whose second block is off by one; then unseen blocks.
-    for job, gpu_ids, cpu_ids in ((11, [11, 12], [4, 5]), (12, [13, 14], [4, 6]), (13, [15], [7])):
-        ops = _ops(gpu_ids, cpu_ids)
-        ledger.submitted(job, "load", ops)
-        mem.gpu[0, gpu_ids] = mem.cpu[0, [4, 5][: len(gpu_ids)]]  # what actually landed
-        ledger.finished(job, read_cpu=mem.read_cpu, read_gpu=mem.read_gpu)
-    snap = LedgerSnapshot.model_validate_json(json.dumps(ledger.snapshot()))
-    assert snap.verified == 3 and snap.mismatched == 1 and snap.unverified == 1
-    assert snap.loads.jobs == 3 and snap.loaded_blocks == 5 and snap.layers == ["layers.0"]
-    wrong = [e for e in snap.mismatch_examples if e.stored is not None]
-    assert [(e.gpu_block, e.cpu_block) for e in wrong] == [(14, 6)]
-    before = snap
-    ledger.applied("zero_fill", "job 14: zeroed 1 CPU rows")
-    delta = LedgerSnapshot.model_validate(ledger.snapshot()).since(before)
+def test_one_prefix_computed_twice_to_different_bytes_is_verified_either_way() -> None:
+    tier = _Tier()
+    ((key, first),) = tier.compute([1, 2, 3, 4])
+    ((_, second),) = tier.compute([1, 2, 3, 4], variant=1)  # another batch, other rounding
+    d1, d2 = _digest(tier.gpu[first]), _digest(tier.gpu[second])
+    assert d1 != d2 and tier.book.variants == 1
+    assert tier.book.check(0, key, d1).verdict == tier.book.check(0, key, d2).verdict == "v"
+    changed = tier.gpu[first].copy()
+    changed[1, 3] ^= 1  # one byte of one layer region
+    found = tier.book.check(0, key, _digest(changed))
+    assert found.verdict == "x" and found.regions_differ == 1
+    assert differing_regions(d1, _digest(changed)) == 1
+
+
+def test_a_store_from_the_wrong_gpu_block_is_caught_where_the_ledger_accepted_it() -> None:
+    tier = _Tier()
+    (ka, _), (kb, gb) = tier.compute([1, 2, 3, 4, 5, 6, 7, 8])
+    tier.store(ka, gb, slot=0)  # block A stored from block B's GPU block
+    tier.store(kb, gb, slot=1)
+    ledger_ok, verdict = tier.load(ka)
+    assert ledger_ok and verdict == "x"
+    assert tier.book.check(0, ka, _digest(tier.cpu[0])).holds == "the bytes of another prefix"
+
+
+def test_a_block_served_from_another_prefix_through_a_permuted_plan_is_caught() -> None:
+    tier = _Tier()
+    (ka, ga), (kb, gb) = tier.compute([1, 2, 3, 4, 5, 6, 7, 8])
+    tier.store(ka, ga, slot=0)
+    tier.store(kb, gb, slot=1)
+    # The load plan lists destinations in the wrong order: A's key gets B's slot, right bytes, wrong place.
+    ledger_ok, verdict = tier.load(ka, slot=tier.index[kb])
+    assert ledger_ok and verdict == "x"
+
+
+def test_a_stale_slot_handed_out_again_is_caught() -> None:
+    tier = _Tier()
+    ((ka, ga),) = tier.compute([1, 2, 3, 4])
+    tier.store(ka, ga, slot=0)
+    ((kc, gc),) = tier.compute([9, 9, 9, 9])
+    tier.store(kc, gc, slot=0)  # a reset freed slot 0 and forgot nothing: A's entry still names it
+    tier.index[ka] = 0
+    ledger_ok, verdict = tier.load(ka)
+    assert ledger_ok and verdict == "x"
+
+
+def test_a_load_that_copies_nothing_passes_on_stale_memory_without_the_poison_and_not_with_it() -> None:
+    tier = _Tier()
+    ((ka, ga),) = tier.compute([1, 2, 3, 4])
+    stale = _digest(tier.gpu[ga])  # the GPU block still holds A's bytes after a GPU-only reset
+    assert tier.book.check(0, ka, stale).verdict == "v"  # unpoisoned: a copy of nothing reads as verified
+    poisoned = np.full((REGIONS, 16), 0x41, dtype=np.int8)
+    tier.book.poison[0] = _digest(poisoned)
+    found = tier.book.check(0, ka, _digest(poisoned))
+    assert found.verdict == "p" and "nothing was copied" in found.holds
+    half = tier.gpu[ga].copy()
+    half[0] = 0x41  # one layer region left poisoned: a partial copy
+    found = tier.book.check(0, ka, _digest(half))
+    assert found.verdict == "x" and "partial copy" in found.holds
+    never = chain_keys([7, 7, 7, 7], B, 1)[0]
     assert (
-        delta.mutations_applied == {"zero_fill": 1}
-        and delta.loads.jobs == 0
-        and delta.mismatch_examples == []
-    )
-    both = LedgerSnapshot.combine([before, before])
-    assert both is not None and both.verified == 6 and both.loaded_blocks == 10
-    assert LedgerSnapshot.combine([]) is None
+        tier.book.check(0, never, stale).verdict == "x"
+    )  # another prefix's bytes under a key never computed
+    assert tier.book.check(0, never, _digest(np.ones((REGIONS, 16), dtype=np.int8))).verdict == "u"
 
 
 def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> None:
@@ -193,6 +187,22 @@ def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> No
     assert isinstance(records[1], SplitRecord) and records[1].cached == 1 and records[1].computed == 1
     (files.root / "loads-9.jsonl").write_text('{"error": "KeyError(\'x\')"}\n')
     assert files.loads() == [] and files.instrument_errors() == ["KeyError('x')"]
+    use = {
+        "seq": 1,
+        "pid": 9,
+        "request_id": "r2",
+        "cached": 32,
+        "groups": [{"group": 0, "block_size": 16, "regions": 4, "verdicts": "vx"}],
+        "examples": [
+            {"group": 0, "block": 1, "gpu_block": 7, "verdict": "x", "holds": "the bytes of another prefix"}
+        ],
+    }
+    (files.root / "firstuse-9.jsonl").write_text(json.dumps(use) + "\n" + '{"seq": 2')
+    (first,) = files.first_uses()
+    assert isinstance(first, FirstUse) and first.bad() == 1 and first.groups[0].count("v") == 1
+    (files.root / "defects-9.json").write_text(json.dumps({"applied": {"cpu_slot_shared": 2}}))
+    (files.root / "defects-10.json").write_text(json.dumps({"applied": {"cpu_slot_shared": 1}}))
+    assert files.defects_applied() == {"cpu_slot_shared": 3}
     files.order(MutationOrder(name="zero_fill", group=1, token=3))
     assert read_order(files.root) == MutationOrder(name="zero_fill", group=1, token=3)
     files.order(None)
@@ -204,26 +214,40 @@ def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> No
     assert layout is not None and layout[0].recurrent
 
 
-def test_the_catalogue_says_where_each_mutation_applies() -> None:
+def test_the_catalogue_says_where_each_defect_applies() -> None:
     full = [GroupLayout(index=0, kind="full", block_size=16)]
     hybrid = [
         GroupLayout(index=0, kind="full", block_size=16),
         GroupLayout(index=1, kind="mamba", block_size=16),
     ]
     mamba = [GroupLayout(index=0, kind="mamba", block_size=16)]
+    off, simple = "OffloadingConnector", "SimpleCPUOffloadConnector"
     where = {
         name: {
-            name_: applicable(m, layout) is None
-            for name_, layout in (("full", full), ("hybrid", hybrid), ("mamba", mamba))
+            name_: applicable(m, layout, connector) is None
+            for name_, layout, connector in (
+                ("full", full, off),
+                ("hybrid", hybrid, off),
+                ("mamba", mamba, off),
+                ("simple", full, simple),
+            )
         }
         for name, m in MUTATIONS.items()
     }
-    assert where["zero_fill"] == {"full": True, "hybrid": True, "mamba": True}
-    assert where["one_group"] == {"full": False, "hybrid": True, "mamba": False}
-    assert where["state_ahead"] == {"full": False, "hybrid": True, "mamba": True}
-    assert where["swap_blocks"] == {"full": True, "hybrid": True, "mamba": False}
+    assert where["store_wrong_block"] == {"full": True, "hybrid": True, "mamba": True, "simple": False}
+    assert where["state_ahead"] == {"full": False, "hybrid": True, "mamba": True, "simple": False}
+    assert where["load_plan_permuted"] == {"full": True, "hybrid": True, "mamba": False, "simple": False}
+    assert where["simple_load_wrong_place"] == {
+        "full": False,
+        "hybrid": False,
+        "mamba": False,
+        "simple": True,
+    }
     assert target_group(hybrid) == 1 and target_group(full) == 0
-    assert all(m.caught_by for m in MUTATIONS.values())
+    # Seven or more defects below the proof, caught by the bytes; each connector has its own.
+    by_bytes = [m for m in MUTATIONS.values() if m.caught_by == ("kv_bytes_identical",)]
+    assert len(by_bytes) >= 7 and {m.connector for m in by_bytes} == {off, simple}
+    assert all(m.where and m.bug for m in MUTATIONS.values())
 
 
 def test_boundary_probes_end_on_the_boundary_and_share_no_block() -> None:

@@ -59,7 +59,7 @@ def test_run_case_wires_server_probes_instruments_and_report(tmp_path: Path, sta
         max_tokens=2,
         iterations=1,
         instruments=INSTRUMENTS,
-        mutations=("zero_fill", "state_ahead"),
+        mutations=("load_wrong_cpu_block", "state_ahead", "simple_load_wrong_place"),
         boundary_probes=1,
         use_kv_events=False,  # the scripted engine publishes no CPU stores to wait for
         gsm8k_dir=GSM8K_DIR,
@@ -68,21 +68,24 @@ def test_run_case_wires_server_probes_instruments_and_report(tmp_path: Path, sta
     )
     (config,) = stand_in
     args = list(config.extra_args)
-    assert args[-5:] == ["--dtype", "half", "--enable-prompt-tokens-details", *INSTRUMENTS.scheduler_args]
-    assert config.connector_extra["spec_name"] == "ProvingCPUOffloadingSpec"  # the byte ledger's spec
+    assert args[-7:] == ["--dtype", "half", "--enable-prompt-tokens-details", *INSTRUMENTS.server_args]
+    assert (
+        "spec_name" not in config.connector_extra
+    )  # the proof stands above every connector: vLLM's own spec
     assert config.env[PROBE_DIR_ENV] == str((tmp_path / f"{case.id}.probe").resolve())
     saved = OffloadCheckReport.model_validate_json((tmp_path / f"{case.id}.json").read_text())
     assert saved == report and report.format == 2
     assert [p.kind for p in report.probes].count("boundary") == 1 and report.layout[0].block_size == 16
     assert report.extra["mutations_not_applicable"] == {
-        "state_ahead": "the model has no recurrent-state group"
+        "state_ahead": "the model has no recurrent-state group",
+        "simple_load_wrong_place": "it is injected into the SimpleCPUOffloadConnector",
     }
-    assert [it.label for it in report.iterations] == ["clean-1", "mutation-zero_fill"]
+    assert [it.label for it in report.iterations] == ["clean-1", "mutation-load_wrong_cpu_block"]
     first = report.iterations[0]
     assert not first.assertion("reload_proven").passed  # nothing was offloaded, and the check says so
-    # No recorder, no proving spec ran in the stand-in: the check says the instruments are missing.
+    # No recorder, no reference instrument ran in the stand-in: the check says the instruments are missing.
     assert report.assertion("instruments_ok").passed is False
-    assert "no ledger" in report.assertion("instruments_ok").message
+    assert "no reference digests" in report.assertion("instruments_ok").message
     assert report.status == "failed" and report.frontend_observed == "rust"
     assert report.timings["server_startup_s"] >= 0 and report.timings["case_s"] >= report.timings["check_s"]
 
@@ -101,12 +104,12 @@ def test_run_case_without_instruments_says_what_it_could_not_prove(
         encoder=lambda model: _encode,
     )
     (config,) = stand_in
-    assert "--scheduler-cls" not in config.extra_args and "spec_module_path" not in config.connector_extra
+    assert "--scheduler-cls" not in config.extra_args and "--worker-extension-cls" not in config.extra_args
     first = report.iterations[0]
     assert not first.assertion("kv_bytes_identical").evaluated
     assert report.assertion("instruments_ok").passed
     with pytest.raises(Exception, match="mutations need"):
-        run_case(case, report_dir=tmp_path, mutations=("zero_fill",), gsm8k_dir=GSM8K_DIR)
+        run_case(case, report_dir=tmp_path, mutations=("simple_load_wrong_place",), gsm8k_dir=GSM8K_DIR)
 
 
 def test_mutation_iterations_send_their_probes_cut_short() -> None:
@@ -119,7 +122,9 @@ def test_mutation_iterations_send_their_probes_cut_short() -> None:
         Probe("q00", "gsm8k", tuple(range(40)), 0, 3, 256),
         Probe("b16-q01", "boundary", tuple(range(32)), 1, None, 32, 16),
     ]
-    plans, skipped = _mutation_plans(["zero_fill"], INSTRUMENTS, layout, probes, 4)
+    plans, skipped = _mutation_plans(
+        ["load_wrong_cpu_block"], "OffloadingConnector", INSTRUMENTS, layout, probes, 4
+    )
     assert not skipped and [p.max_tokens for p in plans[0].probes] == [PROBE_MAX_TOKENS, PROBE_MAX_TOKENS]
     assert [p.token_ids for p in plans[0].probes] == [p.token_ids for p in probes]
 
@@ -141,5 +146,5 @@ def test_mutation_iterations_take_the_longest_boundary_probe_and_control_of_each
         Probe("c16-q05", "control", tuple(range(61)), 5, None, 32, 16),
         Probe("b32-q06", "boundary", tuple(range(32)), 6, None, 32, 32),
     ]
-    plans, _ = _mutation_plans(["swap_blocks"], INSTRUMENTS, layout, probes, 4)
+    plans, _ = _mutation_plans(["load_plan_permuted"], "OffloadingConnector", INSTRUMENTS, layout, probes, 4)
     assert [p.id for p in plans[0].probes] == ["q00", "b16-q02", "c16-q05", "b32-q06"]

@@ -160,17 +160,17 @@ def test_a_catalogue_run_as_its_own_case_is_counted_on_its_models_row() -> None:
 
     from .test_offload_check import EXPECT
 
-    order = MutationOrder(name="zero_fill", group=0, token=1)
+    order = MutationOrder(name="load_wrong_cpu_block", group=0, token=1)
     plan = MutationPlan(order, tuple(_probes()[:4]))
-    settings = CheckSettings(byte_ledger=True, mutation_expectations=EXPECT, iterations=0)
+    settings = CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=0)
     catalogue = run_check(FakeServer(layout=FULL), settings, list(_probes()), FULL, mutations=[plan])
-    assert [it.mutation for it in catalogue.iterations] == ["zero_fill"] and INSTRUMENTS.mutations
+    assert [it.mutation for it in catalogue.iterations] == ["load_wrong_cpu_block"] and INSTRUMENTS.mutations
     clean = _report()
     own = catalogue.model_copy(
         update={
             "case_id": f"{clean.case_id}-mutations",
             "profile": NEMOTRON,
-            "timings": {"mutation_zero_fill_s": 9.0},
+            "timings": {"mutation_load_wrong_cpu_block_s": 9.0},
         }
     )
     rows = tables.real_table([clean, own], {}).splitlines()

@@ -1,10 +1,11 @@
-"""Test-only instruments that run inside vLLM's engine processes and prove what the KV path did.
+"""Test-only instruments that run inside vLLM's engine processes and prove what the KV path did, and the
+defect catalogue they are graded on.
 
-- ``recorder.RecordingScheduler`` (``--scheduler-cls``): the KV-cache layout, and per request how its prompt
-  was served (GPU prefix cache, connector, computed). Any connector.
-- ``spec.ProvingCPUOffloadingSpec`` (the OffloadingConnector's ``spec_name``/``spec_module_path``): the byte
-  ledger of every stored and reloaded block, the load plans, and the mutation catalogue (``catalogue.py``,
-  ``mutations.py``).
+- ``recorder.RecordingScheduler`` (``--scheduler-cls``): the KV-cache layout, per request how its prompt was
+  served (GPU prefix cache, connector, computed), and the OffloadingConnector's load plans. Any connector.
+- ``reference.KVProofWorker`` (``--worker-extension-cls``): reference digests of every block where the model
+  computes it, checked at each request's first use (``book.py``), and the poison. Any connector.
+- ``defects`` (a vLLM plugin) injects the catalogue (``catalogue.py``) into vLLM's own offloading code.
 
 They talk to the check through the folder named by ``VLLM_DEVCLIENT_PROBE_DIR``
 (``vllm_devclient.offload_check.probe_files``). ``instruments.INSTRUMENTS`` is what the check is given
@@ -13,5 +14,10 @@ They talk to the check through the folder named by ``VLLM_DEVCLIENT_PROBE_DIR``
 
 from __future__ import annotations
 
-SCHEDULER_ARGS = ("--scheduler-cls", "gpu_tests.kv_proof.recorder.RecordingScheduler")
-OFFLOADING_EXTRA = {"spec_name": "ProvingCPUOffloadingSpec", "spec_module_path": "gpu_tests.kv_proof.spec"}
+SERVER_ARGS = (
+    "--scheduler-cls",
+    "gpu_tests.kv_proof.recorder.RecordingScheduler",
+    "--worker-extension-cls",
+    "gpu_tests.kv_proof.reference.KVProofWorker",
+)
+POISON_RPC = "kv_proof_poison"

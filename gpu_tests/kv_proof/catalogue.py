@@ -1,9 +1,11 @@
-"""The catalogue of KV-path mutations: what each one breaks, where it applies, which assertion must catch it.
+"""The defect catalogue (v2): what each defect breaks in vLLM's own code, where it applies, which assertion
+must catch it.
 
-No vLLM and no torch here (the CPU tests, the planner and the tables read it); ``mutations.py`` holds the
-instruments themselves. Every mutation is a realistic bug in the path a block takes from the CPU tier back
-to the GPU, armed by the check for the reload run only (``probe_files.MutationOrder``), so the stored copy
-and the cold runs stay intact.
+No vLLM and no torch here (the CPU tests, the planner and the tables read it); ``defects.py`` injects them.
+Every defect is a realistic bug in the path a block takes through a connector: the store, the CPU slot, the
+load plan, the copy, or a write after the load. The check arms one for a whole mutation iteration (its cold
+run stores through it, its reload loads through it). The proof stands above all of them, at the block's first
+use, and knows none of them: a defect is caught by the bytes the model was about to read.
 """
 
 from __future__ import annotations
@@ -15,63 +17,102 @@ from vllm_devclient.offload_check.probe_files import GroupLayout
 
 __all__ = ["MUTATIONS", "Mutation", "applicable", "target_group"]
 
+OFFLOADING = "OffloadingConnector"
+SIMPLE = "SimpleCPUOffloadConnector"
+BYTES = ("kv_bytes_identical",)
+
 
 @dataclass(frozen=True)
 class Mutation:
     name: str
     bug: str  # the real bug it stands for
-    caught_by: tuple[str, ...]  # the check's assertions, any of which must fail
-    needs: str = ""  # "" (every family), "multi_group", "recurrent", "attention"
+    where: str  # the vLLM code it is injected into
+    connector: str
+    caught_by: tuple[str, ...] = BYTES  # the check's assertions, any of which must fail
+    needs: str = ""  # "" (every family), "recurrent", "attention"
 
 
 MUTATIONS: dict[str, Mutation] = {
     m.name: m
     for m in (
         Mutation(
-            "zero_fill",
-            "loads read zeroed CPU blocks (a stale or never-written host page)",
-            ("kv_bytes_identical",),
+            "store_wrong_block",
+            "a store reads the GPU block after the one planned (an off-by-one in the worker)",
+            "CPUOffloadingWorker.submit_store",
+            OFFLOADING,
         ),
         Mutation(
-            "swap_blocks",
-            "two GPU destinations of one group exchanged (a permuted block table)",
-            ("kv_bytes_identical",),
+            "store_copies_nothing",
+            "a store reports success and copies nothing (a dropped transfer)",
+            "CPUOffloadingWorker.submit_store / get_finished",
+            OFFLOADING,
+        ),
+        Mutation(
+            "cpu_slot_shared",
+            "two hashes share one CPU slot (the allocator hands one slot out twice)",
+            "CPUOffloadingManager._allocate_blocks",
+            OFFLOADING,
+        ),
+        Mutation(
+            "load_plan_permuted",
+            "the scheduler's load job lists a group's GPU destinations in the wrong order",
+            "OffloadingConnectorScheduler.update_state_after_alloc",
+            OFFLOADING,
             needs="attention",
         ),
         Mutation(
-            "off_by_one", "every CPU source block id one too high (an indexing slip)", ("kv_bytes_identical",)
+            "stale_slot_after_reset",
+            "a full reset leaves index entries behind while their slots are handed out again",
+            "CPUOffloadingManager.reset_cache",
+            OFFLOADING,
         ),
         Mutation(
-            "one_group",
-            "only the sliding-window or recurrent group's blocks come back zeroed (a per-group stride bug)",
-            ("kv_bytes_identical",),
-            needs="multi_group",
+            "load_wrong_cpu_block",
+            "a load reads the CPU block after the one planned",
+            "CPUOffloadingWorker.submit_load",
+            OFFLOADING,
         ),
         Mutation(
-            "one_layer",
-            "one layer tensor of one group comes back zeroed (a per-layer offset bug)",
-            ("kv_bytes_identical",),
-        ),
-        Mutation(
-            "single_element",
-            "one byte of one reloaded block flipped (the smallest corruption)",
-            ("kv_bytes_identical",),
+            "changed_after_load",
+            "a late write changes one byte of a loaded block after its load finished",
+            "CPUOffloadingWorker.get_finished",
+            OFFLOADING,
         ),
         Mutation(
             "state_ahead",
             "the connector reports one token fewer than the recurrent state it restores holds "
             "(vLLM #51094's shape)",
-            ("recurrent_state_consistent",),
+            "OffloadingConnectorScheduler._lookup",
+            OFFLOADING,
+            caught_by=("recurrent_state_consistent",),
             needs="recurrent",
+        ),
+        Mutation(
+            "simple_load_wrong_place",
+            "the Simple connector's copy sends loaded blocks to the wrong GPU blocks",
+            "DmaCopyBackend.launch_copy (loads)",
+            SIMPLE,
+        ),
+        Mutation(
+            "simple_store_wrong_block",
+            "the Simple connector stores the wrong GPU blocks",
+            "DmaCopyBackend.launch_copy (stores)",
+            SIMPLE,
+        ),
+        Mutation(
+            "simple_store_copies_nothing",
+            "the Simple connector's store copies nothing and still reports done",
+            "DmaCopyBackend.launch_copy (stores)",
+            SIMPLE,
         ),
     )
 }
 
 
-def applicable(mutation: Mutation, layout: Sequence[GroupLayout]) -> str | None:
-    """Why ``mutation`` cannot apply to a model with these groups, or None when it applies."""
-    if mutation.needs == "multi_group" and len(layout) < 2:
-        return "the model has one KV-cache group"
+def applicable(mutation: Mutation, layout: Sequence[GroupLayout], connector: str) -> str | None:
+    """Why ``mutation`` cannot apply to this server, or None when it applies."""
+    if mutation.connector != connector:
+        return f"it is injected into the {mutation.connector}"
     if mutation.needs == "recurrent" and not any(g.recurrent for g in layout):
         return "the model has no recurrent-state group"
     if mutation.needs == "attention" and all(g.recurrent for g in layout):
@@ -80,8 +121,8 @@ def applicable(mutation: Mutation, layout: Sequence[GroupLayout]) -> str | None:
 
 
 def target_group(layout: Sequence[GroupLayout]) -> int:
-    """The group a one-group or one-layer mutation aims at: a recurrent group, else a sliding-window one,
-    else the first."""
+    """The group a report names for a one-group defect: a recurrent group, else a sliding-window one, else the
+    first."""
     for kind in ("mamba", "sliding"):
         for g in layout:
             if g.kind == kind:

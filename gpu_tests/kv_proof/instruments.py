@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from vllm_devclient.offload_check.case import Instruments, MutationSpec
 
-from . import OFFLOADING_EXTRA, SCHEDULER_ARGS
+from . import POISON_RPC, SERVER_ARGS
 from .catalogue import MUTATIONS, applicable, target_group
 
 INSTRUMENTS = Instruments(
-    scheduler_args=SCHEDULER_ARGS,
-    offloading_extra=OFFLOADING_EXTRA,
+    server_args=SERVER_ARGS,
+    poison_rpc=POISON_RPC,
     mutations={
         m.name: MutationSpec(
             name=m.name,
             caught_by=m.caught_by,
-            not_applicable=lambda layout, m=m: applicable(m, layout),  # type: ignore[misc]
+            not_applicable=lambda layout, connector, m=m: applicable(m, layout, connector),  # type: ignore[misc]
             target_group=target_group,
         )
         for m in MUTATIONS.values()

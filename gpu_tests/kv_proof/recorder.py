@@ -8,7 +8,10 @@ so nothing about scheduling changes) plus two writes:
 - each time a request is first scheduled to compute, one line in ``splits-<pid>.jsonl``: its prompt tokens,
   the tokens the GPU prefix cache served (``local``), the tokens a connector loaded (``external``) and a hash
   of its prompt token ids (``probe_files.prompt_key``), read from the request's own prefill statistics
-  before the scheduler hands them to the frontend. Works with every connector, and with none.
+  before the scheduler hands them to the frontend. Works with every connector, and with none;
+- with the OffloadingConnector, each load job it plans, one line in ``loads-<pid>.jsonl``: the request, the
+  cached-token count it serves and per group the first logical block and the block count (where a restored
+  recurrent state stands).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
             for i, g in enumerate(self.kv_cache_config.kv_cache_groups)
         ]
         (path / LAYOUT_FILE).write_text(json.dumps({"groups": groups}, indent=1))
+        _log_load_plans(path)
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         output = super().schedule(*args, **kwargs)
@@ -86,3 +90,64 @@ class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
                 with self._probe_path.open("a") as fh:
                     fh.write("".join(json.dumps(line) + "\n" for line in lines))
         return output
+
+
+_logged = False
+
+
+def _log_load_plans(root: Path) -> None:
+    """Wrap the OffloadingConnector's scheduler side so that every load job it plans is logged."""
+    global _logged
+    if _logged:
+        return
+    _logged = True
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+            OffloadingConnectorScheduler as Sched,
+        )
+    except ImportError:
+        return
+    path = root / f"loads-{os.getpid()}.jsonl"
+    real_after_alloc = Sched.update_state_after_alloc
+    seq = 0
+
+    def update_state_after_alloc(self: Any, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        nonlocal seq
+        before = set(self._current_batch_load_jobs)
+        real_after_alloc(self, request, blocks, num_external_tokens)
+        try:
+            for job_id in set(self._current_batch_load_jobs) - before:
+                job = self._current_batch_load_jobs[job_id]
+                status = self._req_status[request.request_id]
+                groups = [
+                    {
+                        "group": int(cfg.group_idx),
+                        "first_block": int(first),
+                        "blocks": int(size),
+                        "tokens_per_block": int(cfg.tokens_per_block),
+                    }
+                    for cfg, size, first in zip(
+                        self.config.kv_group_configs,
+                        job.dst_spec.group_sizes,
+                        job.dst_spec.block_indices,
+                        strict=False,
+                    )
+                ]
+                record = {
+                    "seq": seq,
+                    "pid": os.getpid(),
+                    "request_id": str(request.request_id),
+                    "job_id": int(job_id),
+                    "local": int(status.num_locally_computed_tokens),
+                    "external": int(num_external_tokens),
+                    "groups": groups,
+                    "gpu_block_ids": [int(b) for b in job.dst_spec.block_ids],
+                }
+                seq += 1
+                with path.open("a") as fh:
+                    fh.write(json.dumps(record) + "\n")
+        except Exception as exc:  # the log must never stop the engine
+            with path.open("a") as fh:
+                fh.write(json.dumps({"error": repr(exc)}) + "\n")
+
+    Sched.update_state_after_alloc = update_state_after_alloc

@@ -1,4 +1,4 @@
-"""Commit a device run: its reports, judged by today's judge, compact, with the run's calls and timings.
+"""Commit a device run: its reports with the device's own verdicts, compact, with the run's calls and timings.
 
     python -m gpu_tests.runner.collect --name kv-proof-2026-12-01 OUT1/matrix OUT2/matrix
     python -m gpu_tests.runner.collect --rejudge gpu_tests/results/*/
@@ -6,11 +6,12 @@
 Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tgz`` unpacked): its
 ``reports/*.json``, ``matrix_summary_part*.json`` and ``call_part*.json``. Writes
 ``gpu_tests/results/NAME/<case>.json.xz`` (a later part's report of the same case wins; ``read_report`` reads
-it) and ``run.json`` (the calls: setup and wall seconds, the runner's summary rows). Reports are judged again
-(``judge.rejudge``) so the committed verdicts are the committed judge's, and compacted: a load plan keeps its
-GPU block ids only where its probe was not answered alike (the evidence a defect needs); every other
-measurement stays. ``--rejudge`` judges committed runs again after the judge changed, rewriting (in its own
-format) each report whose verdicts moved; the device's own verdicts stay in its ``run.json``.
+it) and ``run.json`` (each report's judge commit and verdict, the calls: setup and wall seconds, the runner's
+summary rows). Reports keep the verdicts the device's judge gave (fixed before the run) and are compacted: a
+load plan keeps its GPU block ids only where its probe was not answered alike (the evidence a defect needs);
+every other measurement stays. ``--rejudge`` judges committed runs again after the judge changed, rewriting
+each report whose verdicts moved; it may add information, never turn a committed failure into a pass
+(``judge.rejudge`` keeps the device's failure).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict
             data = json.loads(path.read_text())
             if data.get("format") != 2:
                 continue
-            reports[path.stem] = compact(rejudge(OffloadCheckReport.model_validate(data)))
+            # The device's verdicts, as its judge gave them: collecting never judges again.
+            reports[path.stem] = compact(OffloadCheckReport.model_validate(data))
         for call in sorted(folder.glob("call_part*.json")):
             entry = json.loads(call.read_text())
             summary = folder / f"matrix_summary_part{entry.get('part', '1')}.json"
@@ -78,7 +80,13 @@ def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict
                 calls.append(entry)
     for case_id, report in sorted(reports.items()):
         write_report(out / f"{case_id}.json.xz", report)
-    run = {"name": name, "cases": sorted(reports), "calls": sorted(calls, key=lambda c: str(c.get("part")))}
+    run = {
+        "name": name,
+        "judge_commits": sorted({r.judge_commit or "unknown" for r in reports.values()}),
+        "verdicts": {case_id: r.status for case_id, r in sorted(reports.items())},
+        "cases": sorted(reports),
+        "calls": sorted(calls, key=lambda c: str(c.get("part"))),
+    }
     (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return run
 

@@ -31,10 +31,11 @@ if ls whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-
 mkdir -p $M/gguf /tmp/gsm8k && xz -dc pl/gguf.xz > $M/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 gzip -dc pl/gsm8k_test.jsonl.gz > /tmp/gsm8k/test.jsonl
 gzip -dc pl/gsm8k_train.jsonl.gz > /tmp/gsm8k/train.jsonl
-# The seeded dummy initialiser, loaded by every vLLM process through its plugin entry point.
+# The seeded dummy initialiser and the defect catalogue (armed only by the check), loaded by every vLLM process
+# through their plugin entry points.
 d=$SITE/vllm_devclient_tiny_init-0.1.dist-info && mkdir -p $d
 printf 'Metadata-Version: 2.1\nName: vllm-devclient-tiny-init\nVersion: 0.1\n' > $d/METADATA
-printf '[vllm.general_plugins]\ntiny_init = gpu_tests.runner.tiny_init:register\n' > $d/entry_points.txt
+printf '[vllm.general_plugins]\ntiny_init = gpu_tests.runner.tiny_init:register\nkv_defects = gpu_tests.kv_proof.defects:register\n' > $d/entry_points.txt
 cd "$ROOT"
 export PYTHONPATH=$ROOT:$SITE HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python3 "$S/pl/convert_gguf.py" $M/gguf SmolLM2-135M-Instruct.Q4_1.gguf $M/smollm2 2>&1 | tail -1

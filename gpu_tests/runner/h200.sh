@@ -23,6 +23,8 @@ export VLLM_DEVCLIENT_SMALL_MODEL=/tmp/models/smollm2 VLLM_DEVCLIENT_REAL_DIR=/t
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # One Triton cache for every server: a family's kernels compile once per machine, not once per server.
 export TRITON_CACHE_DIR=/tmp/triton-cache
+# The judge's commit, fixed before the run (the caller passes `git rev-parse HEAD`), goes into every report.
+export VLLM_DEVCLIENT_JUDGE_COMMIT=${JUDGE_COMMIT:-unknown}
 mkdir -p "$out" /tmp/matrix "$TRITON_CACHE_DIR"
 echo "setup ${setup_s} s"
 part=$(printf '%s\n' "$@" | awk 'prev=="--part"{print; exit} {prev=$0}'); part=${part:-1}

@@ -199,8 +199,9 @@ def plan(
     costs: dict[str, Cost] | None = None,
     timeout_margin: float = 2.0,
 ) -> list[Job]:
-    """Every family x connector x frontend with ``iterations`` clean passes, and per family one case running
-    the mutation catalogue (each mutation its own cold, warm and reload); the most expensive first. A
+    """Every family x connector x frontend with ``iterations`` clean passes, and per family and connector one
+    case running that connector's defect catalogue (each defect its own cold, warm and reload); the most
+    expensive first. A
     family is a tiny profile's name without ``tiny-`` (``llama``, or a stand-in such as
     ``deepseek-v2-tp2-ep``)."""
     from gpu_tests.kv_proof.catalogue import MUTATIONS
@@ -233,10 +234,10 @@ def plan(
                         gpus=gpus,
                     )
                 )
-        if mutations:
+        for connector in ("offloading", "simple") if mutations else ():
             args = _case_args(
                 profile,
-                "offloading",
+                connector,
                 "python",
                 iterations=0,
                 label="mutations",
@@ -244,8 +245,9 @@ def plan(
                 num_questions=num_questions,
                 **common,
             )
-            expected = cost.case_s(0, len(MUTATIONS))
-            case_id = _case_id(profile, "offloading", "python", "mutations")
+            count = sum(m.connector == connector_by_name(connector) for m in MUTATIONS.values())
+            expected = cost.case_s(0, count)
+            case_id = _case_id(profile, connector, "python", "mutations")
             jobs.append(Job(case_id, fam, "mutations", args, expected * timeout_margin, expected, gpus=gpus))
     return sorted(jobs, key=lambda j: -j.expected_s)
 

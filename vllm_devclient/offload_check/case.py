@@ -3,9 +3,9 @@
 :class:`ServerIO` is the real :class:`.check.CheckIO`: the client for the running server, the KV-events
 watcher, and the probe folder the engine-side instruments write (``probe_files.py``). The instruments
 themselves are named by an :class:`Instruments` value (the repository's ``gpu_tests.kv_proof.INSTRUMENTS``):
-a scheduler class recording each request's split, an offloading spec holding the byte ledger and the
-mutations, and the mutation catalogue. Without them the check still runs, with the splits it can read from
-``usage`` and without byte proof.
+the server arguments that load them (a scheduler class recording each request's split, a worker extension
+taking reference digests and checking them at first use), the poison's RPC, and the defect catalogue. Without
+them the check still runs, with the splits it can read from ``usage`` and without byte proof ("not proven").
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from vllm_devclient.models import BarrierResult, VersionInfo
 from .check import MutationPlan, run_check, settle
 from .events import EventWatcher, GroupEventAccount, open_event_watcher
 from .gsm8k import evaluate_gsm8k_async, load_gsm8k
-from .judge import CheckSettings, judge_case, no_ledger_reason
+from .judge import CheckSettings, judge_case
 from .probe_files import (
     PROBE_DIR_ENV,
+    FirstUse,
     GroupLayout,
-    LedgerSnapshot,
     LoadPlan,
     MutationOrder,
     ProbeFiles,
@@ -45,6 +45,7 @@ from .server import KVEventsSettings, ServerConfig, VllmServer
 # Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
 # clean iterations send a second warm run spread over this many seconds (the batch control, judge.py).
 BATCH_CONTROL_S = 2.0
+JUDGE_COMMIT_ENV = "VLLM_DEVCLIENT_JUDGE_COMMIT"
 # The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
 DECODE_IN_FLIGHT = 8
 
@@ -57,7 +58,8 @@ class MutationSpec:
 
     name: str
     caught_by: tuple[str, ...]
-    not_applicable: Callable[[Sequence[GroupLayout]], str | None]
+    # why it cannot apply to a server with this layout and connector (None: it applies)
+    not_applicable: Callable[[Sequence[GroupLayout], str], str | None]
     target_group: Callable[[Sequence[GroupLayout]], int | None] = lambda layout: None
 
 
@@ -65,8 +67,8 @@ class MutationSpec:
 class Instruments:
     """Engine-side instruments to start a server with (see the module docstring)."""
 
-    scheduler_args: tuple[str, ...] = ()
-    offloading_extra: Mapping[str, Any] = field(default_factory=dict)
+    server_args: tuple[str, ...] = ()
+    poison_rpc: str = ""  # the worker method that poisons every free GPU block (``/collective_rpc``)
     mutations: Mapping[str, MutationSpec] = field(default_factory=dict)
 
 
@@ -106,6 +108,7 @@ class ServerIO:
         settle_timeout: float = 180.0,
         barrier_timeout: float = 60.0,
         request_timeout: float = 600.0,
+        poison_rpc: str = "",
     ) -> None:
         from vllm_devclient.client import DevClient
 
@@ -121,6 +124,7 @@ class ServerIO:
         self.settle_timeout = settle_timeout
         self.barrier_timeout = barrier_timeout
         self.request_timeout = request_timeout
+        self.poison_rpc = poison_rpc
         self.client = DevClient(base_url, timeout=120.0, model=model)
         self.texts: dict[str, str] = {}
         self._store_mark: float | None = None
@@ -221,14 +225,20 @@ class ServerIO:
             deadline=self.barrier_timeout, reset_external=reset_external
         )
 
-    def ledger(self) -> LedgerSnapshot | None:
-        return LedgerSnapshot.combine(self.files.ledgers()) if self.files is not None else None
+    def first_uses(self) -> list[FirstUse]:
+        return self.files.first_uses() if self.files is not None else []
+
+    def poison(self) -> int | None:
+        if not self.poison_rpc:
+            return None
+        answers = self.client.collective_rpc(self.poison_rpc, timeout=120.0)
+        return sum(int(a.get("blocks", 0)) for a in answers if isinstance(a, dict))
 
     def loads(self) -> list[LoadPlan]:
         return self.files.loads() if self.files is not None else []
 
-    def scheduler_mutations(self) -> dict[str, int]:
-        return self.files.scheduler_mutations() if self.files is not None else {}
+    def defects_applied(self) -> dict[str, int]:
+        return self.files.defects_applied() if self.files is not None else {}
 
     def arm(self, order: MutationOrder | None) -> None:
         if self.files is not None:
@@ -316,6 +326,7 @@ def _probe_room(command: Sequence[str]) -> int | None:
 
 def _mutation_plans(
     names: Sequence[str],
+    connector: str,
     instruments: Instruments,
     layout: Sequence[GroupLayout],
     probes: Sequence[Probe],
@@ -340,7 +351,7 @@ def _mutation_plans(
             raise InvalidParameterError(
                 f"unknown mutation {name!r}: known are {sorted(instruments.mutations)}"
             )
-        why = spec.not_applicable(layout)
+        why = spec.not_applicable(layout, connector)
         if why is not None:
             skipped[name] = why
             continue
@@ -376,8 +387,8 @@ def run_case(
     p = case.profile
     n = num_questions if num_questions is not None else p.num_questions
     threshold = case.settings.threshold if accuracy_threshold == "profile" else accuracy_threshold
-    if mutations and (instruments is None or case.connector != "OffloadingConnector"):
-        raise InvalidParameterError("mutations need the instruments and the OffloadingConnector")
+    if mutations and instruments is None:
+        raise InvalidParameterError("mutations need the instruments (--instruments)")
     train, test = load_gsm8k(data_dir=gsm8k_dir)
     out_dir = Path(report_dir) if report_dir is not None else Path("offload-check-reports")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -389,19 +400,8 @@ def run_case(
     env[PROBE_DIR_ENV] = str(files.root.resolve())
     extra_args = list(server_overrides.pop("extra_args", ()))
     extra_args.append("--enable-prompt-tokens-details")
-    # The proving spec stands in for vLLM's CPUOffloadingSpec only: another spec (tiering) keeps its own.
-    proving = instruments is not None and offloading and case.settings.spec_name is None
     if instruments is not None:
-        extra_args += instruments.scheduler_args
-        if proving:
-            case = CheckCase(
-                case.profile,
-                case.connector,
-                case.frontend,
-                connector_extra={**instruments.offloading_extra, **case.connector_extra},
-                label=case.label,
-                env=case.env,
-            )
+        extra_args += instruments.server_args
     watcher: EventWatcher | None = None
     kv_settings: KVEventsSettings | None = None
     if use_kv_events:
@@ -411,15 +411,13 @@ def run_case(
     config = server_config_for(
         case, kv_events=kv_settings, extra_args=extra_args, env=env, **server_overrides
     )
-    byte_ledger = proving
     settings = CheckSettings(
         accuracy_threshold=threshold,
         tolerance=p.tolerance,
         expect_cpu_store_events=use_kv_events and offloading,
         expected_frontend=case.frontend,
         iterations=iterations,
-        byte_ledger=byte_ledger,
-        no_ledger=no_ledger_reason(case.connector, case.settings.spec_name) if not byte_ledger else "",
+        reference_digests=instruments is not None and bool(instruments.poison_rpc),
         batch_control_s=BATCH_CONTROL_S if p.real_size_of is not None else 0.0,
         decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
         mutation_expectations={
@@ -439,8 +437,10 @@ def run_case(
         "gpus_used": p.gpus,
         "gpu_name": _gpu_name(),
         "server_env": {k: v for k, v in config.env.items() if k.startswith("VLLM_")},
+        # the commit of the judge that gives this report's verdicts, fixed before the run (the runner sets it)
+        "judge_commit": os.environ.get(JUDGE_COMMIT_ENV),
         "extra": {
-            "byte_ledger": byte_ledger,
+            "reference_digests": settings.reference_digests,
             "expect_cpu_store_events": settings.expect_cpu_store_events,
             "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
             "probe_dir": files.root.name,
@@ -469,7 +469,7 @@ def run_case(
                 max_length=_probe_room(server.command),
             )
             plans, skipped = (
-                _mutation_plans(mutations, instruments, layout, probes, mutation_questions)
+                _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)
                 if instruments is not None
                 else ([], {})
             )
@@ -482,6 +482,7 @@ def run_case(
                 watcher=watcher,
                 store_events=settings.expect_cpu_store_events,
                 files=files,
+                poison_rpc=instruments.poison_rpc if instruments is not None else "",
             )
             report_path = out_dir / f"{case.id}.json"
 
@@ -498,8 +499,10 @@ def run_case(
             errors = files.instrument_errors()
             if instruments is not None and not layout:
                 errors.insert(0, "no layout.json: the recording scheduler did not run (--scheduler-cls)")
-            if byte_ledger and not files.ledgers():
-                errors.insert(0, "no ledger: the proving offloading spec did not run (spec_module_path)")
+            if settings.reference_digests and not files.references():
+                errors.insert(
+                    0, "no reference digests: the worker extension did not run (--worker-extension-cls)"
+                )
             report = judge_case(settings, report.model_copy(update={"instrument_errors": errors}))
     except Exception as exc:  # the server never came up: an error report, not a crash of the matrix
         timings["server_startup_s"] = round(time.monotonic() - t0, 3)

@@ -9,14 +9,19 @@ One server per case (model x connector x frontend). An *iteration* is:
    spread over that many seconds: the same splits in other batches, which tells batch noise from the KV;
    with ``decode_in_flight``, that many questions again at once (``decode``: the budget's decode rate);
 4. wait until the CPU-tier stores settle (KV events where the connector sends them, else metrics);
-5. ``reset_prefix_cache_until_success(reset_external=False)``: GPU prefix cache dropped, CPU tier kept;
-6. reload run, with the mutation armed for it if the iteration has one: the KV must come back from the CPU;
+5. ``reset_prefix_cache_until_success(reset_external=False)``: GPU prefix cache dropped, CPU tier kept; then
+   every free GPU block is poisoned (where the instruments can), so a load that copies nothing cannot pass
+   on the bytes a block still held;
+6. reload run: the KV must come back from the CPU;
 7. where some reload shared no split with the warm run (or differed from it), and always in the first
    iteration: full reset, second cold run (in the first iteration of every probe: the engine's determinism,
    probe by probe; later, of those probes only) and, for a model with a recurrent-state group, a fingerprint
    run of the known failure shapes, served from the second cold run's clean GPU prefix cache.
 
-``iterations`` clean iterations run first (a correct case must pass each), then one per armed mutation.
+``iterations`` clean iterations run first (a correct case must pass each), then one per defect of the
+catalogue, armed from the iteration's first reset to the end of its reload (a store-side defect acts in the
+cold run, a load-side one in the reload). Every request's first use of a cached prefix, in every run, is
+checked by the reference instrument; the iteration keeps the records of its window.
 :func:`run_check` only talks to a :class:`CheckIO` (:class:`ServerIO` is the real one, ``case.py`` starts
 the server) and never raises: an error half-way ends the case with what was measured so far.
 """
@@ -33,7 +38,7 @@ from vllm_devclient.models import BarrierResult, VersionInfo
 
 from .events import GroupEventAccount
 from .judge import CheckSettings, judge_case
-from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, MutationOrder
+from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
 from .probes import SHAPES, Probe, fingerprint
 from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
 
@@ -58,9 +63,13 @@ class CheckIO(Protocol):
     def reset_prefix_cache(self, reset_external: bool) -> BarrierResult: ...
     def cpu_blocks_stored(self) -> int | None: ...
     def events(self) -> GroupEventAccount | None: ...
-    def ledger(self) -> LedgerSnapshot | None: ...
+    def first_uses(self) -> list[FirstUse]: ...
+    def poison(self) -> int | None:
+        """Poison every free GPU block; the blocks poisoned, or None where the server cannot."""
+        ...
+
     def loads(self) -> list[LoadPlan]: ...
-    def scheduler_mutations(self) -> dict[str, int]: ...
+    def defects_applied(self) -> dict[str, int]: ...
     def arm(self, order: MutationOrder | None) -> None: ...
 
 
@@ -137,7 +146,9 @@ def _iteration(
         if account is not None:
             account.mark(name)
 
+    uses0, loads0, applied0 = len(io.first_uses()), len(io.loads()), io.defects_applied()
     try:
+        io.arm(order)  # a defect acts from the first reset on: its stores, its slots, its loads
         account_mark(f"{label}:reset")
         barriers["full"] = timed("reset_all_s", lambda: io.reset_prefix_cache(True))
         io.step_engine()  # the reset's events go out with the next engine step
@@ -168,23 +179,19 @@ def _iteration(
         m2 = io.metrics()
         windows["warm"] = m2.delta(m1)
         barriers["gpu_only"] = timed("reset_gpu_s", lambda: io.reset_prefix_cache(False))
+        fields["poisoned_blocks"] = timed("poison_s", io.poison)
         m3 = io.metrics()
-        ledger0, loads0, sched0 = io.ledger(), len(io.loads()), io.scheduler_mutations()
-        io.arm(order)
         try:
             runs["reload"] = timed("reload_run_s", lambda: io.run("reload", probes))
         finally:
             io.arm(None)
         io.step_engine()  # connector stats reach /metrics with the next engine step's output
         windows["reload"] = io.metrics().delta(m3)
-        ledger1 = io.ledger()
-        ledger = ledger1.since(ledger0) if ledger1 is not None else None
-        fields["ledger"] = ledger
         fields["loads"] = io.loads()[loads0:]
-        applied = dict(ledger.mutations_applied) if ledger is not None else {}
-        for name, n in io.scheduler_mutations().items():
-            applied[name] = applied.get(name, 0) + n - sched0.get(name, 0)
-        fields["instruments_applied"] = {k: v for k, v in applied.items() if v}
+        applied = io.defects_applied()
+        fields["instruments_applied"] = {
+            k: v - applied0.get(k, 0) for k, v in applied.items() if v - applied0.get(k, 0)
+        }
         need = _need_reference(runs["reload"], runs["warm"])
         if floor or need:
             account_mark(f"{label}:floor")
@@ -214,6 +221,12 @@ def _iteration(
         fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         if isinstance(exc, CheckStopped):
             st.stopped = True
+    finally:
+        io.arm(None)
+    try:
+        fields["first_use"] = io.first_uses()[uses0:]
+    except Exception as exc:  # the records are read after the runs; a folder gone is the iteration's error
+        fields.setdefault("error", f"{type(exc).__name__}: {exc}"[:2000])
     return Iteration(
         label=label,
         mutation=order.name if order is not None else None,

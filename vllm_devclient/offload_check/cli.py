@@ -29,7 +29,7 @@ from .server import FRONTENDS, Frontend
 __all__ = ["check_options", "command", "load_instruments", "main", "result_of", "run_from_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT = {"passed": 0, "failed": 1, "error": 2}
+EXIT = {"passed": 0, "not_proven": 1, "failed": 1, "error": 2}
 
 
 def _json(value: str | None) -> dict[str, Any]:

@@ -15,8 +15,11 @@ Per iteration:
    then the answer follows the batch and not only the KV. Fails on any ``differ``; with nothing compared, or
    where the batch control moved any answer (the engine's answers follow the batch, as a real-size model
    with random weights does: a difference cannot be told from noise), "not evaluated", with the figures.
-3. ``kv_bytes_identical`` (servers with the byte ledger): every block the reload brought back is
-   byte-identical to what was stored, layer by layer; the counts of blocks, groups and layers are given.
+3. ``kv_bytes_identical`` (servers with the reference instrument): every block a request started from, in
+   every run, equals a computation of its prefix, layer region by layer region (digests taken where the model
+   computed the block, checked at its first use: ``gpu_tests/kv_proof/reference.py``); no block holds the
+   poison, another prefix's bytes or bytes no computation left. Not evaluated when no block the connector
+   loaded in the reload was checked, and then the iteration is "not proven", never "passed".
 4. ``recurrent_state_consistent`` (models with a recurrent-state group): a restored state stands exactly at
    the cached-token count. A load whose recurrent group reaches past it (``restored_ahead`` tokens) means the
    state already holds tokens the engine computes again; without load plans, a cached count off the group's
@@ -29,16 +32,20 @@ Per iteration:
 7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
 
-A mutation iteration is ``caught`` when its instrument ran, the reload was still proven, and one of the
-assertions the catalogue names failed. For the whole case: ``kv_events_consistent``, ``frontend``,
-``instruments_ok`` and (with mutations) ``mutations_caught``; :data:`KNOWN_DEFECTS` names a vLLM defect whose
-fingerprint the clean iterations show, or a byte mutation's (its splits and states are vLLM's own), and
+A reload answer whose request loaded nothing from the connector is ``not_loaded``: never agreement.
+
+A mutation iteration is ``caught`` when its defect acted and one of the assertions the catalogue names failed
+(the bytes at first use are evidence whether or not the reload was proven).
+
+For the whole case: ``kv_events_consistent``, ``frontend``, ``instruments_ok`` and (with mutations)
+``mutations_caught``. Its status is ``passed`` only when each clean iteration passed with a byte verdict;
+``not_proven`` when every evaluated assertion held without one. :data:`KNOWN_DEFECTS` names a vLLM defect
+whose fingerprint the clean iterations show, or a byte mutation's (its splits and states are vLLM's own), and
 :data:`SIMPLE_EVICTIONS_AS_GPU_REMOVES` the Simple connector's CPU evictions sent as GPU removes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -69,7 +76,6 @@ __all__ = [
     "judge_case",
     "judge_iteration",
     "moved_by_the_batch",
-    "no_ledger_reason",
     "rejudge",
     "same_split_pairs",
 ]
@@ -87,11 +93,11 @@ class CheckSettings:
     expected_frontend: Frontend | None = None
     max_failed_rate: float = 0.05
     iterations: int = 3
-    byte_ledger: bool = False
+    # the server holds the reference instrument (first-use records); without it kv_bytes_identical is not
+    # evaluated and the case cannot pass, only be "not proven"
+    reference_digests: bool = False
     # > 0: clean iterations send a second warm run spread over this many seconds (check.py), the batch control
     batch_control_s: float = 0.0
-    # why a server without the byte ledger has none (``no_ledger_reason``), said by kv_bytes_identical
-    no_ledger: str = ""
     # > 0: clean iterations also time this many questions decoding at once from the GPU prefix cache (the
     # ``decode`` run: the real-size budget's decode rate; never judged)
     decode_in_flight: int = 0
@@ -140,6 +146,10 @@ def compare(it: Iteration, probes: Sequence[ProbeInfo], layout: Sequence[GroupLa
             out.append(
                 Comparison(**base, verdict="no_answer", reason=f"the reload request failed: {r.error}")
             )
+            continue
+        if r.split is not None and not r.split.external:
+            reason = "the reload loaded nothing from the connector: its answer says nothing of the reload"
+            out.append(Comparison(**base, verdict="not_loaded", reason=reason))
             continue
         if ref is None or ref.text is None:
             out.append(Comparison(**base, verdict="no_answer", reason="no warm answer to compare with"))
@@ -306,38 +316,63 @@ def moved_by_the_batch(it: Iteration) -> tuple[int, int] | None:
 
 
 def _kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResult:
+    """Every block a request started from, in every run of the iteration, equals a computation of its prefix;
+    and the reload's connector-loaded blocks were among them (else "not evaluated": nothing was proven)."""
     name = "kv_bytes_identical"
-    ledger = it.ledger
-    if not settings.byte_ledger:
-        why = f"no byte ledger in this server ({settings.no_ledger or 'it was started without one'})"
+    if not settings.reference_digests:
+        why = "no reference digests: the server was started without the instruments"
         return AssertionResult(name=name, passed=True, evaluated=False, message=why)
-    if ledger is None:  # the server was started with the proving spec, and it left no ledger
-        return AssertionResult(
-            name=name, passed=False, message="the byte ledger was not found in the probe folder"
-        )
-    blocks = ledger.loaded_blocks
-    groups = sorted(int(g) for g in ledger.loaded_blocks_by_group)
-    counts = (
-        f"{blocks} blocks in {len(groups)} group(s) {groups}, {ledger.loads.ops} block-layer copies over "
-        f"{len(ledger.tensors)} layer tensors ({len(ledger.layers)} layers), {ledger.loads.bytes} bytes"
+    answers = {
+        a.request_id: (label, a) for label, run in it.runs.items() for a in run.answers if a.request_id
+    }
+    counts: dict[str, int] = {}
+    loaded = {"v": 0, "other": 0}
+    groups: set[int] = set()
+    regions: dict[int, int] = {}
+    problems: list[str] = []
+    for use in it.first_use:
+        label, answer = answers.get(use.request_id, ("another request", None))
+        local = answer.split.local if answer is not None and answer.split is not None else None
+        for g in use.groups:
+            regions[g.group] = g.regions
+            for verdict in g.verdicts:
+                counts[verdict] = counts.get(verdict, 0) + 1
+            if label == "reload" and local is not None:
+                start = local // g.block_size if g.block_size else 0
+                tail = g.verdicts[start:]
+                loaded["v"] += tail.count("v")
+                loaded["other"] += len(tail) - tail.count("v") - tail.count("n") - tail.count("s")
+                if tail.count("v"):
+                    groups.add(g.group)
+        if use.bad() and len(problems) < 4:
+            ex = use.examples[0] if use.examples else None
+            what = (
+                f"group {ex.group} block {ex.block} (GPU block {ex.gpu_block}) holds "
+                f"{ex.holds or 'no computation'}"
+                + (f", {ex.regions_differ} layer regions differ" if ex.regions_differ else "")
+                if ex is not None
+                else ""
+            )
+            probe = answer.probe if answer is not None else use.request_id
+            problems.append(f"{label} {probe}: {use.bad()} block(s) not as computed; {what}")
+    bad = counts.get("x", 0) + counts.get("u", 0) + counts.get("p", 0)
+    tally = (
+        f"{sum(counts.values())} blocks checked at first use ({counts.get('v', 0)} as computed, "
+        f"{counts.get('x', 0)} corrupt, {counts.get('u', 0)} never computed, {counts.get('p', 0)} poison, "
+        f"{counts.get('n', 0)} null, {counts.get('s', 0)} recurrent states between snapshots left to "
+        f"recurrent_state_consistent); reload: {loaded['v']} connector-loaded blocks as computed in "
+        f"{len(groups)} group(s) {sorted(groups)}, layer regions per group {dict(sorted(regions.items()))}"
     )
-    if ledger.loads.ops == 0:
-        return AssertionResult(name=name, passed=False, message="the reload loaded nothing the ledger saw")
-    problems = []
-    if ledger.mismatched:
-        ex = ledger.mismatch_examples[0] if ledger.mismatch_examples else None
-        where = (
-            f" (first: group {ex.group}, {ex.layer}, GPU block {ex.gpu_block} from CPU block {ex.cpu_block}"
-            f"/{ex.sub_block})"
-            if ex
-            else ""
+    if bad:
+        return AssertionResult(name=name, passed=False, message="; ".join(problems) + f"; {tally}")
+    if not loaded["v"]:
+        return AssertionResult(
+            name=name,
+            passed=True,
+            evaluated=False,
+            message=f"no block the connector loaded in the reload was checked: nothing is proven; {tally}",
         )
-        problems.append(f"{ledger.mismatched} reloaded block-layer copies differ from what was stored{where}")
-    if ledger.unverified:
-        problems.append(f"{ledger.unverified} came from CPU blocks the ledger never saw stored")
-    if problems:
-        return AssertionResult(name=name, passed=False, message="; ".join(problems) + f"; of {counts}")
-    return AssertionResult(name=name, passed=True, message=f"{ledger.verified} identical: {counts}")
+    return AssertionResult(name=name, passed=True, message=tally)
 
 
 def _recurrent_state_consistent(
@@ -506,7 +541,10 @@ def _status(assertions: Sequence[AssertionResult]) -> Status:
     for a in assertions:
         if a.name == REQUEST_FAILURES and not a.passed:
             return "error"
-    return "passed" if all(a.passed or not a.evaluated for a in assertions) else "failed"
+    if not all(a.passed or not a.evaluated for a in assertions):
+        return "failed"
+    proof = next((a for a in assertions if a.name == "kv_bytes_identical"), None)
+    return "passed" if proof is not None and proof.evaluated else "not_proven"
 
 
 def judge_iteration(
@@ -537,12 +575,9 @@ def judge_iteration(
         expected = list(settings.mutation_expectations.get(it.mutation, ()))
         failed = [a.name for a in assertions if a.evaluated and not a.passed]
         applied = it.instruments_applied.get(it.mutation, 0)
-        proven = next(a.passed for a in assertions if a.name == "reload_proven")
-        caught = applied > 0 and proven and any(e in failed for e in expected)
+        caught = applied > 0 and any(e in failed for e in expected)
         if applied == 0:
-            note = "the instrument never ran: nothing it applies to was loaded"
-        elif not proven:
-            note = "the reload was not proven, so a failure says nothing about the bytes"
+            note = "the defect never acted: nothing it applies to was stored or loaded"
         elif not caught:
             note = f"none of {expected} failed"
         else:
@@ -714,8 +749,10 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
     clean = [it for it in iterations if it.mutation is None]
     if report.error is not None or not iterations or any(it.status == "error" for it in iterations):
         status: Status = "error"
-    elif any(it.status != "passed" for it in clean) or any(a.evaluated and not a.passed for a in assertions):
+    elif any(it.status == "failed" for it in clean) or any(a.evaluated and not a.passed for a in assertions):
         status = "failed"
+    elif any(it.status != "passed" for it in clean):
+        status = "not_proven"  # a catalogue's own case (no clean pass) stands on mutations_caught
     else:
         status = "passed"
     return report.model_copy(
@@ -729,29 +766,6 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
     )
 
 
-def no_ledger_reason(connector: str, spec_name: str | None) -> str:
-    """Why a case's server holds no byte ledger (the proving spec stands in for CPUOffloadingSpec only)."""
-    if connector != "OffloadingConnector":
-        return f"the {connector} has no spec hook to hold one"
-    if spec_name and spec_name not in ("CPUOffloadingSpec", "ProvingCPUOffloadingSpec"):
-        return f"the {spec_name} is kept; the ledger's proving spec stands in for CPUOffloadingSpec only"
-    return "the server was started without the instruments"
-
-
-def _spec_name(server_args: Sequence[str]) -> str | None:
-    """The OffloadingConnector spec a server was started with (its ``--kv-transfer-config``)."""
-    args = list(server_args)
-    if "--kv-transfer-config" not in args:
-        return None
-    try:
-        config = json.loads(args[args.index("--kv-transfer-config") + 1])
-    except (IndexError, ValueError):
-        return None
-    extra = config.get("kv_connector_extra_config") if isinstance(config, dict) else None
-    spec = extra.get("spec_name") if isinstance(extra, dict) else None
-    return spec if isinstance(spec, str) else None
-
-
 def rejudge(report: OffloadCheckReport, settings: CheckSettings | None = None) -> OffloadCheckReport:
     """Judge a stored report again with today's judge (settings from the report unless given)."""
     if settings is None:
@@ -761,10 +775,21 @@ def rejudge(report: OffloadCheckReport, settings: CheckSettings | None = None) -
             expect_cpu_store_events=bool(report.extra.get("expect_cpu_store_events", False)),
             expected_frontend=report.frontend,  # type: ignore[arg-type]
             max_failed_rate=report.max_failed_rate,
-            byte_ledger=bool(report.extra.get("byte_ledger", False)),
-            no_ledger=no_ledger_reason(report.connector, _spec_name(report.server_args)),
+            reference_digests=bool(report.extra.get("reference_digests", False)),
             mutation_expectations={
                 k: tuple(v) for k, v in report.extra.get("mutation_expectations", {}).items()
             },
         )
-    return judge_case(settings, report)
+    judged = judge_case(settings, report)
+    if report.status in ("failed", "error") and judged.status not in ("failed", "error"):
+        # A committed failure is the device's verdict: today's judge may add information, never turn it.
+        kept = AssertionResult(
+            name="device_verdict_kept",
+            passed=False,
+            message=f"today's judge reads {judged.status}; the device's {report.status} stands until a fresh "
+            "device run of this case shows otherwise",
+        )
+        judged = judged.model_copy(
+            update={"status": report.status, "passed": False, "assertions": [*judged.assertions, kept]}
+        )
+    return judged

@@ -1,8 +1,9 @@
 """What the engine-side instruments write for the check, and what the check writes for them. No I/O at import.
 
-The instruments (``gpu_tests/kv_proof/``: a recording scheduler given with ``--scheduler-cls``, and an
-offloading spec given through ``kv_connector_extra_config``) run inside vLLM's engine processes. They meet the
-check in one folder per server, named by the environment variable :data:`PROBE_DIR_ENV`:
+The instruments (``gpu_tests/kv_proof/``: a recording scheduler given with ``--scheduler-cls`` and a reference
+instrument given with ``--worker-extension-cls``) and the defect catalogue (a vLLM plugin) run inside vLLM's
+engine processes. They meet the check in one folder per server, named by the environment variable
+:data:`PROBE_DIR_ENV`:
 
 - ``layout.json``: the KV-cache groups (index, kind, block size, layers), written by the scheduler at start.
 - ``splits-<pid>.jsonl``: one line per request when its prefill is scheduled: prompt tokens (``prompt``),
@@ -10,10 +11,13 @@ check in one folder per server, named by the environment variable :data:`PROBE_D
   the prompt token ids, which is how the check finds its request (:func:`prompt_key`).
 - ``loads-<pid>.jsonl``: one line per OffloadingConnector load job, written where the scheduler plans it: the
   request, the cached-token count it serves, and per group the first logical GPU block and the block count.
-- ``ledger-<pid>.json``: the byte ledger of the offloading worker, rewritten as transfers finish (cumulative
-  counts, so the check takes differences between two reads).
-- ``mutation.json``: written by the check, read by the instruments before each load: the mutation to apply
-  now (absent or ``{}``: none).
+- ``firstuse-<pid>.jsonl``: one line per request at the first step it runs with a cached prefix, written by
+  the reference instrument in the worker: a verdict per block of that prefix (:class:`FirstUse`).
+- ``reference-<pid>.json``: that instrument's cumulative counts (:class:`ReferenceSnapshot`).
+- ``defects-<pid>.json``: how often each armed defect of the catalogue acted, by name, per process.
+- ``ledger-<pid>.json``: the byte ledger of earlier runs (read from their committed reports only).
+- ``mutation.json``: written by the check, read by the catalogue's defects (never by an instrument) at each
+  place they act: the defect armed now (absent or ``{}``: none).
 
 Every model here is the JSON the instruments write, so a change on one side fails the other's tests.
 """
@@ -34,6 +38,8 @@ __all__ = [
     "MUTATION_FILE",
     "PROBE_DIR_ENV",
     "RECURRENT_KINDS",
+    "FirstUse",
+    "FirstUseGroup",
     "GroupLayout",
     "LedgerCounts",
     "LedgerSnapshot",
@@ -41,6 +47,7 @@ __all__ = [
     "Mismatch",
     "MutationOrder",
     "ProbeFiles",
+    "ReferenceSnapshot",
     "Split",
     "SplitRecord",
     "prompt_key",
@@ -144,6 +151,59 @@ class Mismatch(_Model):
     sub_block: int
     stored: str | None
     landed: str
+
+
+class FirstUseGroup(_Model):
+    """One KV-cache group of a request's cached prefix at its first step: a verdict per block, in order.
+
+    ``v`` equals a computation of its prefix; ``x`` matches none; ``u`` its prefix was never computed here;
+    ``p`` still holds the poison; ``n`` a null block (outside a sliding window); ``s`` a recurrent state
+    between two snapshots (no reference can exist: left to the restored-state check)."""
+
+    group: int
+    block_size: int
+    regions: int  # layer regions digested per block
+    verdicts: str
+
+    def count(self, verdict: str, *, start: int = 0) -> int:
+        return self.verdicts[start:].count(verdict)
+
+
+class FirstUseExample(_Model):
+    group: int
+    block: int  # the block's index within the request
+    gpu_block: int
+    verdict: str
+    holds: str = ""
+    regions_differ: int = 0
+
+
+class FirstUse(_Model):
+    """A request at the first step it ran from a cached prefix (GPU prefix-cache hits and loads alike)."""
+
+    seq: int
+    pid: int
+    request_id: str
+    cached: int  # tokens of the prefix the request started from
+    groups: list[FirstUseGroup]
+    examples: list[FirstUseExample] = Field(default_factory=list)
+
+    def bad(self) -> int:
+        return sum(g.count(v) for g in self.groups for v in "xup")
+
+
+class ReferenceSnapshot(_Model):
+    """The reference instrument of one worker (cumulative since it started)."""
+
+    pid: int = 0
+    blocks_recorded: int = 0
+    keys: int = 0
+    variants: int = 0
+    regions_by_group: dict[str, int] = Field(default_factory=dict)
+    layers_by_group: dict[str, list[str]] = Field(default_factory=dict)
+    poisoned: int = 0  # poison calls
+    poisoned_blocks: int = 0
+    errors: list[str] = Field(default_factory=list)
 
 
 class LedgerCounts(_Model):
@@ -287,36 +347,41 @@ class ProbeFiles:
         rows = [r for r in self._lines("loads") if "job_id" in r]
         return sorted((LoadPlan.model_validate(r) for r in rows), key=lambda r: (r.pid, r.seq))
 
-    def instrument_errors(self) -> list[str]:
-        """What the instruments could not do (a load-plan line that failed, a ledger error)."""
-        errors = [str(r["error"]) for r in self._lines("loads") if "error" in r]
-        for ledger in self.ledgers():
-            errors += ledger.errors
-        return errors
+    def first_uses(self) -> list[FirstUse]:
+        rows = [r for r in self._lines("firstuse") if "request_id" in r]
+        return sorted((FirstUse.model_validate(r) for r in rows), key=lambda r: (r.pid, r.seq))
 
-    def scheduler_mutations(self) -> dict[str, int]:
-        """Mutations applied on the scheduler's side (``state_ahead``), by name."""
-        counts: dict[str, int] = {}
-        for path in self.root.glob("scheduler-*.json"):
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            for name, n in (data.get("mutations_applied") or {}).items():
-                counts[name] = counts.get(name, 0) + int(n)
-        return counts
-
-    def ledgers(self) -> list[LedgerSnapshot]:
+    def references(self) -> list[ReferenceSnapshot]:
         out = []
-        for path in sorted(self.root.glob("ledger-*.json")):
+        for path in sorted(self.root.glob("reference-*.json")):
             try:
-                out.append(LedgerSnapshot.model_validate_json(path.read_text()))
+                out.append(ReferenceSnapshot.model_validate_json(path.read_text()))
             except ValueError:  # being rewritten: the next read gets it
                 continue
         return out
 
+    def instrument_errors(self) -> list[str]:
+        """What the instruments could not do (a load-plan line that failed, a reference error)."""
+        errors = [str(r["error"]) for r in self._lines("loads") if "error" in r]
+        errors += [str(r["error"]) for r in self._lines("firstuse") if "error" in r]
+        for ref in self.references():
+            errors += ref.errors
+        return errors
+
+    def defects_applied(self) -> dict[str, int]:
+        """How often each armed defect acted, by name, over every process."""
+        counts: dict[str, int] = {}
+        for path in self.root.glob("defects-*.json"):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for name, n in (data.get("applied") or {}).items():
+                counts[name] = counts.get(name, 0) + int(n)
+        return counts
+
     def order(self, order: MutationOrder | None) -> None:
-        """Arm (with None: disarm) a mutation: written atomically, read by the instruments at each load."""
+        """Arm (with None: disarm) a defect: written atomically, read by the defects where they act."""
         path = self.root / MUTATION_FILE
         if order is None or not order.name:
             path.unlink(missing_ok=True)
@@ -327,7 +392,7 @@ class ProbeFiles:
 
 
 def read_order(root: str | os.PathLike[str]) -> MutationOrder | None:
-    """The instruments' side: the mutation armed now, or None."""
+    """The defects' side: the one armed now, or None."""
     path = Path(root) / MUTATION_FILE
     try:
         order = MutationOrder.model_validate_json(path.read_text())

@@ -1,13 +1,15 @@
 """What one case of the offload check measured and concluded, as JSON-ready models, and its summary.
 
-A report keeps the raw measurements (every probe's answer and split, the metric windows, the byte ledger of
-each reload, the load plans) beside the verdicts, so :func:`vllm_devclient.offload_check.judge.rejudge`
-can recompute every verdict from a committed report without a GPU. Answer texts are stored once per report
-(``texts``, by digest) and referenced from the runs.
+A report keeps the raw measurements (every probe's answer and split, the metric windows, every first use of
+a cached prefix with its block verdicts, the load plans) beside the verdicts, so
+:func:`vllm_devclient.offload_check.judge.rejudge` can recompute every verdict from a committed report
+without a GPU. Answer texts are stored once per report (``texts``, by digest) and referenced from the runs.
 
-``status`` is ``"passed"`` only when every evaluated assertion of every clean iteration held and no run lost
-more than the allowed share of its requests; an assertion that could not be evaluated says so
-(``evaluated: false``) and never counts as a pass or a failure.
+``status`` is ``"passed"`` only when every evaluated assertion of every clean iteration held, no run lost
+more than the allowed share of its requests, and the blocks the connector loaded were checked against what
+the model computed (``kv_bytes_identical``); without that byte verdict it is ``"not_proven"``. An assertion
+that could not be evaluated says so (``evaluated: false``) and never counts as a pass or a failure.
+``judge_commit`` names the judge that gave the verdicts, fixed before the run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from vllm_devclient.metrics import MetricsDelta
 from vllm_devclient.models import BarrierResult
 
 from .events import KVEventsSummary
-from .probe_files import GroupLayout, LedgerSnapshot, LoadPlan, Split
+from .probe_files import FirstUse, GroupLayout, LedgerSnapshot, LoadPlan, Split
 
 __all__ = [
     "Answer",
@@ -40,8 +42,9 @@ __all__ = [
     "Status",
 ]
 
-Status = Literal["passed", "failed", "error"]
-Verdict = Literal["agree", "differ", "not_comparable", "nondeterministic", "no_answer"]
+# "not_proven": every assertion held, yet no block the connector loaded was checked against a computation
+Status = Literal["passed", "not_proven", "failed", "error"]
+Verdict = Literal["agree", "differ", "not_comparable", "nondeterministic", "no_answer", "not_loaded"]
 
 
 def _now() -> str:
@@ -165,7 +168,9 @@ class Iteration(_Frozen):
     barriers: dict[str, BarrierResult] = Field(default_factory=dict)
     cpu_blocks_stored: int | None = None
     cpu_tier: CpuTier | None = None  # None: the connector sends no CPU-tier events
-    ledger: LedgerSnapshot | None = None  # the reload run's share of the byte ledger
+    ledger: LedgerSnapshot | None = None  # the byte ledger of runs before the reference digests (read only)
+    first_use: list[FirstUse] = Field(default_factory=list)  # every first use of a cached prefix, all runs
+    poisoned_blocks: int | None = None  # GPU blocks poisoned before the reload (None: not poisoned)
     loads: list[LoadPlan] = Field(default_factory=list)  # the reload run's load plans
     instruments_applied: dict[str, int] = Field(default_factory=dict)
     comparisons: list[Comparison] = Field(default_factory=list)
@@ -232,6 +237,7 @@ class OffloadCheckReport(_Frozen):
     instrument_errors: list[str] = Field(default_factory=list)
     status: Status = "error"
     passed: bool = False
+    judge_commit: str | None = None
     error: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     phase_shares: dict[str, float] = Field(default_factory=dict)

@@ -1,0 +1,250 @@
+"""Test-only: the defect catalogue (``catalogue.py``) injected into vLLM's own offloading code, below the
+proof.
+
+A vLLM general plugin (``device_setup.sh`` registers :func:`register`): in every vLLM process with
+``VLLM_DEVCLIENT_PROBE_DIR`` set it wraps a few of vLLM's own methods. Each wrapper acts only while the check
+has armed its defect in ``mutation.json`` (``probe_files.MutationOrder``; for a whole mutation iteration, from
+its first full reset to the end of its reload), and counts each time it changed something in
+``defects-<pid>.json``. The reference instrument never reads the order: what breaks is hidden from the proof.
+
+OffloadingConnector (vLLM 0.26: ``CPUOffloadingWorker``, ``CPUOffloadingManager``,
+``OffloadingConnectorScheduler``):
+
+- ``store_wrong_block``: a store reads the GPU block after the one planned (an off-by-one in the worker);
+- ``store_copies_nothing``: a store is reported finished and successful without a copy;
+- ``cpu_slot_shared``: the CPU block allocator hands the first slot of an allocation to the second key too;
+- ``load_plan_permuted``: the scheduler's load job lists one group's GPU destinations in reverse;
+- ``stale_slot_after_reset``: a full reset keeps half of the index while every slot is handed out again;
+- ``load_wrong_cpu_block``: a load reads the CPU block after the one planned;
+- ``changed_after_load``: a late write flips one byte of a loaded block after its load finished;
+- ``state_ahead``: the lookup reports one token fewer than it found while the load covers the whole chunk
+  (vLLM #51094's shape: the restored recurrent state holds a token the engine computes again).
+
+SimpleCPUOffloadConnector (``DmaCopyBackend.launch_copy``):
+
+- ``simple_load_wrong_place``: a load batch's GPU destinations rotated by one;
+- ``simple_store_wrong_block``: a store batch's GPU sources rotated by one;
+- ``simple_store_copies_nothing``: a store batch queued with no blocks, its event still recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vllm_devclient.offload_check.probe_files import PROBE_DIR_ENV, read_order
+
+_lock = threading.Lock()
+_installed = False
+
+
+class _Arming:
+    """The armed defect, read from the folder at most every 50 ms, and the counts of what it did."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / f"defects-{os.getpid()}.json"
+        self.applied: dict[str, int] = {}
+        self._name: str | None = None
+        self._read_at = 0.0
+
+    def armed(self, name: str) -> bool:
+        import time
+
+        now = time.monotonic()
+        if now - self._read_at > 0.05:
+            order = read_order(self.root)
+            self._name = order.name if order is not None else None
+            self._read_at = now
+        return self._name == name
+
+    def acted(self, name: str) -> None:
+        with _lock:
+            self.applied[name] = self.applied.get(name, 0) + 1
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text(json.dumps({"applied": self.applied}))
+            os.replace(tmp, self.path)
+
+
+def _wrap(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    real = getattr(cls, name)
+    setattr(cls, name, make(real))
+
+
+def _offloading_worker(arm: _Arming) -> None:
+    import numpy as np
+    from vllm.v1.kv_offload.base import TransferResult
+    from vllm.v1.kv_offload.cpu.gpu_worker import CPUOffloadingWorker
+
+    skipped: list[int] = []
+    loads: dict[int, list[int]] = {}
+
+    def submit_store(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
+            if arm.armed("store_copies_nothing"):
+                skipped.append(job_id)
+                arm.acted("store_copies_nothing")
+                return True
+            if arm.armed("store_wrong_block"):
+                blocks = int(self._store_handler.src_tensors[0].shape[0])
+                ids = np.asarray(src_spec.block_ids)
+                src_spec.block_ids = np.where(ids + 1 < blocks, ids + 1, 1).astype(ids.dtype)
+                arm.acted("store_wrong_block")
+            return real(self, job_id, src_spec, dst_spec)
+
+        return wrapper
+
+    def submit_load(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
+            if arm.armed("load_wrong_cpu_block"):
+                blocks = int(self._load_handler.src_tensors[0].shape[0])
+                ids = np.asarray(src_spec.block_ids)
+                src_spec.block_ids = ((ids + 1) % blocks).astype(ids.dtype)
+                arm.acted("load_wrong_cpu_block")
+            loads[job_id] = [int(b) for b in dst_spec.block_ids]
+            return real(self, job_id, src_spec, dst_spec)
+
+        return wrapper
+
+    def get_finished(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any) -> Any:
+            results = list(real(self))
+            while skipped:
+                results.append(TransferResult(job_id=skipped.pop(0), success=True))
+            for result in results:
+                dst = loads.pop(result.job_id, None)
+                if dst and arm.armed("changed_after_load"):
+                    gpu = self._load_handler.dst_tensors[0]
+                    row = gpu[dst[0]]
+                    row[row.shape[0] // 2 : row.shape[0] // 2 + 1].bitwise_xor_(1)
+                    arm.acted("changed_after_load")
+            return results
+
+        return wrapper
+
+    _wrap(CPUOffloadingWorker, "submit_store", submit_store)
+    _wrap(CPUOffloadingWorker, "submit_load", submit_load)
+    _wrap(CPUOffloadingWorker, "get_finished", get_finished)
+
+
+def _offloading_manager(arm: _Arming) -> None:
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+    from vllm.v1.kv_offload.cpu.policies.base import BlockStatus
+
+    def allocate(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, keys: list[Any]) -> list[Any]:
+            blocks = real(self, keys)
+            if len(blocks) >= 2 and arm.armed("cpu_slot_shared"):
+                blocks[1] = BlockStatus(blocks[0].block_id)
+                arm.acted("cpu_slot_shared")
+            return blocks  # type: ignore[no-any-return]
+
+        return wrapper
+
+    def reset_cache(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any) -> None:
+            policy = self._policy
+            entries = dict(getattr(policy, "blocks", {}) or {})
+            real(self)
+            if not entries or not arm.armed("stale_slot_after_reset"):
+                return
+            kept = 0
+            for key, block in entries.items():
+                if block.block_id % 2 == 0 and block.is_ready:
+                    policy.insert(key, block)
+                    self._num_evictable_cache_blocks += 1
+                    kept += 1
+            if kept:
+                arm.acted("stale_slot_after_reset")
+
+        return wrapper
+
+    _wrap(CPUOffloadingManager, "_allocate_blocks", allocate)
+    _wrap(CPUOffloadingManager, "reset_cache", reset_cache)
+
+
+def _offloading_scheduler(arm: _Arming) -> None:
+    import numpy as np
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+        OffloadingConnectorScheduler as Sched,
+    )
+
+    def lookup(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, req_status: Any) -> Any:
+            hit = real(self, req_status)
+            if hit and arm.armed("state_ahead"):
+                arm.acted("state_ahead")
+                return hit - 1
+            return hit
+
+        return wrapper
+
+    def after_alloc(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, request: Any, blocks: Any, num_external_tokens: int) -> None:
+            before = set(self._current_batch_load_jobs)
+            real(self, request, blocks, num_external_tokens)
+            if not arm.armed("load_plan_permuted"):
+                return
+            for job_id in set(self._current_batch_load_jobs) - before:
+                spec = self._current_batch_load_jobs[job_id].dst_spec
+                ids = np.asarray(spec.block_ids).copy()
+                start = 0
+                for size in spec.group_sizes:
+                    if size >= 2:
+                        ids[start : start + size] = ids[start : start + size][::-1].copy()
+                        spec.block_ids = ids
+                        arm.acted("load_plan_permuted")
+                        break
+                    start += size
+
+        return wrapper
+
+    _wrap(Sched, "_lookup", lookup)
+    _wrap(Sched, "update_state_after_alloc", after_alloc)
+
+
+def _simple(arm: _Arming) -> None:
+    from vllm.v1.simple_kv_offload.copy_backend import DmaCopyBackend
+
+    def launch_copy(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(
+            self: Any, src_blocks: list[int], dst_blocks: list[int], is_store: bool, *a: Any, **k: Any
+        ) -> Any:
+            src, dst = list(src_blocks), list(dst_blocks)
+            if not is_store and len(dst) >= 2 and arm.armed("simple_load_wrong_place"):
+                dst = dst[1:] + dst[:1]
+                arm.acted("simple_load_wrong_place")
+            if is_store and len(src) >= 2 and arm.armed("simple_store_wrong_block"):
+                src = src[1:] + src[:1]
+                arm.acted("simple_store_wrong_block")
+            if is_store and src and arm.armed("simple_store_copies_nothing"):
+                src, dst = [], []
+                arm.acted("simple_store_copies_nothing")
+            return real(self, src, dst, is_store, *a, **k)
+
+        return wrapper
+
+    _wrap(DmaCopyBackend, "launch_copy", launch_copy)
+
+
+def register() -> None:
+    """The plugin entry point: install every defect once per process (armed by the check only)."""
+    global _installed
+    root = os.environ.get(PROBE_DIR_ENV)
+    with _lock:
+        if _installed or not root:
+            return
+        _installed = True
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    arm = _Arming(path)
+    for install in (_offloading_worker, _offloading_manager, _offloading_scheduler, _simple):
+        try:
+            install(arm)
+        except Exception as exc:  # a release without that class: its defects cannot act, and say so
+            with (path / f"defects-errors-{os.getpid()}.txt").open("a") as fh:
+                fh.write(f"{install.__name__}: {exc!r}\n")

@@ -1,0 +1,382 @@
+"""Test-only: the reference instrument's work, on the KV tensors and what the scheduler hands a worker (torch
+only; ``reference.py`` hooks it into vLLM's worker). See ``reference.py`` for what it proves and when.
+
+- :func:`regions`: every layer's blocks as rows of bytes (block-major, as vLLM lays them out; a recurrent
+  layer through its first state tensor), by KV-cache group; one region per distinct memory region.
+- :class:`Proof`: after each step, records the digest of every prompt block the step completed and checks
+  every request at its first step against the book (``book.py``), writing ``firstuse-<pid>.jsonl``; and the
+  poison.
+
+A digest is one int64 per layer region: the block's bytes as int32 words, times odd weights, summed modulo
+2**64 on the device (exact, order-free; one changed word always changes it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpu_tests.kv_proof.book import Book, chain_keys
+
+POISON_BYTE = 0x41
+NULL_BLOCK = 0
+CHUNK_BYTES = 256 << 20
+MAX_EXAMPLES = 6
+_SEED = 20261202
+
+
+@dataclass
+class _Region:
+    rows: torch.Tensor  # (num_blocks, page) int8 view of one memory region
+    width: int  # bytes of a page that hold data (unpadded), a multiple of 4
+    layer: str
+
+
+@dataclass
+class _Group:
+    index: int
+    block_size: int
+    recurrent: bool
+    every_boundary: bool  # a recurrent group with mamba_cache_mode=all keeps a state at each boundary
+    regions: list[_Region]
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    blocks: list[list[int]]
+    first: bool = True
+    keys: dict[int, list[bytes]] = field(default_factory=dict)  # block size -> chain keys
+
+    def key(self, block_size: int, index: int) -> bytes:
+        keys = self.keys.get(block_size, [])
+        if index >= len(keys):
+            keys = chain_keys(self.prompt, block_size, index + 1, keys)
+            self.keys[block_size] = keys
+        return keys[index]
+
+
+def _unpadded(spec: Any) -> int:
+    try:
+        if "Mamba" in type(spec).__name__:
+            return int(replace(spec, page_size_padded=None).page_size_bytes)
+        return int(getattr(spec, "unpadded_page_size_bytes", spec.page_size_bytes))
+    except Exception:
+        return int(spec.page_size_bytes)
+
+
+def _rows(tensor: torch.Tensor, num_blocks: int, page: int, stride: int) -> torch.Tensor:
+    raw = torch.empty(0, dtype=torch.int8, device=tensor.device).set_(tensor.untyped_storage())
+    offset = tensor.storage_offset() * tensor.element_size()
+    return torch.as_strided(raw, (num_blocks, page), (stride, 1), offset)
+
+
+def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Group]:
+    """Every KV-cache group with its block size, kind and distinct memory regions."""
+    num_blocks = int(kv_cache_config.num_blocks)
+    packed = {
+        name
+        for t in kv_cache_config.kv_cache_tensors
+        if getattr(t, "block_stride", 0) > 0
+        for name in t.shared_by
+    }
+    seen: set[tuple[int, int, int]] = set()
+    groups = []
+    for g, group in enumerate(kv_cache_config.kv_cache_groups):
+        spec = group.kv_cache_spec
+        per_layer = getattr(spec, "kv_cache_specs", {}) or {}
+        recurrent = "Mamba" in type(spec).__name__
+        regions = []
+        for layer in group.layer_names:
+            module = forward_context.get(layer)
+            kv = getattr(module, "kv_cache", None)
+            if kv is None:
+                continue
+            lspec = per_layer.get(layer, spec)
+            page = int(lspec.page_size_bytes)
+            if isinstance(kv, (list, tuple)):  # a recurrent layer: its states share one block-major region
+                if not kv:
+                    continue
+                first = kv[0]
+                rows = _rows(first, num_blocks, page, page)
+            else:
+                stride = kv.stride(0) * kv.element_size() if layer in packed else page
+                rows = _rows(kv, num_blocks, page, stride)
+            ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            width = _unpadded(lspec) // 4 * 4
+            regions.append(_Region(rows=rows, width=width, layer=layer))
+        groups.append(
+            _Group(
+                index=g,
+                block_size=int(spec.block_size),
+                recurrent=recurrent,
+                every_boundary=getattr(spec, "mamba_cache_mode", None) == "all",
+                regions=regions,
+            )
+        )
+    return groups
+
+
+class Proof:
+    def __init__(self, kv_cache_config: Any, forward_context: dict[str, Any], root: Path) -> None:
+        self.root = root
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.groups = regions(kv_cache_config, forward_context)
+        self.device = next((r.rows.device for g in self.groups for r in g.regions), torch.device("cuda"))
+        widest = max((r.width for g in self.groups for r in g.regions), default=4)
+        gen = torch.Generator(device="cpu").manual_seed(_SEED)
+        weights = torch.randint(-(2**62), 2**62, (widest // 4,), generator=gen, dtype=torch.int64) | 1
+        self.weights = weights.to(self.device)
+        self.book = Book()
+        self.requests: dict[str, _Request] = {}
+        self.seq = 0
+        self.poisoned = 0
+        self.poisoned_blocks = 0
+        self.errors: list[str] = []
+        self.last_flush = 0.0
+        self.uses = root / f"firstuse-{self.pid}.jsonl"
+        self.snapshot_path = root / f"reference-{self.pid}.json"
+        for g in self.groups:
+            if g.regions:
+                self.book.poison[g.index] = self._poison_digest(g)
+        self.flush(force=True)
+        print(
+            f"vllm-devclient kv-proof: reference digests on {len(self.groups)} groups, "
+            f"{sum(len(g.regions) for g in self.groups)} regions, pid {self.pid}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # -- digests --------------------------------------------------------------------------------------------
+
+    def _digest_rows(self, rows: torch.Tensor, width: int) -> torch.Tensor:
+        words = rows[:, :width].contiguous().view(torch.int32).to(torch.int64)
+        return (words * self.weights[: width // 4]).sum(dim=1)
+
+    def _digest(self, group: _Group, block_ids: list[int]) -> list[bytes]:
+        """One digest per block (the int64 of every region, in order), read from the GPU once."""
+        if not block_ids or not group.regions:
+            return [b"" for _ in block_ids]
+        index = torch.tensor(block_ids, dtype=torch.long, device=self.device)
+        columns = []
+        for region in group.regions:
+            step = max(1, CHUNK_BYTES // max(region.width * 2, 1))
+            parts = [
+                self._digest_rows(region.rows.index_select(0, index[i : i + step]), region.width)
+                for i in range(0, len(block_ids), step)
+            ]
+            columns.append(torch.cat(parts))
+        table = torch.stack(columns, dim=1).cpu().numpy().astype("<i8")
+        return [row.tobytes() for row in table]
+
+    def _poison_digest(self, group: _Group) -> bytes:
+        digests = []
+        for region in group.regions:
+            rows = torch.full((1, region.width), POISON_BYTE, dtype=torch.int8, device=self.device)
+            digests.append(int(self._digest_rows(rows, region.width)[0]))
+        return np.array(digests, dtype="<i8").tobytes()
+
+    def poison(self) -> dict[str, int]:
+        done: set[tuple[int, int, int]] = set()
+        blocks = 0
+        with self.lock:
+            for group in self.groups:
+                for region in group.regions:
+                    rows = region.rows
+                    ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
+                    if ident in done:
+                        continue
+                    done.add(ident)
+                    rows[NULL_BLOCK + 1 :].fill_(POISON_BYTE)
+                    blocks = max(blocks, rows.shape[0] - 1)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.poisoned += 1
+            self.poisoned_blocks = blocks
+            self.flush(force=True)
+        return {"blocks": blocks, "regions": len(done)}
+
+    # -- the step -------------------------------------------------------------------------------------------
+
+    def _track(self, out: Any) -> None:
+        for rid in getattr(out, "finished_req_ids", ()) or ():
+            self.requests.pop(rid, None)
+        for new in out.scheduled_new_reqs:
+            if new.prompt_token_ids is None:
+                continue
+            self.requests[new.req_id] = _Request(
+                prompt=list(new.prompt_token_ids), blocks=[list(b) for b in new.block_ids]
+            )
+        cached = out.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", set()) or set()
+        for i, rid in enumerate(cached.req_ids):
+            req = self.requests.get(rid)
+            new_ids = cached.new_block_ids[i] if i < len(cached.new_block_ids) else None
+            if req is None or new_ids is None:
+                continue
+            if rid in resumed:
+                req.blocks = [list(b) for b in new_ids]
+                req.first = False  # a resumed request recomputes: its first step was checked already
+            else:
+                for g, ids in enumerate(new_ids):
+                    req.blocks[g].extend(ids)
+
+    def _starts(self, out: Any) -> dict[str, int]:
+        """Each scheduled request's computed tokens at the start of the step."""
+        starts = {new.req_id: int(new.num_computed_tokens) for new in out.scheduled_new_reqs}
+        cached = out.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            starts[rid] = int(cached.num_computed_tokens[i])
+        return starts
+
+    def after_step(self, out: Any) -> None:
+        with self.lock:
+            self._track(out)
+            starts = self._starts(out)
+            records: list[tuple[_Group, bytes, int]] = []
+            firsts: list[tuple[str, _Request, int]] = []
+            for rid, n in out.num_scheduled_tokens.items():
+                req = self.requests.get(rid)
+                if req is None or rid not in starts:
+                    continue
+                c0 = starts[rid]
+                end = min(c0 + int(n), len(req.prompt))
+                for g in self.groups:
+                    for k in self._completed(g, c0, c0 + int(n), end):
+                        if k < len(req.blocks[g.index]) and req.blocks[g.index][k] != NULL_BLOCK:
+                            records.append((g, req.key(g.block_size, k), req.blocks[g.index][k]))
+                if req.first:
+                    req.first = False
+                    if c0 > 0:
+                        firsts.append((rid, req, c0))
+            wanted: dict[int, set[int]] = {}
+            for g, _, block in records:
+                wanted.setdefault(g.index, set()).add(block)
+            plans = {rid: self._plan(req, c0) for rid, req, c0 in firsts}
+            for plan in plans.values():
+                for g, _, block in plan:
+                    if block is not None:
+                        wanted.setdefault(g.index, set()).add(block)
+            digests: dict[tuple[int, int], bytes] = {}
+            for g in self.groups:
+                ids = sorted(wanted.get(g.index, ()))
+                for block, digest in zip(ids, self._digest(g, ids), strict=True):
+                    digests[(g.index, block)] = digest
+            for g, key, block in records:
+                self.book.record(g.index, key, digests[(g.index, block)])
+            lines = [self._first_use(rid, c0, plans[rid], digests) for rid, _, c0 in firsts]
+            if lines:
+                with self.uses.open("a") as fh:
+                    fh.write("".join(json.dumps(line) + "\n" for line in lines))
+            self.flush(force=bool(lines))
+
+    @staticmethod
+    def _completed(g: _Group, c0: int, c1: int, end: int) -> range:
+        """Block indices whose content the step completed (their reference is taken now)."""
+        B = g.block_size
+        if not g.recurrent or g.every_boundary:
+            return range(c0 // B, end // B)
+        if c1 == end and end % B == 0 and end > c0:  # a state kept where the step ended on a boundary
+            return range(end // B - 1, end // B)
+        return range(0)
+
+    def _plan(self, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
+        """(group, index, block id or None) for every block of the cached prefix; None: not checked."""
+        plan: list[tuple[_Group, int, int | None]] = []
+        for g in self.groups:
+            ids = req.blocks[g.index]
+            B = g.block_size
+            if g.recurrent:
+                if cached % B == 0 and cached // B - 1 < len(ids) and ids[cached // B - 1] != NULL_BLOCK:
+                    plan.append((g, cached // B - 1, ids[cached // B - 1]))
+                else:
+                    plan.append((g, -1, None))  # a state between snapshots
+                continue
+            for k in range(min(cached // B, len(ids))):
+                plan.append((g, k, ids[k] if ids[k] != NULL_BLOCK else None))
+        return plan
+
+    def _first_use(
+        self,
+        rid: str,
+        cached: int,
+        plan: list[tuple[_Group, int, int | None]],
+        digests: dict[tuple[int, int], bytes],
+    ) -> dict[str, Any]:
+        req = self.requests[rid]
+        verdicts: dict[int, list[str]] = {g.index: [] for g in self.groups}
+        examples = []
+        for g, k, block in plan:
+            if block is None:
+                verdicts[g.index].append("s" if g.recurrent else "n")
+                continue
+            found = self.book.check(g.index, req.key(g.block_size, k), digests[(g.index, block)])
+            verdicts[g.index].append(found.verdict)
+            if found.verdict != "v" and len(examples) < MAX_EXAMPLES:
+                examples.append(
+                    {
+                        "group": g.index,
+                        "block": k,
+                        "gpu_block": block,
+                        "verdict": found.verdict,
+                        "holds": found.holds,
+                        "regions_differ": found.regions_differ,
+                    }
+                )
+        self.seq += 1
+        return {
+            "seq": self.seq,
+            "pid": self.pid,
+            "request_id": rid,
+            "cached": cached,
+            "groups": [
+                {
+                    "group": g.index,
+                    "block_size": g.block_size,
+                    "regions": len(g.regions),
+                    "verdicts": "".join(verdicts[g.index]),
+                }
+                for g in self.groups
+            ],
+            "examples": examples,
+        }
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_flush < 1.0:
+            return
+        self.last_flush = now
+        data = {
+            "pid": self.pid,
+            **self.book.snapshot(),
+            "regions_by_group": {str(g.index): len(g.regions) for g in self.groups},
+            "layers_by_group": {str(g.index): [r.layer for r in g.regions] for g in self.groups},
+            "poisoned": self.poisoned,
+            "poisoned_blocks": self.poisoned_blocks,
+            "errors": self.errors[:20],
+        }
+        tmp = self.snapshot_path.with_name(f".{self.snapshot_path.name}.tmp")
+        try:
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.snapshot_path)
+        except OSError:
+            pass
+
+    def error(self, what: str) -> None:
+        if len(self.errors) < 20:
+            self.errors.append(f"{what}: {traceback.format_exc(limit=4)}"[-1500:])
+        self.flush(force=True)
