@@ -127,3 +127,17 @@ def test_a_recurrent_state_is_checked_only_where_a_snapshot_exists(tmp_path: Pat
     assert uses["b"].groups[1].verdicts == "v"  # the state at 8 tokens, as computed
     assert uses["c"].groups[1].verdicts == "s"  # 6 tokens: between snapshots, never counted as verified
     assert uses["c"].groups[0].verdicts == "v" and uses["c"].bad() == 0
+
+
+def test_groups_that_share_memory_each_keep_their_regions(tmp_path: Path) -> None:
+    """A hybrid model's groups own different blocks of the same tensors: every group digests its layers."""
+    shared = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
+    groups = [
+        SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["full.0"]),
+        SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["sliding.0"]),
+    ]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    context = {name: SimpleNamespace(kv_cache=shared) for name in ("full.0", "sliding.0")}
+    proof = Proof(config, context, tmp_path)
+    assert [len(g.regions) for g in proof.groups] == [1, 1]
+    assert proof.poison() == {"blocks": BLOCKS - 1, "regions": 1}  # the memory is poisoned once

@@ -148,3 +148,19 @@ def test_mutation_iterations_take_the_longest_boundary_probe_and_control_of_each
     ]
     plans, _ = _mutation_plans(["load_plan_permuted"], "OffloadingConnector", INSTRUMENTS, layout, probes, 4)
     assert [p.id for p in plans[0].probes] == ["q00", "b16-q02", "c16-q05", "b32-q06"]
+
+
+def test_each_defect_gets_questions_of_its_own() -> None:
+    """What an earlier iteration left in the CPU tier belongs to other prompts: a store that copies nothing
+    cannot pass on a slot that still holds the same prompt's bytes from the iteration before."""
+    from vllm_devclient.offload_check.case import _mutation_plans
+    from vllm_devclient.offload_check.probe_files import GroupLayout
+    from vllm_devclient.offload_check.probes import Probe
+
+    layout = [GroupLayout(index=0, kind="full", block_size=16)]
+    probes = [Probe(f"q{i:02d}", "gsm8k", tuple(range(40 + i)), i, 3, 256) for i in range(10)]
+    names = ["store_wrong_block", "store_copies_nothing", "cpu_slot_shared"]
+    plans, _ = _mutation_plans(names, "OffloadingConnector", INSTRUMENTS, layout, probes, 4)
+    asked = [{p.id for p in plan.probes} for plan in plans]
+    assert all(len(a) == 4 for a in asked)
+    assert not asked[0] & asked[1] and not asked[1] & asked[2]  # consecutive iterations share no prompt

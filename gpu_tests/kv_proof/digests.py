@@ -90,9 +90,10 @@ def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Grou
         if getattr(t, "block_stride", 0) > 0
         for name in t.shared_by
     }
-    seen: set[tuple[int, int, int]] = set()
     groups = []
     for g, group in enumerate(kv_cache_config.kv_cache_groups):
+        # Groups share memory (each owns its own blocks of it): a region is distinct within its group only.
+        seen: set[tuple[int, int, int]] = set()
         spec = group.kv_cache_spec
         per_layer = getattr(spec, "kv_cache_specs", {}) or {}
         recurrent = "Mamba" in type(spec).__name__

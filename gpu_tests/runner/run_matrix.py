@@ -198,10 +198,12 @@ def plan(
     num_questions: int | None = None,
     costs: dict[str, Cost] | None = None,
     timeout_margin: float = 2.0,
+    catalogue_iterations: int = 0,
 ) -> list[Job]:
     """Every family x connector x frontend with ``iterations`` clean passes, and per family and connector one
     case running that connector's defect catalogue (each defect its own cold, warm and reload); the most
-    expensive first. A
+    expensive first. ``catalogue_iterations`` clean passes run in each catalogue case first (its server proven
+    clean before it is broken). A
     family is a tiny profile's name without ``tiny-`` (``llama``, or a stand-in such as
     ``deepseek-v2-tp2-ep``)."""
     from gpu_tests.kv_proof.catalogue import MUTATIONS
@@ -239,14 +241,14 @@ def plan(
                 profile,
                 connector,
                 "python",
-                iterations=0,
+                iterations=catalogue_iterations,
                 label="mutations",
                 mutations="all",
                 num_questions=num_questions,
                 **common,
             )
             count = sum(m.connector == connector_by_name(connector) for m in MUTATIONS.values())
-            expected = cost.case_s(0, count)
+            expected = cost.case_s(catalogue_iterations, count)
             case_id = _case_id(profile, connector, "python", "mutations")
             jobs.append(Job(case_id, fam, "mutations", args, expected * timeout_margin, expected, gpus=gpus))
     return sorted(jobs, key=lambda j: -j.expected_s)
@@ -500,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--iterations", type=int, default=3, help="clean passes per case")
     p.add_argument("--no-mutations", action="store_true")
+    p.add_argument("--catalogue-iterations", type=int, default=0, help="clean passes in each catalogue case")
     p.add_argument("--num-questions", type=int, help="questions per run (default: the tiny profile's)")
     p.add_argument("--parallel", type=int, default=15)
     p.add_argument("--parts", type=int, default=1, help="device calls the plan is dealt over")
@@ -538,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         iterations=args.iterations,
         mutations=not args.no_mutations,
         num_questions=args.num_questions,
+        catalogue_iterations=args.catalogue_iterations,
     )
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
     jobs = parts[args.part - 1]

@@ -332,18 +332,26 @@ def _mutation_plans(
     probes: Sequence[Probe],
     questions: int,
 ) -> tuple[list[MutationPlan], dict[str, str]]:
-    chosen = [p for p in probes if p.kind == "gsm8k"][:questions]
+    # Each defect gets questions of its own (in turn through the list): what an earlier iteration left in the
+    # CPU tier belongs to other prompts, so a stale slot can never pass for a store that did not happen.
+    asked = [p for p in probes if p.kind == "gsm8k"]
     # One boundary probe and one control per size, the longest of each (the first of equals): a block of
     # real size can be longer than every question, and only a load of two blocks or more of one group lets
-    # a mutation such as swap_blocks act.
+    # a mutation such as load_plan_permuted act.
     longest: dict[tuple[int | None, str], Probe] = {}
     for p in probes:
         key = (p.boundary, p.kind)
         if p.kind in ("boundary", "control") and (key not in longest or p.length > longest[key].length):
             longest[key] = p
-    chosen += longest.values()
-    # The catalogue is caught by the bytes and the restored state, not by the answers: a few tokens will do.
-    chosen = [replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in chosen]
+
+    def chosen(turn: int) -> tuple[Probe, ...]:
+        start = (turn * questions) % len(asked) if asked else 0
+        own = (asked[start:] + asked[:start])[:questions]
+        # Caught by the bytes and the restored state, not by the answers: a few tokens will do.
+        return tuple(
+            replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *longest.values()]
+        )
+
     plans, skipped = [], {}
     for token, name in enumerate(names, 1):
         spec = instruments.mutations.get(name)
@@ -356,7 +364,7 @@ def _mutation_plans(
             skipped[name] = why
             continue
         order = MutationOrder(name=name, group=spec.target_group(layout), token=token)
-        plans.append(MutationPlan(order, tuple(chosen)))
+        plans.append(MutationPlan(order, chosen(len(plans))))
     return plans, skipped
 
 

@@ -168,7 +168,7 @@ def run_from_options(
             max_tokens=opts["max_tokens"],
             accuracy_threshold=threshold,
             iterations=opts["iterations"],
-            mutations=names if case.connector == "OffloadingConnector" else (),
+            mutations=names,
             instruments=instruments,
             boundary_probes=opts["boundary_probes"],
             mutation_questions=opts["mutation_questions"],
