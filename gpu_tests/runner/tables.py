@@ -17,17 +17,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpu_tests.kv_proof.catalogue import MUTATIONS
 from vllm_devclient.offload_check.judge import moved_by_the_batch, same_split_pairs
 from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport
 
-from . import budget
+from . import budget, proof_tables
 from .collect import read_report, report_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 MATRIX_RUN = "kv-proof-2026-12-01-rerun"
+# issue 33's runs: the first-use proof (two calls), then its fixes' catalogue run with one clean pass a case
+PROOF_RUN = "kv-proof-2026-12-02"
+PROOF_FIX_RUN = "kv-proof-2026-12-02b"
 REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
@@ -136,7 +138,15 @@ def matrix_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) ->
 
 
 def mutation_table(reports: Sequence[OffloadCheckReport]) -> str:
-    names = list(MUTATIONS)
+    # The catalogue the run had (a later catalogue renames its defects): its reports name them.
+    names = list(
+        dict.fromkeys(
+            name
+            for r in sorted(reports, key=lambda r: r.case_id)
+            for name in [*(it.mutation for it in r.mutations()), *r.extra.get("mutations_not_applicable", {})]
+            if name
+        )
+    )
     rows = ["| family | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
     for r in sorted(reports, key=lambda r: r.case_id):
         if not r.case_id.endswith("-mutations"):
@@ -451,6 +461,10 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-proof-clean": lambda: proof_tables.clean_table(load(PROOF_RUN)[0]),
+    "gpu-proof-catalogue-first": lambda: proof_tables.catalogue_table(load(PROOF_RUN)[0]),
+    "gpu-proof-fix-clean": lambda: proof_tables.clean_table(load(PROOF_FIX_RUN)[0]),
+    "gpu-proof-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_FIX_RUN)[0]),
     "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
     "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
     "gpu-defects": lambda: defect_table(load(MATRIX_RUN)[0]),

@@ -10,7 +10,7 @@ One concept per module:
 | :mod:`.server` | a managed ``vllm serve`` (connector config, KV-events endpoints, readiness, shutdown) |
 | :mod:`.gsm8k` | GSM8K data (download, cache, checksums), prompts, scoring, the concurrent evaluator |
 | :mod:`.probes` | the check's prompts in token ids: questions, boundary probes, failure-shape fingerprints |
-| :mod:`.probe_files` | what the engine-side instruments write (splits, layout, byte ledger, load plans) |
+| :mod:`.probe_files` | what the instruments write (splits, layout, first-use verdicts, load plans) |
 | :mod:`.events` | KV-cache events accounted per cache group (stores, removes, kinds, reference counts) |
 | :mod:`.check` | the sequence of iterations on one server, over a :class:`CheckIO` |
 | :mod:`.judge` | the verdicts, from what the iterations measured (also on a stored report: ``rejudge``) |

@@ -352,7 +352,8 @@ def _mutation_plans(
             replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *longest.values()]
         )
 
-    plans, skipped = [], {}
+    plans: list[MutationPlan] = []
+    skipped: dict[str, str] = {}
     for token, name in enumerate(names, 1):
         spec = instruments.mutations.get(name)
         if spec is None:

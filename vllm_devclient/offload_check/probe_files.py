@@ -211,26 +211,9 @@ class LedgerCounts(_Model):
     ops: int = 0  # one op = one block of one layer tensor
     bytes: int = 0
 
-    def __add__(self, other: LedgerCounts) -> LedgerCounts:
-        return LedgerCounts(
-            jobs=self.jobs + other.jobs, ops=self.ops + other.ops, bytes=self.bytes + other.bytes
-        )
-
-    def __sub__(self, other: LedgerCounts) -> LedgerCounts:
-        return LedgerCounts(
-            jobs=self.jobs - other.jobs, ops=self.ops - other.ops, bytes=self.bytes - other.bytes
-        )
-
-
-def _counter_op(a: dict[str, int], b: dict[str, int], sign: int) -> dict[str, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + sign * v
-    return {k: v for k, v in out.items() if v}
-
 
 class LedgerSnapshot(_Model):
-    """The offloading worker's byte ledger (cumulative since the worker started)."""
+    """The byte ledger of the runs before the reference digests (read from their committed reports only)."""
 
     pid: int = 0
     stores: LedgerCounts = Field(default_factory=LedgerCounts)
@@ -253,51 +236,6 @@ class LedgerSnapshot(_Model):
     @property
     def loaded_blocks(self) -> int:
         return sum(self.loaded_blocks_by_group.values())
-
-    def since(self, before: LedgerSnapshot | None) -> LedgerSnapshot:
-        """What happened between ``before`` and this snapshot (sets of groups and layers: those loaded in the
-        window, as far as the examples and counters tell; the cumulative ones where they do not)."""
-        b = before or LedgerSnapshot()
-        return LedgerSnapshot(
-            pid=self.pid,
-            stores=self.stores - b.stores,
-            loads=self.loads - b.loads,
-            verified=self.verified - b.verified,
-            mismatched=self.mismatched - b.mismatched,
-            unverified=self.unverified - b.unverified,
-            store_copy_mismatched=self.store_copy_mismatched - b.store_copy_mismatched,
-            groups=self.groups,
-            tensors=self.tensors,
-            layers=self.layers,
-            loaded_blocks_by_group=_counter_op(self.loaded_blocks_by_group, b.loaded_blocks_by_group, -1),
-            mismatch_examples=[e for e in self.mismatch_examples if e not in b.mismatch_examples],
-            mutations_applied=_counter_op(self.mutations_applied, b.mutations_applied, -1),
-            mutation_notes=self.mutation_notes[len(b.mutation_notes) :],
-            errors=self.errors[len(b.errors) :],
-        )
-
-    @classmethod
-    def combine(cls, parts: Sequence[LedgerSnapshot]) -> LedgerSnapshot | None:
-        """One ledger from the workers' (one per tensor-parallel rank); None when there is none."""
-        if not parts:
-            return None
-        if len(parts) == 1:
-            return parts[0]
-        total = LedgerSnapshot(pid=parts[0].pid)
-        fields: dict[str, Any] = total.model_dump()
-        for p in parts:
-            fields["stores"] = LedgerCounts.model_validate(fields["stores"]) + p.stores
-            fields["loads"] = LedgerCounts.model_validate(fields["loads"]) + p.loads
-            for name in ("verified", "mismatched", "unverified", "store_copy_mismatched"):
-                fields[name] += getattr(p, name)
-            for name in ("groups", "tensors", "layers"):
-                fields[name] = sorted(set(fields[name]) | set(getattr(p, name)))
-            for name in ("loaded_blocks_by_group", "mutations_applied"):
-                fields[name] = _counter_op(fields[name], getattr(p, name), 1)
-            fields["mismatch_examples"] = [*fields["mismatch_examples"], *p.mismatch_examples][:8]
-            fields["mutation_notes"] = [*fields["mutation_notes"], *p.mutation_notes]
-            fields["errors"] = [*fields["errors"], *p.errors]
-        return cls.model_validate(fields)
 
 
 class MutationOrder(_Model):
