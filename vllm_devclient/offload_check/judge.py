@@ -28,7 +28,8 @@ Per iteration:
    connector in the reload run (else the iteration proves nothing about boundaries); a size at which vLLM
    reloads no boundary probe at all, while it reloads the controls, is "not evaluated", with its splits, and
    so is a kind of probe none of which came back while the CPU tier evicted during the pass.
-6. ``accuracy_held``: cold and reload accuracy >= threshold - tolerance; "not evaluated" without a threshold.
+6. ``accuracy_held`` (a model with a threshold: a trained checkpoint): cold and reload accuracy >= threshold -
+   tolerance. Without a threshold (random or dummy weights) it is not in the report at all.
 7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
 
@@ -502,11 +503,9 @@ def _boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> Assertion
     )
 
 
-def _accuracy_held(settings: CheckSettings, runs: Mapping[str, Run]) -> AssertionResult:
+def _accuracy_held(settings: CheckSettings, runs: Mapping[str, Run]) -> AssertionResult | None:
     if settings.accuracy_threshold is None:
-        return AssertionResult(
-            name="accuracy_held", passed=True, evaluated=False, message="no accuracy threshold for this model"
-        )
+        return None  # random weights answer nothing right: an accuracy of theirs would prove nothing
     floor = settings.accuracy_threshold - settings.tolerance
     accs = {k: runs[k].accuracy for k in ("cold", "reload") if k in runs and runs[k].accuracy is not None}
     low = sorted(k for k, a in accs.items() if a is not None and a < floor)
@@ -560,7 +559,7 @@ def judge_iteration(
         return it.model_copy(update={"status": "error", "comparisons": [], "assertions": []})
     by_id = {p.id: p for p in probes}
     comparisons = compare(it, probes, layout)
-    assertions = [
+    found = [
         _reload_proven(settings, it.windows, it.cpu_blocks_stored, events),
         _answers_unchanged(comparisons, it),
         _kv_bytes_identical(settings, it),
@@ -569,6 +568,7 @@ def judge_iteration(
         _accuracy_held(settings, it.runs),
         requests_ok(it.runs, settings.max_failed_rate),
     ]
+    assertions = [a for a in found if a is not None]
     status = _status(assertions)
     verdict = None
     if it.mutation is not None:
