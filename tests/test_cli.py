@@ -80,7 +80,10 @@ def _status(cls: type[Any], status: int, path: str = "/x") -> Any:
         (APIConnectionError("x", method="GET", url="u"), ExitCode.CONNECTION),
         (APITimeoutError("x", method="GET", url="u"), ExitCode.CONNECTION),
         (WaitTimeoutError("x", waited_s=1.0), ExitCode.DEADLINE),
-        (BarrierTimeoutError("x", waited_s=1.0, attempts=3, engine_steps=2, last=None), ExitCode.DEADLINE),
+        (
+            BarrierTimeoutError("x", waited_s=1, attempts=3, engine_steps=2, last=None, reached=3, refused=3),
+            ExitCode.DEADLINE,
+        ),
         (_status(DevModeDisabledError, 404), ExitCode.DEV_MODE),
         (_status(RouteNotServedError, 404), ExitCode.FAILED),
         (_status(AuthenticationError, 401), ExitCode.AUTH),

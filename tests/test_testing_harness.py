@@ -243,7 +243,7 @@ def test_stop_is_idempotent_and_env_is_clean(tiny_model_dir: Path, monkeypatch: 
 
 
 def test_stateful_engine_follows_sleep_and_pause(tiny_model_dir: Path) -> None:
-    with RustFrontend(model_dir=tiny_model_dir, engine=ScriptedEngine(stateful=True)) as fe:
+    with RustFrontend(model_dir=tiny_model_dir, engine=ScriptedEngine()) as fe:
         with httpx.Client(base_url=fe.base_url, timeout=5) as client:
             assert client.get("/is_sleeping").json() == {"is_sleeping": False}
             client.post("/sleep", params={"level": "1"})
