@@ -367,7 +367,7 @@ async def test_every_client_method_is_on_both_fleets() -> None:
 
 
 def _parameters(fn: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
-    """(name, kind, default) of every parameter but self; the client's `**wait` is the WaitOptions spelled out."""
+    """(name, kind, default) of each parameter but self; a client's `**wait` is spelled out."""
     out = []
     for p in inspect.signature(fn).parameters.values():
         if p.name == "self":
