@@ -171,7 +171,7 @@ def test_an_example_runs_on_each_frontend(example: Example, frontend: Frontend) 
     printed = _run(example, [frontend.base_url], _reader_parts(lambda: None), frontend)
     if "vllm.version().frontend" in example.code:
         assert frontend.frontend in printed.split()  # the quickstart prints which frontend served it
-    if "weight_update(" in example.code:
+    if 'weight_version="step-42"' in example.code:
         assert frontend.engine.state.weight_version == "step-42" and not frontend.engine.state.paused
 
 
