@@ -275,7 +275,9 @@ class BaseClient:
         self._headers = self._build_headers()
         self._json_headers = (*self._headers, _JSON)
         self._frontend: Frontend = "unknown"
-        self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=self._frontend)
+        self._ctx = CallContext(
+            base_url=self.base_url, secrets=self._secrets, frontend=self._frontend, prefix=self._origin.prefix
+        )
         self._closed = False
 
     # ---- configuration -----------------------------------------------------------------------------------

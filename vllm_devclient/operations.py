@@ -49,6 +49,7 @@ from .errors import (
     EngineDeadError,
     Frontend,
     ResponseValidationError,
+    RouteNotServedError,
     TLSError,
     WaitTimeoutError,
     clip,
@@ -91,6 +92,7 @@ class CallContext:
     frontend: Frontend = "unknown"
     # Whose words fix hints use: a Python caller's keywords, or the command line's flags.
     speaks: Literal["python", "cli"] = "python"
+    prefix: str = ""  # the base URL's path, before every route's
 
     def hint(self, name: str, value: object = None) -> str:
         """An argument as the caller writes it: `deadline=` / `reset_running_requests=True`, or on the
@@ -157,6 +159,19 @@ def _transport_error(
 
 def _status_error(
     response: ResponseLike, ep: Endpoint[Any], ctx: CallContext, dev_routes_served: bool | None = None
+) -> APIStatusError:
+    error = _read_status_error(response, ep, ctx, dev_routes_served)
+    if response.status_code == 404 and ctx.prefix and not isinstance(error, RouteNotServedError):
+        # vLLM serves every route at the root: a path in the base URL is the likelier cause.
+        error.message += (
+            f"; the base URL has the path {ctx.prefix!r} and vLLM serves its routes at the root: drop the "
+            "path from the URL, unless a proxy there forwards to the server"
+        )
+    return error
+
+
+def _read_status_error(
+    response: ResponseLike, ep: Endpoint[Any], ctx: CallContext, dev_routes_served: bool | None
 ) -> APIStatusError:
     return error_from_response(
         response,
