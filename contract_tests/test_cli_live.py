@@ -89,7 +89,7 @@ def live() -> Iterator[LiveFleet]:
         # Stateful engines: is_paused / is_sleeping follow the pause, sleep and resume calls they saw.
         for _ in range(6):
             # A long context: GSM8K's questions do not fit the default 128 tokens.
-            engine = ScriptedEngine(stateful=True, max_model_len=4096)
+            engine = ScriptedEngine(max_model_len=4096)
             frontends.append(RustFrontend(engine=engine).start())
         frontends.append(RustFrontend(dev_mode=False).start())
         yield LiveFleet(healthy=frontends[:6], dev_off=frontends[6], closed=closed_port_url())

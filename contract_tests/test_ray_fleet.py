@@ -45,12 +45,10 @@ def fleet(python_frontend: Frontend, rust_frontend: Frontend) -> Iterator[tuple[
     engines = [fe.engine for fe in (python_frontend, rust_frontend)]
     for engine in engines:
         engine.reset()
-        engine.stateful = True
     try:
         yield python_frontend, rust_frontend
     finally:
         for engine in engines:
-            engine.stateful = False
             engine.reset()
 
 

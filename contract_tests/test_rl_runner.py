@@ -54,11 +54,9 @@ class Served:
 
 @pytest.fixture
 def served(frontend: Frontend) -> Iterator[Frontend]:
-    frontend.engine.stateful = True
     try:
         yield frontend
     finally:
-        frontend.engine.stateful = False
         frontend.engine.hold_requests = False
         frontend.engine.release_requests()
 

@@ -118,12 +118,8 @@ def test_the_posted_batch_is_what_vllms_ipc_update_info_reads(tmp_path: Path) ->
 
 
 @pytest.fixture
-def served(frontend: Frontend) -> Iterator[Frontend]:
-    frontend.engine.stateful = True  # /is_paused follows the pauses and resumes
-    try:
-        yield frontend
-    finally:
-        frontend.engine.stateful = False
+def served(frontend: Frontend) -> Frontend:
+    return frontend  # its engine's /is_paused follows the pauses and resumes (the kit's default)
 
 
 def _steps(frontend: Frontend) -> list[Any]:

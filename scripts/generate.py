@@ -3,10 +3,11 @@
 1. The route methods of the async client (`_async/routes.py`), one per record of `vllm_devclient/routes.py`:
    the signature from the record's parameters (real types, rendered back to source), the docstring from its
    doc and their help, the body `return await self._send(endpoints.<builder>(...), options)`.
-2. The method tables, between the markers `# -- generated: <name> --` and `# -- end generated --`:
-   `with_raw_response` (every route record) and both fleets (every route and call record the fleet class
-   does not write itself; a method with a `deadline` parameter gets its default, so that a fleet gives every
-   target the same moment).
+2. The method table of `with_raw_response` (every route record), between the markers
+   `# -- generated: <name> --` and `# -- end generated --`; and both fleets' methods
+   (`fleet/_async_methods.py`, `fleet/_sync_methods.py`): one real method per route and call record that
+   the fleet class does not write itself, with the record's signature and docstring, answering
+   `FleetResult[answer]` (a method with a `deadline` parameter gives every target the same moment).
 3. The sync surfaces: every module of `vllm_devclient/_async/` (but `_support.py`) and the KV-event
    subscriber's async driver are rewritten by token substitution (`async def` -> `def`, ...), the way
    httpcore generates its sync code, then sorted and formatted by ruff. A substitution that no longer
@@ -42,7 +43,7 @@ _bare.__path__ = [str(PKG)]
 sys.modules.setdefault("vllm_devclient", _bare)
 
 from vllm_devclient.calls import CALLS  # noqa: E402
-from vllm_devclient.records import REQUIRED, Method, Param, Route  # noqa: E402
+from vllm_devclient.records import REQUIRED, Call, Method, Param, Route  # noqa: E402
 from vllm_devclient.routes import ROUTES  # noqa: E402
 
 ASYNC_DIR, SYNC_DIR = PKG / "_async", PKG / "_sync"
@@ -50,6 +51,7 @@ ASYNC_DIR, SYNC_DIR = PKG / "_async", PKG / "_sync"
 MORE_PAIRS = ((PKG / "kv_events" / "_async_driver.py", PKG / "kv_events" / "_sync_driver.py"),)
 HEADER = "# Generated from vllm_devclient/{name} by scripts/generate.py; do not edit.\n"
 SCHEMA = PKG / "cli" / "schema.json"
+FLEET_ASYNC, FLEET_SYNC = PKG / "fleet" / "_async_methods.py", PKG / "fleet" / "_sync_methods.py"
 
 # Longer names first: each is a plain text substitution.
 SUBS = [
@@ -113,6 +115,7 @@ class Imports:
         self.typing: set[str] = set()
         self.abc: set[str] = set()
         self.package: dict[str, set[str]] = {}  # module (relative to the package) -> names
+        self.modules: set[str] = set()  # imported whole (httpx)
 
     def lines(self, *, runtime: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """(imports at run time, imports for type checkers only): the package's `runtime` modules load
@@ -121,6 +124,7 @@ class Imports:
         later: list[str] = []
         if self.abc:
             now.append(f"from collections.abc import {', '.join(sorted(self.abc))}")
+        later += [f"import {module}" for module in sorted(self.modules)]
         for module, names in sorted(self.package.items()):
             line = f"from ..{module} import {', '.join(sorted(names))}"
             (now if module in runtime else later).append(line)
@@ -160,6 +164,9 @@ def _named(cls: type, imports: Imports) -> str:
     if cls.__module__ == "collections.abc":
         imports.abc.add(cls.__name__)
         return cls.__name__
+    if cls.__module__.split(".")[0] == "httpx":
+        imports.modules.add("httpx")
+        return f"httpx.{cls.__name__}"
     if cls.__module__.startswith("vllm_devclient."):
         imports.package.setdefault(cls.__module__.removeprefix("vllm_devclient."), set()).add(cls.__name__)
         return cls.__name__
@@ -282,10 +289,117 @@ def _defined(cls: str) -> set[str]:
     raise GenerateError(f"class {cls} not found in fleet/")
 
 
-def _fan_out(kind: str, method: Method) -> str:
-    deadline = method.deadline
-    extra = "" if deadline is None or kind == "_SyncFanOut" else f", deadline={value(deadline.default)}"
-    return f"{method.name} = {kind}(AsyncDevClient.{method.name}{extra})"
+# How a fleet method passes on each kind of options (records.Options): its trailing parameter and argument.
+_OPTIONS = {"request": ("**options: Unpack[RequestOptions]", "**options"), "wait": None, "none": None}
+
+
+def _fleet_signature(method: Method, imports: Imports) -> tuple[str, str]:
+    """(the parameters after self, the arguments passing them on by name)."""
+    options = _OPTIONS[method.options] if isinstance(method, Call) else _OPTIONS["request"]
+    params = _signature(method.params, imports)[1:]
+    names = [f"{p.name}={p.name}" for p in method.params]
+    if options is None:
+        params = params[:-1]
+    else:
+        names.append(options[1])
+    return ", ".join(params), ", ".join(names)
+
+
+def _fleet_doc(method: Method, indent: str) -> str:
+    """The client method's docstring, then what the fleet adds."""
+    text = _docstring(method, indent)
+    closing = f'\n{indent}"""' if method.params else '"""'
+    body = text[: -len(closing)] if text.endswith(closing) else text.removesuffix('"""')
+    note = [f"{indent}On every target at once: a FleetResult holds each target's answer or error."]
+    if method.deadline is not None:
+        note.append(f"{indent}The deadline is one moment for all targets.")
+    return f"{body}\n\n" + "\n".join(note) + f'\n{indent}"""'
+
+
+def fleet_module(kind: str) -> str:
+    """`fleet/_async_methods.py` (kind "async") or `fleet/_sync_methods.py` ("sync")."""
+    cls = "AsyncFleet" if kind == "async" else "Fleet"
+    own = _defined(cls)
+    every = [*ROUTES, *CALLS]
+    for m in every:
+        if m.cli.fleet_params and m.name not in own:
+            raise GenerateError(f"{m.name} has fleet_params: {cls} must write {m.name}() itself")
+    imports = Imports()
+    methods = []
+    for m in every:
+        if m.name in own:
+            continue
+        _check_params(m)
+        params, arguments = _fleet_signature(m, imports)
+        answer = f"FleetResult[{source(m.answer, imports)}]"
+        doc = _fleet_doc(m, " " * 8)
+        if kind == "async":
+            shared = ", shared_deadline=True" if m.deadline is not None else ""
+            body = f"return await self._each(AsyncDevClient.{m.name}, dict({arguments}){shared})"
+            methods.append(f"    async def {m.name}(self, {params}) -> {answer}:\n{doc}\n        {body}\n")
+        else:
+            body = f"return self._run(self._fleet.{m.name}({arguments}))"
+            methods.append(f"    def {m.name}(self, {params}) -> {answer}:\n{doc}\n        {body}\n")
+    imports.abc |= {"Awaitable", "Callable"} if kind == "async" else {"Coroutine"}
+    now, later = imports.lines(runtime=("models",))
+    if kind == "async":
+        head = [
+            "from ..client import AsyncDevClient",
+            "from .results import FleetResult",
+        ]
+        hooks = [
+            "    if TYPE_CHECKING:",
+            "",
+            "        async def _each(",
+            "            self,",
+            "            method: Callable[..., Awaitable[T]],",
+            "            arguments: dict[str, Any],",
+            "            *,",
+            "            shared_deadline: bool = False,",
+            "        ) -> FleetResult[T]: ...",
+        ]
+        name, what = "_AsyncFleetMethods", "AsyncFleet"
+    else:
+        head = ["from .results import FleetResult"]
+        hooks = [
+            "    if TYPE_CHECKING:",
+            "        _fleet: AsyncFleet",
+            "",
+            "        def _run(self, coro: Coroutine[Any, Any, T]) -> T: ...",
+        ]
+        later = [*later, "from .async_fleet import AsyncFleet"]
+        name, what = "_FleetMethods", "Fleet"
+    typing_block = ["", "if TYPE_CHECKING:", *(f"    {line}" for line in later)]
+    return "\n".join(
+        [
+            HEADER.format(name="routes.py and calls.py").rstrip("\n"),
+            f'"""The methods of {what} that fan a client method out to every target (its signature, its '
+            'docstring)."""',
+            "",
+            "from __future__ import annotations",
+            "",
+            *now,
+            "from typing import TYPE_CHECKING, Any, TypeVar",
+            "",
+            "from typing_extensions import Unpack",
+            "",
+            "from .._base_client import RequestOptions",
+            *head,
+            *typing_block,
+            "",
+            f'__all__ = ["{name}"]',
+            "",
+            'T = TypeVar("T")',
+            "",
+            "",
+            f"class {name}:",
+            f'    """Every client method on every target of the {what} (generated from the records)."""',
+            "",
+            *hooks,
+            "",
+            "\n".join(methods),
+        ]
+    )
 
 
 def tables() -> dict[str, str]:
@@ -294,16 +408,7 @@ def tables() -> dict[str, str]:
     if len(set(names)) != len(names):
         raise GenerateError("two records have the same name")
     raw = "\n".join(f"{r.name} = _AsyncRaw(_AsyncRoutes.{r.name})" for r in ROUTES)
-    out = {"raw-response methods (make generate)": raw}
-    for cls, kind, table in (("AsyncFleet", "_FanOut", "async"), ("Fleet", "_SyncFanOut", "sync")):
-        own = _defined(cls)
-        for m in every:
-            if m.cli.fleet_params and m.name not in own:
-                raise GenerateError(f"{m.name} has fleet_params: {cls} must write {m.name}() itself")
-        out[f"{table} fleet methods (make generate)"] = "\n".join(
-            _fan_out(kind, m) for m in every if m.name not in own
-        )
-    return out
+    return {"raw-response methods (make generate)": raw}
 
 
 def fill(text: str, filled: dict[str, str]) -> str:
@@ -420,8 +525,10 @@ def schema_text() -> str:
 
 def wanted() -> dict[Path, str]:
     out: dict[Path, str] = {ASYNC_DIR / "routes.py": ruff(routes_module(), ASYNC_DIR / "routes.py")}
+    for kind, path in (("async", FLEET_ASYNC), ("sync", FLEET_SYNC)):
+        out[path] = ruff(fleet_module(kind), path)
     filled = tables()
-    for path in [*sorted(ASYNC_DIR.glob("*.py")), *sorted((PKG / "fleet").glob("*.py"))]:
+    for path in sorted(ASYNC_DIR.glob("*.py")):
         text = out.get(path, path.read_text())
         if "# -- generated:" in text:
             out[path] = fill(text, filled)

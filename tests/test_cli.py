@@ -80,7 +80,10 @@ def _status(cls: type[Any], status: int, path: str = "/x") -> Any:
         (APIConnectionError("x", method="GET", url="u"), ExitCode.CONNECTION),
         (APITimeoutError("x", method="GET", url="u"), ExitCode.CONNECTION),
         (WaitTimeoutError("x", waited_s=1.0), ExitCode.DEADLINE),
-        (BarrierTimeoutError("x", waited_s=1.0, attempts=3, engine_steps=2, last=None), ExitCode.DEADLINE),
+        (
+            BarrierTimeoutError("x", waited_s=1, attempts=3, engine_steps=2, last=None, reached=3, refused=3),
+            ExitCode.DEADLINE,
+        ),
         (_status(DevModeDisabledError, 404), ExitCode.DEV_MODE),
         (_status(RouteNotServedError, 404), ExitCode.FAILED),
         (_status(AuthenticationError, 401), ExitCode.AUTH),
@@ -407,7 +410,7 @@ def test_a_key_or_password_the_server_echoes_is_never_printed(mock: respx.MockRo
         (["abort-requests", "r1", "--all"], "give REQUEST_IDS or --all"),
         (["--url", "not-a-url", "health"], "http:// or https://"),
         (["--url", A, "--url", A, "health"], "listed twice"),
-        (["sleep", "--level", "5"], "sleep level must be 0, 1 or 2"),
+        (["sleep", "--level", "5"], "'5' is not one of '0', '1', '2'"),
         (["collective-rpc", "m", "--args", '{"a": 1}'], "must be a list"),
         (["collective-rpc", "m", "--args", "[1,"], "not valid JSON"),
         (["update-weights", "--update-info", "@/nonexistent/file.json"], "cannot read"),
@@ -659,7 +662,8 @@ def test_parity_prints_a_summary_and_writes_the_table_to_the_report(
     report = tmp_path / "parity.md"
     result = invoke("parity", "--report", str(report), env={"VLLM_DEVCLIENT_URL": A, "VLLM_API_KEY": "k"})
     assert result.exit_code == 0
-    assert fake_parity == [{"urls": None, "report_path": report, "api_key": None, "allow_reset": False}]
+    expected = {"urls": None, "report_path": report, "api_key": None, "allow_reset": False, "scenarios": None}
+    assert fake_parity == [expected]
     assert report.read_text() == "table"
     assert result.stdout.splitlines() == [
         "3 scenarios, python vs rust",

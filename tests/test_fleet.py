@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import pydoc
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -361,7 +363,38 @@ async def test_every_client_method_is_on_both_fleets() -> None:
                 assert callable(getattr(sync_fleet, name, None)), f"Fleet lacks {name}"
             # Each wrapper carries the client method's name and documentation.
             assert async_fleet.barrier.__name__ == "reset_prefix_cache_until_success"
-            assert sync_fleet.collective_rpc.__doc__ == AsyncDevClient.collective_rpc.__doc__
+            assert AsyncDevClient.collective_rpc.__doc__.split("\n")[0] in sync_fleet.collective_rpc.__doc__
+
+
+def _parameters(fn: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default) of each parameter but self; a client's `**wait` is spelled out."""
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name == "self":
+            continue
+        if p.name == "wait" and p.kind is p.VAR_KEYWORD:
+            continue
+        out.append((p.name, p.kind, p.default))
+    return out
+
+
+@pytest.mark.parametrize("fleet_cls", [Fleet, AsyncFleet])
+def test_fleet_methods_are_real_methods_with_the_clients_signature(fleet_cls: type) -> None:
+    """inspect, help() and IDEs see each fleet method's parameters, defaults and docstring (the issue: on main
+    `inspect.signature(Fleet.barrier)` raised TypeError and an instance showed `(*args, **kwargs)`)."""
+    for name in sorted(CLIENT_METHODS - {"pause"}):
+        method = getattr(fleet_cls, name)
+        assert inspect.isfunction(method), f"{fleet_cls.__name__}.{name} is {type(method).__name__}"
+        client = getattr(AsyncDevClient, name)
+        ours = _parameters(method)
+        theirs = _parameters(client)
+        assert ours[: len(theirs)] == theirs, f"{fleet_cls.__name__}.{name}: {ours} != {theirs}"
+        assert str(inspect.signature(method).return_annotation).startswith("FleetResult["), name
+        assert client.__doc__.split("\n")[0] in method.__doc__
+    assert inspect.iscoroutinefunction(AsyncFleet.sleep) and not inspect.iscoroutinefunction(Fleet.sleep)
+    text = pydoc.render_doc(fleet_cls, renderer=pydoc.plaintext)
+    assert "reset_prefix_cache_until_success(self, *, deadline: 'float' = 60.0" in text
+    assert "sleep(self, level: 'int' = 1, *, mode:" in text
 
 
 def _fleet_threads() -> list[threading.Thread]:

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 from vllm_devclient.testing import (
     Delay,
+    EngineState,
     Frontend,
     FrontendStartupError,
     Hang,
@@ -243,7 +244,7 @@ def test_stop_is_idempotent_and_env_is_clean(tiny_model_dir: Path, monkeypatch: 
 
 
 def test_stateful_engine_follows_sleep_and_pause(tiny_model_dir: Path) -> None:
-    with RustFrontend(model_dir=tiny_model_dir, engine=ScriptedEngine(stateful=True)) as fe:
+    with RustFrontend(model_dir=tiny_model_dir, engine=ScriptedEngine()) as fe:
         with httpx.Client(base_url=fe.base_url, timeout=5) as client:
             assert client.get("/is_sleeping").json() == {"is_sleeping": False}
             client.post("/sleep", params={"level": "1"})
@@ -254,3 +255,51 @@ def test_stateful_engine_follows_sleep_and_pause(tiny_model_dir: Path) -> None:
             assert client.get("/is_paused").json() == {"is_paused": True}
             client.post("/resume")
             assert client.get("/is_paused").json() == {"is_paused": False}
+
+
+def test_the_default_engine_keeps_vllms_state_and_reset_forgets_it(tiny_model_dir: Path) -> None:
+    """Issue 37: by default (no stateful=True, which no doc named) a pause, a sleep, a partial wake and a
+    weight update are remembered as vLLM's engine remembers them; scripts answer first; reset() forgets."""
+    with (
+        RustFrontend(model_dir=tiny_model_dir) as fe,
+        httpx.Client(base_url=fe.base_url, timeout=5) as client,
+    ):
+        engine = fe.engine
+        client.post("/pause", params={"mode": "keep"})
+        assert client.get("/is_paused").json() == {"is_paused": True}
+        engine.reset()
+        assert client.get("/is_paused").json() == {"is_paused": False} and engine.calls[-1].kwargs == {}
+        client.post("/sleep", params={"level": "1"})
+        assert engine.state.asleep == {"weights", "kv_cache"} and engine.state.paused
+        assert client.post("/wake_up", params={"tags": "weights"}).json()["status"] == "sleeping"
+        assert client.get("/is_sleeping").json() == {"is_sleeping": True}  # the KV cache still sleeps
+        client.post("/wake_up", params={"tags": "kv_cache"})
+        assert client.get("/is_sleeping").json() == {"is_sleeping": False} and not engine.state.paused
+        # A weight update out of order fails with vLLM's words; in order it goes through.
+        refused = client.post("/update_weights", json={"update_info": {"names": []}})
+        assert refused.status_code == 500 and "start_weight_update must be called before" in refused.text
+        assert client.post("/start_weight_update").status_code == 200 and engine.state.weight_update
+        assert client.post("/start_weight_update").status_code == 500  # already active
+        client.post("/finish_weight_update", json={"weight_version": "v7"})
+        assert not engine.state.weight_update and engine.state.weight_version == "v7"
+        # A script answers before the state.
+        engine.script("is_scheduler_paused", Return(True))
+        assert client.get("/is_paused").json() == {"is_paused": True} and not engine.state.paused
+        engine.reset()
+        assert engine.state == EngineState() and not engine.calls
+
+
+def test_engine_calls_name_their_arguments_as_vllm_does(tiny_model_dir: Path) -> None:
+    with (
+        RustFrontend(model_dir=tiny_model_dir) as fe,
+        httpx.Client(base_url=fe.base_url, timeout=5) as client,
+    ):
+        client.post("/sleep", params={"level": "2", "mode": "wait"})
+        client.post("/reset_prefix_cache", params={"reset_external": "true"})
+        client.post("/collective_rpc", json={"method": "report", "args": [1]})
+        sleep, reset, rpc = (
+            fe.engine.calls_for(m)[0] for m in ("sleep", "reset_prefix_cache", "collective_rpc")
+        )
+    assert sleep.kwargs == {"level": 2, "mode": "wait"}
+    assert reset.kwargs == {"reset_running_requests": False, "reset_connector": True}
+    assert rpc.kwargs["method"] == "report" and list(rpc.kwargs["args"]) == [1]

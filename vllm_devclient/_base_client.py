@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import dataclasses
 import functools
 import logging
 import os
@@ -23,7 +24,7 @@ from typing_extensions import TypedDict
 from . import arguments as check
 from ._version import __version__
 from .arguments import BaseURL, Timeouts
-from .constants import LONG_ROUTE_TIMEOUT
+from .constants import DEFAULT_TIMEOUT, LONG_ROUTE_TIMEOUT
 from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .models import VersionInfo
@@ -67,7 +68,8 @@ class RequestOptions(TypedDict, total=False):
     """Per-call options every route method takes (keyword-only).
 
     timeout: the HTTP timeout of one try of this call, as a whole (connect, send, headers and body): seconds,
-        an `httpx.Timeout`, or None for no bound. Default: the client's, or for long routes no bound.
+        an `httpx.Timeout`, or None for no bound. Default: the client's; when the client has the default one,
+        long routes have no bound on their answer.
     extra_headers: headers added to (or replacing) the client's for this call.
     extra_query: query parameters added to this call's.
     extra_body: JSON fields merged into this call's body (or the body, when the route sends none).
@@ -178,6 +180,8 @@ class ClientConfig:
     api_key: str | None
     timeout: Timeouts
     timeout_arg: TimeoutArg
+    # Set by the user (argument or $VLLM_DEVCLIENT_TIMEOUT): it then bounds long routes too.
+    timeout_given: bool
     max_retries: int
     model: str | None
     default_headers: Mapping[str, str]
@@ -207,11 +211,13 @@ class ClientConfig:
         kind = transport_kind(
             transport if transport is not None else os.environ.get("VLLM_DEVCLIENT_TRANSPORT") or "auto"
         )
+        given, timeout = _timeout_setting(timeout)
         return cls(
             url=url,
             api_key=key,
             timeout=check.timeout(timeout),
             timeout_arg=timeout,  # type: ignore[arg-type]  # checked just above
+            timeout_given=given,
             max_retries=check.non_negative_int(max_retries, "max_retries"),
             model=None if model is None else check.text(model, "model"),
             default_headers=check.header_map(default_headers, "default_headers"),
@@ -223,6 +229,23 @@ class ClientConfig:
     def origin(self) -> Origin:
         url = self.url
         return Origin(url.scheme, url.host, url.port, url.prefix)  # type: ignore[arg-type]
+
+
+TIMEOUT_ENV = "VLLM_DEVCLIENT_TIMEOUT"
+
+
+def _timeout_setting(timeout: object) -> tuple[bool, object]:
+    """(whether the user set it, the timeout): the argument, else $VLLM_DEVCLIENT_TIMEOUT, else the
+    default."""
+    if not isinstance(timeout, NotGiven):
+        return True, timeout
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return False, DEFAULT_TIMEOUT
+    try:
+        return True, check.seconds(float(text), TIMEOUT_ENV)
+    except ValueError:
+        raise InvalidParameterError(f"{TIMEOUT_ENV} must be seconds (a number), got {text!r}") from None
 
 
 def check_own_tls(http_client: object, verify: object, cert: object) -> None:
@@ -252,7 +275,9 @@ class BaseClient:
         self._headers = self._build_headers()
         self._json_headers = (*self._headers, _JSON)
         self._frontend: Frontend = "unknown"
-        self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=self._frontend)
+        self._ctx = CallContext(
+            base_url=self.base_url, secrets=self._secrets, frontend=self._frontend, prefix=self._origin.prefix
+        )
         self._closed = False
 
     # ---- configuration -----------------------------------------------------------------------------------
@@ -316,10 +341,11 @@ class BaseClient:
         return out
 
     def _timeouts(self, options: Mapping[str, Any], *, long_running: bool) -> Timeouts:
-        """This call's `timeout=`, else no bound on the answer for long routes, else the client's."""
+        """This call's `timeout=`, else the client's when the user set one, else the default: no bound on
+        the answer for long routes, the default timeout for the others."""
         if "timeouts" in options:
             return options["timeouts"]  # type: ignore[no-any-return]
-        return _LONG if long_running else self._config.timeout
+        return _LONG if long_running and not self._config.timeout_given else self._config.timeout
 
     def _wire_request(self, effect: Transmit, options: Mapping[str, Any]) -> WireRequest:
         ep = effect.endpoint
@@ -350,7 +376,11 @@ class BaseClient:
         """What the answers tell about the server (its frontend, from /version)."""
         if isinstance(value, VersionInfo) and value.frontend != self._frontend:
             self._frontend = value.frontend
-            self._ctx = CallContext(base_url=self.base_url, secrets=self._secrets, frontend=value.frontend)
+            self._ctx = dataclasses.replace(self._ctx, frontend=value.frontend)
+
+    def _speak_cli(self) -> None:
+        """Fix hints in errors name the command line's flags (`--deadline`), not keywords (the CLI's)."""
+        self._ctx = dataclasses.replace(self._ctx, speaks="cli")
 
 
 def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:

@@ -245,6 +245,15 @@ class BaseURL:
     password: str | None
 
 
+# `user:password@` in a URL's authority (with or without a scheme): the password is never shown.
+_PASSWORD = re.compile(r"^((?:[^:/?#]*:)?//)?([^/?#@:]*):[^/?#@]*@")
+
+
+def _masked_url(raw: str) -> str:
+    """A URL as an error may show it: the password masked, a query (which may carry a key) left out."""
+    return _PASSWORD.sub(r"\1\2:***@", raw).split("?", 1)[0]
+
+
 def base_url(value: object) -> BaseURL:
     """An http(s) URL with a host and no query or fragment; a trailing `/v1` is dropped (dev routes live at
     the server's root, OpenAI clients are configured with `.../v1`)."""
@@ -253,14 +262,17 @@ def base_url(value: object) -> BaseURL:
             f"base_url must be a string like 'http://127.0.0.1:8000', got {_shown(value)}"
         )
     raw = value.strip()
+    shown = _masked_url(raw)
     try:
         parts = urllib.parse.urlsplit(raw)
         port = parts.port
     except ValueError as exc:
-        raise InvalidParameterError(f"base_url is not a valid URL: {exc}") from None
+        raise InvalidParameterError(f"base_url {shown!r} is not a valid URL: {exc}") from None
     problem = None
     if parts.scheme not in ("http", "https"):
         problem = "it must start with http:// or https://"
+        if "//" not in raw:
+            problem += f" ({'http://' + shown!r}?)"
     elif not parts.hostname:
         problem = "it names no host"
     elif parts.query or "?" in raw:
@@ -268,8 +280,7 @@ def base_url(value: object) -> BaseURL:
     elif parts.fragment or "#" in raw:
         problem = "it has a fragment (#...)"
     if problem is not None:
-        shown = f"{parts.scheme}://{parts.hostname or ''}" if parts.scheme else "(no scheme)"
-        raise InvalidParameterError(f"base_url {shown}... cannot be used: {problem}")
+        raise InvalidParameterError(f"base_url {shown!r} cannot be used: {problem}")
     assert parts.hostname is not None
     prefix = parts.path.rstrip("/")
     if prefix.endswith("/v1"):

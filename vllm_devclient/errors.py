@@ -26,6 +26,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BarrierTimeoutError",
+    "BarrierUnreachableError",
     "BarrierUnsupportedError",
     "ClientClosedError",
     "ConflictError",
@@ -217,14 +218,32 @@ class WaitTimeoutError(DevClientError, TimeoutError):
 
 
 class BarrierTimeoutError(WaitTimeoutError):
-    """reset_prefix_cache never answered success before the deadline."""
+    """reset_prefix_cache never answered success before the deadline.
+
+    `attempts`: the tries; `reached`: those the server got (an answer came, or the request left);
+    `refused`: resets the engine answered success=false (blocks still held); `engine_steps`, `last`.
+    """
 
     def __init__(
-        self, message: str, *, waited_s: float, attempts: int, engine_steps: int, last: object
+        self,
+        message: str,
+        *,
+        waited_s: float,
+        attempts: int,
+        engine_steps: int,
+        last: object,
+        reached: int,
+        refused: int,
     ) -> None:
         super().__init__(message, waited_s=waited_s, last=last)
         self.attempts = attempts
         self.engine_steps = engine_steps
+        self.reached = reached
+        self.refused = refused
+
+
+class BarrierUnreachableError(BarrierTimeoutError):
+    """The barrier's deadline passed and no try reached the server (`reached == 0`): it is unreachable."""
 
 
 class BarrierUnsupportedError(DevClientError):

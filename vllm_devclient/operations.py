@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from . import arguments as check
 from . import endpoints
@@ -41,6 +41,7 @@ from .errors import (
     APIStatusError,
     APITimeoutError,
     BarrierTimeoutError,
+    BarrierUnreachableError,
     BarrierUnsupportedError,
     DevClientError,
     DevModeDisabledError,
@@ -48,6 +49,7 @@ from .errors import (
     EngineDeadError,
     Frontend,
     ResponseValidationError,
+    RouteNotServedError,
     TLSError,
     WaitTimeoutError,
     clip,
@@ -88,6 +90,16 @@ class CallContext:
     base_url: str = ""
     secrets: Secrets = NO_SECRETS
     frontend: Frontend = "unknown"
+    # Whose words fix hints use: a Python caller's keywords, or the command line's flags.
+    speaks: Literal["python", "cli"] = "python"
+    prefix: str = ""  # the base URL's path, before every route's
+
+    def hint(self, name: str, value: object = None) -> str:
+        """An argument as the caller writes it: `deadline=` / `reset_running_requests=True`, or on the
+        command line `--deadline` / `--reset-running-requests`."""
+        if self.speaks == "cli":
+            return "--" + name.replace("_", "-")
+        return f"{name}={value!r}" if value is not None else f"{name}="
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,24 @@ def _earliest(a: float | None, b: float | None) -> float | None:
     return a if b is None or a < b else b
 
 
-def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -> APIConnectionError:
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _bounds(tries: int, timeouts: Timeouts, deadline: float | None, cut: bool) -> str:
+    """What bounded a call, each bound by its own word: the tries, the timeout per try, the deadline."""
+    parts = [f"{tries} {'try' if tries == 1 else 'tries'}"]
+    parts.append(
+        "no timeout per try" if timeouts.total is None else f"timeout {_seconds(timeouts.total)} per try"
+    )
+    if deadline is not None:
+        parts.append("the last try cut short by the deadline" if cut else "within the deadline")
+    return ", ".join(parts)
+
+
+def _transport_error(
+    exc: TransportError, ep: Endpoint[Any], ctx: CallContext, bounds: str = ""
+) -> APIConnectionError:
     kind: type[APIConnectionError] = APIConnectionError
     if isinstance(exc, TLSFailure):
         kind = TLSError
@@ -118,8 +147,9 @@ def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -
         kind = APITimeoutError
     verb = "timed out" if kind is APITimeoutError else "failed"
     note = "" if exc.sent else " (nothing was sent)"
+    said = f" ({bounds})" if bounds and kind is APITimeoutError else ""
     return kind(
-        ctx.secrets.redact(f"{ep.method} {ep.path} {verb}: {exc.reason}{note}"),
+        ctx.secrets.redact(f"{ep.method} {ep.path} {verb}: {exc.reason}{note}{said}"),
         method=ep.method,
         url=ctx.base_url + ep.path,
         path=ep.path,
@@ -129,6 +159,19 @@ def _transport_error(exc: TransportError, ep: Endpoint[Any], ctx: CallContext) -
 
 def _status_error(
     response: ResponseLike, ep: Endpoint[Any], ctx: CallContext, dev_routes_served: bool | None = None
+) -> APIStatusError:
+    error = _read_status_error(response, ep, ctx, dev_routes_served)
+    if response.status_code == 404 and ctx.prefix and not isinstance(error, RouteNotServedError):
+        # vLLM serves every route at the root: a path in the base URL is the likelier cause.
+        error.message += (
+            f"; the base URL has the path {ctx.prefix!r} and vLLM serves its routes at the root: drop the "
+            "path from the URL, unless a proxy there forwards to the server"
+        )
+    return error
+
+
+def _read_status_error(
+    response: ResponseLike, ep: Endpoint[Any], ctx: CallContext, dev_routes_served: bool | None
 ) -> APIStatusError:
     return error_from_response(
         response,
@@ -209,7 +252,10 @@ def call(
                 replaced_stale = True
                 log.debug("%s %s: %s; resending on a new connection", ep.method, ep.path, exc.reason)
                 continue
-            error: DevClientError = _transport_error(exc, ep, ctx)
+            cut = deadline is not None and (own is None or deadline < own)
+            error: DevClientError = _transport_error(
+                exc, ep, ctx, _bounds(attempt + 1, timeouts, deadline, cut)
+            )
             # A certificate failure is met again on every try.
             may_retry = (ep.idempotent or not exc.sent) and not isinstance(exc, TLSFailure)
         else:
@@ -349,7 +395,7 @@ def reset_prefix_cache_until_success(
     )
     start = time.monotonic()
     end = start + deadline
-    attempts = steps = 0
+    attempts = steps = reached = refused = 0
     last: object = None
     intervals = poll.intervals()
     while True:
@@ -360,6 +406,8 @@ def reset_prefix_cache_until_success(
                 raise
             last = exc
         attempts += 1
+        if not isinstance(last, APIConnectionError) or last.sent:
+            reached += 1  # an answer came, or the request left: the server got this reset
         if on_attempt is not None:
             on_attempt(attempts, last)
         if isinstance(last, ResetPrefixCacheResult):
@@ -372,6 +420,7 @@ def reset_prefix_cache_until_success(
                 return BarrierResult(
                     attempts=attempts, engine_steps=steps, elapsed_s=time.monotonic() - start
                 )
+            refused += 1
         if time.monotonic() >= end:
             break
         if step and end - time.monotonic() >= MIN_TRY_SECONDS:
@@ -389,16 +438,39 @@ def reset_prefix_cache_until_success(
             yield Sleep(wait)
     elapsed = time.monotonic() - start
     said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else clip(f"{last}", 300)
+    counts = (
+        f"{attempts} {'try' if attempts == 1 else 'tries'} (timeout {request_timeout:g} s per try), "
+        f"{reached} reached the server, {refused} refused by the engine, {steps} engine steps"
+    )
+    fields: dict[str, Any] = {"waited_s": elapsed, "attempts": attempts, "engine_steps": steps, "last": last}
+    if reached == 0:
+        raise BarrierUnreachableError(
+            ctx.secrets.redact(
+                f"{ctx.base_url} is unreachable: reset_prefix_cache never reached the server within the "
+                f"deadline of {deadline:g} s: {counts}; last error: {said}. Check the URL and that the "
+                "server is running"
+            ),
+            reached=reached,
+            refused=refused,
+            **fields,
+        )
+    cause = (
+        f"Blocks are still held (running requests or in-flight offload stores); raise {ctx.hint('deadline')} "
+        f"or pass {ctx.hint('reset_running_requests', True)}"
+        if refused
+        else (
+            f"The server did not answer in time; raise {ctx.hint('request_timeout')} or "
+            f"{ctx.hint('deadline')}"
+        )
+    )
     raise BarrierTimeoutError(
         ctx.secrets.redact(
-            f"reset_prefix_cache did not succeed within {deadline:.1f}s: {attempts} attempts, {steps} engine "
-            f"steps, last answer {said}. Blocks are still held (running requests or in-flight offload "
-            "stores); raise the deadline or pass reset_running_requests=True"
+            f"reset_prefix_cache did not succeed within the deadline of {deadline:g} s: {counts}; last "
+            f"answer: {said}. {cause}"
         ),
-        waited_s=elapsed,
-        attempts=attempts,
-        engine_steps=steps,
-        last=last,
+        reached=reached,
+        refused=refused,
+        **fields,
     )
 
 
@@ -419,7 +491,9 @@ def wait_until(
     start = time.monotonic()
     end = start + deadline
     last: object = None
+    tries = 0
     for interval in poll.intervals():
+        tries += 1
         try:
             answer = yield from call(
                 probe, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
@@ -436,8 +510,12 @@ def wait_until(
         if remaining <= 0:
             break
         yield Sleep(min(interval, remaining))
+    counts = f"{tries} {'try' if tries == 1 else 'tries'}, timeout {request_timeout:g} s per try"
     raise WaitTimeoutError(
-        ctx.secrets.redact(f"{what} not reached within {deadline:.1f}s (last: {clip(repr(last), 300)})"),
+        ctx.secrets.redact(
+            f"{what} not reached within the deadline of {deadline:g} s "
+            f"({counts}; last: {clip(repr(last), 300)})"
+        ),
         waited_s=time.monotonic() - start,
         last=last,
     )

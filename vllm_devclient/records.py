@@ -56,6 +56,8 @@ class Param:
     argument: bool = False
     # None, when it means something drastic, must be asked for with a flag: (flag, its help).
     none_flag: tuple[str, str] | None = None
+    # The only values the server takes, when the type cannot say (sleep's level): the command line lists them.
+    choices: tuple[Any, ...] = ()
 
     @property
     def required(self) -> bool:

@@ -195,6 +195,7 @@ ROUTES: tuple[Route, ...] = (
                 type=int,
                 default=1,
                 positional=True,
+                choices=(0, 1, 2),
                 help="0 pauses, 1 offloads the weights, 2 discards them.",
             ),
             Param(name="mode", type=_MODE, default="abort", help=_MODE_HELP),

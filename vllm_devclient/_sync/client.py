@@ -20,8 +20,9 @@ class DevClient(_SyncFlows):
     Args:
         base_url: the server, e.g. "http://127.0.0.1:8000" (a trailing "/v1" is accepted and dropped).
         api_key: sent as a bearer token; default $VLLM_API_KEY (surrounding whitespace dropped).
-        timeout: default HTTP timeout of one try of a call, as a whole: seconds, an httpx.Timeout, or None.
-            Long routes (weight transfer, collective_rpc, sleep level 2) default to no bound.
+        timeout: HTTP timeout of one try of every call, as a whole: seconds, an httpx.Timeout, or None (no
+            bound); default $VLLM_DEVCLIENT_TIMEOUT, else 30 s with no bound on the answer of long routes
+            (weight transfer, collective_rpc, sleep level 2, completions). A timeout you set bounds them too.
         max_retries: retries of idempotent calls after connection failures and 502/503/504.
         http_client: an httpx.Client to send with (for your own proxies or respx mocks).
         model: the served model name for completions and stepping (default: the first on /v1/models).

@@ -29,7 +29,6 @@ from .._base_client import (
 )
 from ..constants import (
     DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
     DEFAULT_URL,
 )
 from ..endpoints import Endpoint
@@ -61,7 +60,7 @@ class _SyncCore(BaseClient):
         base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
-        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        timeout: TimeoutArg | NotGiven = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         http_client: httpx.Client | None = None,
         model: str | None = None,
@@ -131,7 +130,7 @@ class _SyncCore(BaseClient):
         """
         changes: dict[str, Any] = {}
         if not isinstance(timeout, NotGiven):
-            changes.update(timeout=check.timeout(timeout), timeout_arg=timeout)
+            changes.update(timeout=check.timeout(timeout), timeout_arg=timeout, timeout_given=True)
         if not isinstance(max_retries, NotGiven):
             changes["max_retries"] = check.non_negative_int(max_retries, "max_retries")
         if not isinstance(api_key, NotGiven):

@@ -9,6 +9,7 @@ from enum import IntEnum
 from ..errors import (
     APIConnectionError,
     AuthenticationError,
+    BarrierUnreachableError,
     DevModeDisabledError,
     InvalidParameterError,
     PermissionDeniedError,
@@ -48,6 +49,7 @@ EXIT_CODES_SHORT = (
 
 # Which errors exit with which code, the first match wins; anything else exits 1.
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
+    (BarrierUnreachableError, ExitCode.CONNECTION),  # no try reached the server: not a deadline matter
     (WaitTimeoutError, ExitCode.DEADLINE),
     (APIConnectionError, ExitCode.CONNECTION),
     (DevModeDisabledError, ExitCode.DEV_MODE),

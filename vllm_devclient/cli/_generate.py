@@ -26,6 +26,7 @@ from click.core import ParameterSource
 from pydantic import BaseModel, ValidationError
 
 from ..calls import CALLS
+from ..errors import InvalidParameterError
 from ..fleet import AsyncFleet, FleetResult
 from ..records import TOPICS, Method, Param
 from ..routes import ROUTES
@@ -156,8 +157,14 @@ def _shown(p: Param) -> bool:
     return p.role in ("value", "deadline")
 
 
-def _click_param(p: Param) -> click.Parameter:
+def param_shape(p: Param) -> Shape:
+    """`shape(p.type)`, narrowed to the record's choices when it has some."""
     s = shape(p.type)
+    return Shape("choice", s.optional, p.choices) if p.choices else s
+
+
+def _click_param(p: Param) -> click.Parameter:
+    s = param_shape(p)
     if _is_argument(p, s):
         many = s.kind == "multiple"
         required = p.required and p.none_flag is None
@@ -232,9 +239,9 @@ def _arguments(method: Method, ctx: click.Context, values: Mapping[str, Any]) ->
             if bool(values.get(f"none_{p.name}")) == given:
                 what = p.name.upper()
                 raise click.UsageError(f"give {what} or {p.none_flag[0]} (not both, not neither)", ctx)
-            kwargs[p.name] = _value(shape(p.type), value) if given else None
+            kwargs[p.name] = _value(param_shape(p), value) if given else None
         elif given or p.required:
-            kwargs[p.name] = _value(shape(p.type), value)
+            kwargs[p.name] = _value(param_shape(p), value)
     return kwargs
 
 
@@ -254,11 +261,14 @@ def build_command(method: Method) -> click.Command:
 
     def callback(**values: Any) -> None:
         ctx = click.get_current_context()
-        settings = settings_of(ctx, split_globals(values))
-        kwargs = _arguments(method, ctx, values)
-        if settings.timeout_given and request_timeout is not None:
-            kwargs[request_timeout.name] = settings.timeout
-        execute(ctx, settings, _job(name, method, kwargs))
+        try:
+            settings = settings_of(ctx, split_globals(values))
+            kwargs = _arguments(method, ctx, values)
+            if settings.timeout_given and request_timeout is not None:
+                kwargs[request_timeout.name] = settings.timeout
+            execute(ctx, settings, _job(name, method, kwargs))
+        except InvalidParameterError as exc:  # refused before sending: this command's usage, not the group's
+            raise click.UsageError(str(exc), ctx) from exc
 
     return click.Command(
         name,

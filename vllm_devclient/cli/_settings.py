@@ -12,6 +12,7 @@ import click
 import httpx
 from click.core import ParameterSource
 
+from .._base_client import NOT_GIVEN, TIMEOUT_ENV, NotGiven
 from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, DEFAULT_URL
 from ..fleet import AsyncFleet, TargetOutcome
 from ..transports import CertArg, VerifyArg
@@ -83,7 +84,8 @@ class Settings:
     urls_given: bool  # on the command line (not from VLLM_DEVCLIENT_URL or the default)
     api_key: str | None = field(repr=False)
     timeout: float
-    timeout_given: bool  # --timeout on the command line: it also bounds each try of a wait or barrier
+    # --timeout or $VLLM_DEVCLIENT_TIMEOUT: it bounds every call (long routes too) and each try of a wait
+    timeout_given: bool
     retries: int
     concurrency: int
     output: Output
@@ -96,11 +98,14 @@ class Settings:
         return self.output == "json"
 
     @property
-    def http_timeout(self) -> httpx.Timeout:
+    def http_timeout(self) -> httpx.Timeout | NotGiven:
+        """The clients' timeout: the one given, else theirs (which leaves long routes unbounded)."""
+        if not self.timeout_given:
+            return NOT_GIVEN
         return httpx.Timeout(self.timeout, connect=min(self.timeout, DEFAULT_TIMEOUT.connect or 5.0))
 
     def fleet(self, on_result: Callable[[TargetOutcome[Any]], None] | None = None) -> AsyncFleet:
-        return AsyncFleet(
+        fleet = AsyncFleet(
             self.urls,
             api_key=self.api_key,
             timeout=self.http_timeout,
@@ -110,6 +115,9 @@ class Settings:
             verify=self.verify,
             cert=self.cert,
         )
+        for client in fleet.clients.values():
+            client._speak_cli()
+        return fleet
 
 
 class Number(ParamTypeBase):
@@ -174,6 +182,15 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             hidden=hidden,
             help="Do not check https certificates (a warning says so).",
         ),
+        click.Option(
+            ["--timeout"],
+            type=SECONDS,
+            metavar="SECONDS",
+            envvar=TIMEOUT_ENV if top else None,
+            default=None,
+            hidden=hidden,
+            help="Seconds per try (default 30, long routes unbounded).",
+        ),
         *(
             click.Option(
                 [flag],
@@ -184,7 +201,6 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
                 help=f"{text} (default {default}).",
             )
             for flag, kind, metavar, default, text in (
-                ("--timeout", SECONDS, "SECONDS", 30, "Seconds per HTTP try, waits' tries too"),
                 ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502/503/504"),
                 (
                     "--concurrency",
@@ -252,14 +268,12 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
     for url in urls:
         keep_secret(urlsplit(url).password)
     verify, cert = _tls(pick, ctx)
-    timeout_given = sub.get("timeout") is not None or (
-        root.get_parameter_source("timeout") is ParameterSource.COMMANDLINE
-    )
+    timeout_given = pick("timeout") is not None
     return Settings(
         urls=tuple(normalise_url(u) for u in urls),
         urls_given=given,
         api_key=api_key,
-        timeout=float(pick("timeout")),
+        timeout=float(pick("timeout") or DEFAULT_TIMEOUT.read or 30.0),
         timeout_given=timeout_given,
         retries=int(pick("retries")),
         concurrency=int(pick("concurrency") or DEFAULT_MAX_CONCURRENCY),

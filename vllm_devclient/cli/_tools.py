@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import importlib
 import json
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -73,6 +74,42 @@ def _status(settings: Settings, what: str) -> contextlib.AbstractContextManager[
 # ---- parity ------------------------------------------------------------------------------------------------
 
 
+def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Which scenarios run: `--scenarios` (by name) among the built-in ones and `--scenarios-from`'s."""
+    fn = click.option(
+        "--scenarios-from",
+        "sources",
+        multiple=True,
+        metavar="MODULE",
+        help="A module or .py file with SCENARIOS of your own, run beside the built-in ones; repeatable.",
+    )(fn)
+    return click.option("--scenarios", default=None, help="Comma-separated scenario names.  [default: all]")(
+        fn
+    )
+
+
+def _selection(scenarios: str | None, sources: tuple[str, ...]) -> Any:
+    """The scenarios chosen (None: the built-in ones), or a usage error naming the option at fault."""
+    try:
+        from ..testing.own_scenarios import ScenarioSourceError, select
+    except ImportError as exc:
+        raise Unavailable(exc, "testing") from exc
+    try:
+        return select(scenarios, sources)
+    except ScenarioSourceError as exc:
+        hint = "--scenarios" if scenarios and "no scenario named" in str(exc) else "--scenarios-from"
+        raise click.BadParameter(str(exc), param_hint=hint) from exc
+
+
+def _selection_args(scenarios: str | None, sources: tuple[str, ...], frontends: str) -> list[str]:
+    """The selection options as given, for a hint that repeats them."""
+    out = [] if frontends == "python,rust" else ["--frontends", frontends]
+    out += [] if scenarios is None else ["--scenarios", scenarios]
+    for source in sources:
+        out += ["--scenarios-from", source]
+    return out
+
+
 @click.command("parity", epilog=SUBCOMMAND_EPILOG)
 @click.option(
     "--report",
@@ -87,8 +124,11 @@ def _status(settings: Settings, what: str) -> contextlib.AbstractContextManager[
     is_flag=True,
     help="With two --url: also compare reset_prefix_cache (idempotent, but it drops the prefix cache).",
 )
+@_selection_options
 @global_options(top=False)
-def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
+def parity(
+    report_path: Path, allow_reset: bool, scenarios: str | None, sources: tuple[str, ...], **common: Any
+) -> None:
     """Compare the frontends: what each answered, and what the SDK made of it.
 
     With no --url: starts the real Python and Rust frontends here, each on a scripted engine (no GPU, no
@@ -110,6 +150,14 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
         from ..testing.parity import run_parity, summary_lines
     except ImportError as exc:
         raise Unavailable(exc, "testing") from exc
+    chosen = _selection(scenarios, sources)
+    if urls and chosen is not None and scenarios is None:
+        # Against live servers the built-in ones stay the read-only ones; yours run as you wrote them.
+        from ..testing.parity import safe_scenarios
+        from ..testing.scenarios import SCENARIOS as BUILT_IN
+
+        built_in = {s.name for s in BUILT_IN}
+        chosen = safe_scenarios(allow_reset=allow_reset) + [s for s in chosen if s.name not in built_in]
     what = (
         "comparing the two servers" if urls else "starting the Python and Rust frontends, running scenarios"
     )
@@ -120,6 +168,7 @@ def parity(report_path: Path, allow_reset: bool, **common: Any) -> None:
                 report_path=report_path,
                 api_key=settings.api_key if urls else None,
                 allow_reset=allow_reset,
+                scenarios=chosen,
             )
     except VllmNotInstalledError as exc:
         raise CommandError(str(exc), exit_code=ExitCode.UNAVAILABLE, error=exc) from exc
@@ -321,12 +370,13 @@ def _fixtures_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
     show_default=True,
     help="Fixture tree.",
 )
-@click.option("--scenarios", default=None, help="Comma-separated scenario names.  [default: all]")
+@_selection_options
 @_release_options
 @global_options(top=False)
 def record(
     out: str,
     scenarios: str | None,
+    sources: tuple[str, ...],
     pythons: tuple[str, ...],
     vllm_rs: str | None,
     frontends: str,
@@ -336,12 +386,7 @@ def record(
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
-    from ..testing.scenarios import get_scenario
-
-    try:
-        chosen = [get_scenario(n.strip()) for n in scenarios.split(",")] if scenarios else None
-    except (KeyError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--scenarios") from exc
+    chosen = _selection(scenarios, sources)
     names = _frontends(frontends)
     releases = []
     for python in _releases(pythons, vllm_rs):
@@ -373,12 +418,15 @@ def record(
 @click.option(
     "--keep", type=click.Path(file_okay=False), default=None, help="Also copy the fresh recording here."
 )
+@_selection_options
 @_release_options
 @global_options(top=False)
 def drift(
     fixtures: str,
     against: str | None,
     keep: str | None,
+    scenarios: str | None,
+    sources: tuple[str, ...],
     pythons: tuple[str, ...],
     vllm_rs: str | None,
     frontends: str,
@@ -388,19 +436,32 @@ def drift(
     ctx, settings = _settings(common)
     start = time.perf_counter()
     recording = _recording()
+    chosen = _selection(scenarios, sources)
+    names = None if chosen is None else [s.name for s in chosen]
     try:
         if against is not None:
-            drifts = recording.diff_fixture_trees(fixtures, against)
+            drifts = recording.diff_fixture_trees(fixtures, against, scenarios=names)
         else:
             drifts = []
             for python in _releases(pythons, vllm_rs):
                 with _status(settings, f"re-recording the scenarios ({python or 'this vLLM'})"):
                     drifts += recording.drift(
-                        fixtures, python=python, vllm_rs=vllm_rs, frontends=_frontends(frontends), keep=keep
+                        fixtures,
+                        python=python,
+                        vllm_rs=vllm_rs,
+                        frontends=_frontends(frontends),
+                        scenarios=chosen,
+                        keep=keep,
                     )
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--fixtures/--against") from exc
     rows = [dataclasses.asdict(d) if _is_dataclass(d) else dict(vars(d)) for d in drifts]
+    # The fix repeats the options used: the same tree, releases and selection.
+    rerecord = ["vllm-devclient", "record"] + ([] if fixtures == "rust_fixtures" else ["--out", fixtures])
+    for python in pythons:
+        rerecord += ["--python", python]
+    rerecord += [] if vllm_rs is None else ["--vllm-rs", vllm_rs]
+    rerecord += _selection_args(scenarios, sources, frontends)
     found = {(r["version"], r["frontend"], r["scenario"]) for r in rows}
     error = UnsuccessfulResultError(f"drift in {len(found)} fixtures, {len(rows)} fields") if rows else None
 
@@ -411,7 +472,7 @@ def drift(
         click.echo(f"DRIFT in {len(found)} fixture(s), {len(drifts)} field(s):")
         for d in drifts:
             click.echo(f"  {d}")
-        click.echo("re-record with: vllm-devclient record (and review the diff)")
+        click.echo(f"re-record with: {shlex.join(rerecord)} (and review the diff)")
 
     code = ExitCode.FAILED if rows else ExitCode.OK
     _finish(ctx, settings, "drift", start, result={"drifts": rows}, code=code, error=error, human=human)

@@ -8,20 +8,21 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Coroutine,
     Iterable,
     Mapping,
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, TypeVar
 
 import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
 from .._base_client import (
+    NOT_GIVEN,
     ClientConfig,
+    NotGiven,
     RequestOptions,
     TimeoutArg,
     WeightUpdateOptions,
@@ -32,55 +33,21 @@ from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError, add_note
 from ..models import MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
+from ._async_methods import _AsyncFleetMethods
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
-class _FanOut(Generic[P, T]):
-    """`AsyncFleet.name(...)`: the client method `name` on every target, with the client's signature.
-    `deadline`: the default of the method's deadline, when it runs until one (from its record)."""
-
-    def __init__(
-        self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]], *, deadline: float | None = None
-    ) -> None:
-        self._method = method
-        self._deadline = deadline
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _FanOut[P, T]: ...
-
-    @overload
-    def __get__(
-        self, obj: AsyncFleet, owner: type[Any]
-    ) -> Callable[P, Coroutine[Any, Any, FleetResult[T]]]: ...
-
-    def __get__(self, obj: AsyncFleet | None, owner: type[Any]) -> Any:
-        if obj is None:
-            return self
-        method, name, deadline = self._method, self._method.__name__, self._deadline
-
-        async def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            per_target = _shared_deadline(deadline, dict(kwargs))
-            return await obj.map(lambda client: method(client, *args, **per_target()), operation=name)
-
-        fan_out.__name__ = fan_out.__qualname__ = name
-        fan_out.__doc__ = self.__doc__
-        return fan_out
-
-
-class AsyncFleet:
+class AsyncFleet(_AsyncFleetMethods):
     """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult.
 
     `max_concurrency` bounds how many targets are in flight at once (across concurrent calls on this
@@ -96,7 +63,7 @@ class AsyncFleet:
         urls: Iterable[str],
         *,
         api_key: str | None = None,
-        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        timeout: TimeoutArg | NotGiven = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = False,
@@ -355,55 +322,22 @@ class AsyncFleet:
             )
             finish.raise_for_errors()
 
-    # ---- every other client method, typed from the client's own signature -------------------------------
+    # ---- every other client method: generated with its signature (`_async_methods.py`) ---------------
 
-    # -- generated: async fleet methods (make generate) --
-    health = _FanOut(AsyncDevClient.health)
-    version = _FanOut(AsyncDevClient.version)
-    models = _FanOut(AsyncDevClient.models)
-    metrics_text = _FanOut(AsyncDevClient.metrics_text)
-    metrics = _FanOut(AsyncDevClient.metrics)
-    load = _FanOut(AsyncDevClient.load)
-    tokenizer_info = _FanOut(AsyncDevClient.tokenizer_info)
-    reset_prefix_cache = _FanOut(AsyncDevClient.reset_prefix_cache)
-    reset_mm_cache = _FanOut(AsyncDevClient.reset_mm_cache)
-    reset_encoder_cache = _FanOut(AsyncDevClient.reset_encoder_cache)
-    release_kv_cache_memory = _FanOut(AsyncDevClient.release_kv_cache_memory)
-    sleep = _FanOut(AsyncDevClient.sleep)
-    wake_up = _FanOut(AsyncDevClient.wake_up)
-    is_sleeping = _FanOut(AsyncDevClient.is_sleeping)
-    resume = _FanOut(AsyncDevClient.resume)
-    is_paused = _FanOut(AsyncDevClient.is_paused)
-    abort_requests = _FanOut(AsyncDevClient.abort_requests)
-    collective_rpc = _FanOut(AsyncDevClient.collective_rpc)
-    server_info = _FanOut(AsyncDevClient.server_info)
-    kv_event_sources = _FanOut(AsyncDevClient.kv_event_sources)
-    get_world_size = _FanOut(AsyncDevClient.get_world_size)
-    init_weight_transfer_engine = _FanOut(AsyncDevClient.init_weight_transfer_engine)
-    start_weight_update = _FanOut(AsyncDevClient.start_weight_update)
-    start_draft_weight_update = _FanOut(AsyncDevClient.start_draft_weight_update)
-    update_weights = _FanOut(AsyncDevClient.update_weights)
-    finish_weight_update = _FanOut(AsyncDevClient.finish_weight_update)
-    update_weight_version = _FanOut(AsyncDevClient.update_weight_version)
-    weight_info = _FanOut(AsyncDevClient.weight_info)
-    weight_checker = _FanOut(AsyncDevClient.weight_checker)
-    shutdown_weight_transfer_engine = _FanOut(AsyncDevClient.shutdown_weight_transfer_engine)
-    load_lora_adapter = _FanOut(AsyncDevClient.load_lora_adapter)
-    unload_lora_adapter = _FanOut(AsyncDevClient.unload_lora_adapter)
-    start_profile = _FanOut(AsyncDevClient.start_profile)
-    stop_profile = _FanOut(AsyncDevClient.stop_profile)
-    reset_prefix_cache_until_success = _FanOut(AsyncDevClient.reset_prefix_cache_until_success, deadline=60.0)
-    wait_until_ready = _FanOut(AsyncDevClient.wait_until_ready, deadline=120.0)
-    wait_until_sleeping = _FanOut(AsyncDevClient.wait_until_sleeping, deadline=60.0)
-    wait_until_awake = _FanOut(AsyncDevClient.wait_until_awake, deadline=60.0)
-    wait_until_paused = _FanOut(AsyncDevClient.wait_until_paused, deadline=60.0)
-    wait_until_resumed = _FanOut(AsyncDevClient.wait_until_resumed, deadline=60.0)
-    completion = _FanOut(AsyncDevClient.completion)
-    step_engine = _FanOut(AsyncDevClient.step_engine)
-    request = _FanOut(AsyncDevClient.request)
-    # -- end generated --
+    async def _each(
+        self,
+        method: Callable[..., Awaitable[T]],
+        arguments: dict[str, Any],
+        *,
+        shared_deadline: bool = False,
+    ) -> FleetResult[T]:
+        """`method(client, **arguments)` on every target; with `shared_deadline`, `arguments["deadline"]`
+        is one moment for all targets."""
+        per_target = _shared_deadline(arguments["deadline"] if shared_deadline else None, arguments)
+        return await self.map(lambda client: method(client, **per_target()), operation=method.__name__)
+
     # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
-    barrier = reset_prefix_cache_until_success
+    barrier = _AsyncFleetMethods.reset_prefix_cache_until_success
 
 
 class AsyncFleetWeightUpdate:

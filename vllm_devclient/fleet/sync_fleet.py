@@ -16,21 +16,21 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, TypeVar
 
 from typing_extensions import Unpack
 
-from .._base_client import RequestOptions, TimeoutArg, WeightUpdateOptions
+from .._base_client import NOT_GIVEN, NotGiven, RequestOptions, TimeoutArg, WeightUpdateOptions
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError
 from ..models import MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg
+from ._sync_methods import _FleetMethods
 from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
 from .fan_out import _rebuild
 from .results import FleetResult, OnResult
@@ -38,34 +38,6 @@ from .results import FleetResult, OnResult
 __all__ = ["Fleet", "FleetWeightUpdate"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
-
-
-class _SyncFanOut(Generic[P, T]):
-    """`Fleet.name(...)`: the same fan-out as AsyncFleet's, run to completion on the fleet's loop thread."""
-
-    def __init__(self, method: Callable[Concatenate[AsyncDevClient, P], Awaitable[T]]) -> None:
-        self._method = method
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _SyncFanOut[P, T]: ...
-
-    @overload
-    def __get__(self, obj: Fleet, owner: type[Any]) -> Callable[P, FleetResult[T]]: ...
-
-    def __get__(self, obj: Fleet | None, owner: type[Any]) -> Any:
-        if obj is None:
-            return self
-        name = self._method.__name__
-        fan = getattr(obj._fleet, name)  # AsyncFleet's fan-out of the same method
-
-        def fan_out(*args: P.args, **kwargs: P.kwargs) -> FleetResult[T]:
-            return obj._run(fan(*args, **kwargs))
-
-        fan_out.__name__ = fan_out.__qualname__ = name
-        fan_out.__doc__ = self.__doc__
-        return fan_out
 
 
 class _LoopThread:
@@ -98,7 +70,7 @@ class _LoopThread:
         self.loop.close()
 
 
-class Fleet:
+class Fleet(_FleetMethods):
     """Synchronous fleet: the same methods and results as AsyncFleet, without await.
 
     `map(fn)` takes the same callable as AsyncFleet's, given an AsyncDevClient:
@@ -110,7 +82,7 @@ class Fleet:
         urls: Iterable[str],
         *,
         api_key: str | None = None,
-        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        timeout: TimeoutArg | NotGiven = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = False,
@@ -225,52 +197,8 @@ class Fleet:
         with self._flow(self._fleet.weight_update(**options)) as update:
             yield FleetWeightUpdate(self, update)
 
-    # -- generated: sync fleet methods (make generate) --
-    health = _SyncFanOut(AsyncDevClient.health)
-    version = _SyncFanOut(AsyncDevClient.version)
-    models = _SyncFanOut(AsyncDevClient.models)
-    metrics_text = _SyncFanOut(AsyncDevClient.metrics_text)
-    metrics = _SyncFanOut(AsyncDevClient.metrics)
-    load = _SyncFanOut(AsyncDevClient.load)
-    tokenizer_info = _SyncFanOut(AsyncDevClient.tokenizer_info)
-    reset_prefix_cache = _SyncFanOut(AsyncDevClient.reset_prefix_cache)
-    reset_mm_cache = _SyncFanOut(AsyncDevClient.reset_mm_cache)
-    reset_encoder_cache = _SyncFanOut(AsyncDevClient.reset_encoder_cache)
-    release_kv_cache_memory = _SyncFanOut(AsyncDevClient.release_kv_cache_memory)
-    sleep = _SyncFanOut(AsyncDevClient.sleep)
-    wake_up = _SyncFanOut(AsyncDevClient.wake_up)
-    is_sleeping = _SyncFanOut(AsyncDevClient.is_sleeping)
-    resume = _SyncFanOut(AsyncDevClient.resume)
-    is_paused = _SyncFanOut(AsyncDevClient.is_paused)
-    abort_requests = _SyncFanOut(AsyncDevClient.abort_requests)
-    collective_rpc = _SyncFanOut(AsyncDevClient.collective_rpc)
-    server_info = _SyncFanOut(AsyncDevClient.server_info)
-    kv_event_sources = _SyncFanOut(AsyncDevClient.kv_event_sources)
-    get_world_size = _SyncFanOut(AsyncDevClient.get_world_size)
-    init_weight_transfer_engine = _SyncFanOut(AsyncDevClient.init_weight_transfer_engine)
-    start_weight_update = _SyncFanOut(AsyncDevClient.start_weight_update)
-    start_draft_weight_update = _SyncFanOut(AsyncDevClient.start_draft_weight_update)
-    update_weights = _SyncFanOut(AsyncDevClient.update_weights)
-    finish_weight_update = _SyncFanOut(AsyncDevClient.finish_weight_update)
-    update_weight_version = _SyncFanOut(AsyncDevClient.update_weight_version)
-    weight_info = _SyncFanOut(AsyncDevClient.weight_info)
-    weight_checker = _SyncFanOut(AsyncDevClient.weight_checker)
-    shutdown_weight_transfer_engine = _SyncFanOut(AsyncDevClient.shutdown_weight_transfer_engine)
-    load_lora_adapter = _SyncFanOut(AsyncDevClient.load_lora_adapter)
-    unload_lora_adapter = _SyncFanOut(AsyncDevClient.unload_lora_adapter)
-    start_profile = _SyncFanOut(AsyncDevClient.start_profile)
-    stop_profile = _SyncFanOut(AsyncDevClient.stop_profile)
-    reset_prefix_cache_until_success = _SyncFanOut(AsyncDevClient.reset_prefix_cache_until_success)
-    wait_until_ready = _SyncFanOut(AsyncDevClient.wait_until_ready)
-    wait_until_sleeping = _SyncFanOut(AsyncDevClient.wait_until_sleeping)
-    wait_until_awake = _SyncFanOut(AsyncDevClient.wait_until_awake)
-    wait_until_paused = _SyncFanOut(AsyncDevClient.wait_until_paused)
-    wait_until_resumed = _SyncFanOut(AsyncDevClient.wait_until_resumed)
-    completion = _SyncFanOut(AsyncDevClient.completion)
-    step_engine = _SyncFanOut(AsyncDevClient.step_engine)
-    request = _SyncFanOut(AsyncDevClient.request)
-    # -- end generated --
-    barrier = reset_prefix_cache_until_success
+    # Every other client method: generated with its signature (`_sync_methods.py`).
+    barrier = _FleetMethods.reset_prefix_cache_until_success
 
 
 class FleetWeightUpdate:

@@ -25,11 +25,14 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 import zmq
 
+from .engine_state import STATE_ANSWERS, EngineState, named_arguments
+
 __all__ = [
     "Action",
     "Delay",
     "EngineCall",
     "EngineStartupError",
+    "EngineState",
     "FinishReason",
     "Hang",
     "Raise",
@@ -94,7 +97,7 @@ class EngineCall:
     ``kind`` is ``"utility"`` (``method`` is the utility method name, ``args`` its positional
     arguments), ``"add"`` (``method`` is ``"add_request"``, ``args`` is ``(request_id,
     sampling_params)``) or ``"abort"`` (``method`` is ``"abort_requests"``, ``args`` is
-    ``(request_ids,)``).
+    ``(request_ids,)``). ``kwargs`` names them as vLLM's engine does (``call.kwargs["mode"]``).
     """
 
     kind: Literal["utility", "add", "abort"]
@@ -103,6 +106,13 @@ class EngineCall:
     time: float
     call_id: int | None = None
     client_index: int = 0
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The arguments by vLLM's parameter names, its defaults filled in for those not sent
+        (``sleep`` -> ``{"level": 1, "mode": "abort"}``). A method vLLM names no parameters of gives
+        ``{"arg0": ..., ...}`` for whatever was sent."""
+        return named_arguments(self.method, self.args)
 
 
 class EngineStartupError(RuntimeError):
@@ -178,14 +188,19 @@ class ScriptedEngine:
         enable_sleep_mode: bool = True,
         weight_transfer_backend: str | None = None,
         ready_overrides: Mapping[str, Any] | None = None,
-        stateful: bool = False,
+        stateful: bool = True,
     ) -> None:
         """Create an engine (not yet connected).
 
         ``token_ids`` are cycled to answer generation requests; they must exist in the
-        tokenizer. ``ready_overrides`` replaces fields of the ready response. With
-        ``stateful=True`` unscripted ``is_sleeping``/``is_scheduler_paused`` follow earlier
-        ``sleep``/``wake_up``/``pause_generation``/``resume_scheduler`` calls.
+        tokenizer. ``ready_overrides`` replaces fields of the ready response.
+
+        By default the engine keeps the state vLLM's engine keeps (:class:`EngineState`): ``sleep``,
+        ``wake_up``, ``pause_generation`` and ``resume_scheduler`` change what ``is_sleeping`` and
+        ``is_scheduler_paused`` answer; a weight update must be started before its batches and its
+        finish (vLLM's errors otherwise); ``set_weight_version`` sets what ``get_weight_version``
+        answers. A script (:meth:`script`) answers before the state does. ``stateful=False`` gives
+        the fixed answers of an idle engine whatever came before.
         """
         if not token_ids:
             raise ValueError("token_ids must name at least one token id")
@@ -235,7 +250,7 @@ class ScriptedEngine:
         # Messages the engine could not handle (it keeps running); empty when all is well.
         self.errors: list[str] = []
         self.hold_requests = False
-        self._state = {"sleeping": False, "paused": False}
+        self._state = EngineState()
         self._dead = False
         self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -340,10 +355,21 @@ class ScriptedEngine:
         with self._lock:
             self._scripts.clear()
             self._calls.clear()
-            self._state = {"sleeping": False, "paused": False}
+            self._state = EngineState()
             self.hold_requests = False
         self.release_requests()
         self.release_hung()
+
+    @property
+    def state(self) -> EngineState:
+        """What the engine remembers now (a copy): paused, asleep tags, weight update, weight version."""
+        with self._lock:
+            return EngineState(**vars(self._state))
+
+    def begin_weight_update(self) -> None:
+        """Put the engine in a started weight update, as a ``start_weight_update`` would."""
+        with self._lock:
+            self._state.weight_update = True
 
     def declare_dead(self) -> None:
         """Tell the frontend the engine died (``ENGINE_CORE_DEAD``); later requests are ignored."""
@@ -581,25 +607,15 @@ class ScriptedEngine:
 
     def _default(self, method: str, args: list[Any]) -> Any:
         with self._lock:
-            if self.stateful:
-                if method == "is_sleeping":
-                    return self._state["sleeping"] or self._state["paused"]
-                if method == "is_scheduler_paused":
-                    return self._state["paused"]
-            if method == "collective_rpc" and args and args[0] in _RPC_DEFAULTS:
-                return _RPC_DEFAULTS[args[0]]
-            return _default_results().get(method)
+            if self.stateful and method in STATE_ANSWERS:
+                return self._state.answer(method)
+        if method == "collective_rpc" and args and args[0] in _RPC_DEFAULTS:
+            return _RPC_DEFAULTS[args[0]]
+        return _default_results().get(method)
 
     def _track_state(self, method: str, args: list[Any]) -> None:
         with self._lock:
-            if method == "sleep":
-                level = args[0] if args else 1
-                self._state["paused"] = True
-                self._state["sleeping"] = level >= 1
-            elif method in ("pause_generation", "pause_scheduler"):
-                self._state["paused"] = True
-            elif method == "wake_up" or method == "resume_scheduler":
-                self._state = {"sleeping": False, "paused": False}
+            self._state.track(method, args)
         # Like the real engine, an "abort"-mode pause ends in-flight requests.
         if method in _PAUSING_METHODS:
             # sleep(level, mode); pause_generation/pause_scheduler(mode, clear_cache)
@@ -614,8 +630,13 @@ class ScriptedEngine:
             with self._lock:
                 self._hung[call_id] = (client_index, method)
             return
-        if isinstance(action, Raise):
-            reply = [call_id, f"Call to {method} method failed: {action.message}", None]
+        refusal = None
+        if action is None and self.stateful:
+            with self._lock:
+                refusal = self._state.refusal(method, args)
+        if isinstance(action, Raise) or refusal is not None:
+            message = action.message if isinstance(action, Raise) else refusal
+            reply = [call_id, f"Call to {method} method failed: {message}", None]
             self._send(client_index, self._outputs_msg(utility=reply))
             return
         self._track_state(method, args)

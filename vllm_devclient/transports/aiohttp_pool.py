@@ -135,7 +135,7 @@ class AiohttpPool:
                 f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
             ) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise base.TransportTimeout("no complete answer before the deadline", answered=answered) from None
+            raise base.TransportTimeout("no complete answer in time", answered=answered) from None
         except aiohttp.ServerDisconnectedError:
             note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(

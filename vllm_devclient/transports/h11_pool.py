@@ -227,9 +227,7 @@ class H11Pool:
                     conn.sock.settimeout(_remaining(deadline))
                     data = conn.sock.recv(_READ_SIZE)
                 except TimeoutError:
-                    raise TransportTimeout(
-                        "no complete answer before the deadline", answered=answered
-                    ) from None
+                    raise TransportTimeout("no complete answer in time", answered=answered) from None
                 except OSError as exc:
                     # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
                     refused = (

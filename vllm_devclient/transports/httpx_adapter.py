@@ -59,7 +59,7 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
     except httpx.ConnectError as exc:
         raise handshake_failure(exc, origin, tls) or base.ConnectFailed(f"cannot connect: {exc}") from None
     except httpx.TimeoutException:
-        raise base.TransportTimeout("no complete answer before the deadline", answered=answered[0]) from None
+        raise base.TransportTimeout("no complete answer in time", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
         if "without sending" in str(exc) or not answered[0]:
             note = unanswered_note(origin, tls)
@@ -102,7 +102,7 @@ class HttpxTransport:
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
                     if deadline is not None and time.monotonic() > deadline:
-                        raise base.TransportTimeout("no complete answer before the deadline", answered=True)
+                        raise base.TransportTimeout("no complete answer in time", answered=True)
             finally:
                 response.close()
         return base.WireResponse(response.status_code, _headers(response), b"".join(chunks))
@@ -141,9 +141,7 @@ class AsyncHttpxTransport:
             try:
                 return await asyncio.wait_for(exchange(), max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
-                raise base.TransportTimeout(
-                    "no complete answer before the deadline", answered=answered[0]
-                ) from None
+                raise base.TransportTimeout("no complete answer in time", answered=answered[0]) from None
 
     async def aclose(self) -> None:
         if self._owned:

@@ -55,6 +55,8 @@ def _prepare(scenario: Scenario, target: Target) -> ScriptedEngine | None:
     engine.reset()
     for method, actions in scenario.script.items():
         engine.script(method, list(actions))
+    if scenario.in_weight_update:
+        engine.begin_weight_update()
     if scenario.setup == "dead_engine":
         _ensure_dead(engine, target.base_url)
     engine.clear_calls()

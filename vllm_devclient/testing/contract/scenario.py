@@ -65,6 +65,8 @@ class Scenario:
     run_checks: tuple[Callable[[ScenarioRun], str | None], ...] = ()
     safe: bool = False
     tags: tuple[str, ...] = ()
+    # The engine starts inside a weight update (as after start_weight_update), for a step that needs one.
+    in_weight_update: bool = False
 
     def expect_for(self, frontend: str) -> Expect:
         if isinstance(self.expect, Expect):

@@ -66,6 +66,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 {"update_info": {"names": ["w"], "dtype_names": ["bfloat16"], "shapes": [[2]]}},
             ),
         ),
+        in_weight_update=True,
     ),
     Scenario(
         "finish_weight_update",
@@ -73,6 +74,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         lambda c: c.finish_weight_update(weight_version="v2"),
         returns_model("MessageResult", {"message": "Weight update finished"}),
         _worker_rpc("finish_weight_update", ("set_weight_version", "v2")),
+        in_weight_update=True,
     ),
     Scenario(
         "update_weight_version",

@@ -1,0 +1,67 @@
+"""Messages that name the culprit (issue 37): the URL at fault, a path prefix behind a 404, the subcommand's
+own usage for its bad option, the choices an option takes."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner, Result
+
+from vllm_devclient import DevClient, InvalidParameterError, NotFoundError
+from vllm_devclient.cli import ExitCode, cli
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+
+
+def invoke(*args: str) -> Result:
+    env = {"VLLM_DEVCLIENT_URL": "", "VLLM_API_KEY": "", "VLLM_DEVCLIENT_TIMEOUT": ""}
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("localhost:8000", "'localhost:8000'"),
+        ("ftp://user:hunter2@host:21/x", "'ftp://user:***@host:21/x'"),
+        ("http://h:99999", "'http://h:99999'"),
+        ("http://user:hunter2@h:8000/?key=k", "'http://user:***@h:8000/'"),
+    ],
+)
+def test_a_url_error_names_the_url_never_its_password(url: str, shown: str) -> None:
+    with pytest.raises(InvalidParameterError) as caught:
+        DevClient(url)
+    assert shown in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def test_a_url_without_a_scheme_suggests_one() -> None:
+    with pytest.raises(InvalidParameterError, match=r"\('http://localhost:8000'\?\)"):
+        DevClient("localhost:8000")
+
+
+def test_with_several_urls_the_cli_names_the_one_at_fault_under_the_commands_usage() -> None:
+    result = invoke("--url", "http://127.0.0.1:8000", "--url", "localhost:8001", "health")
+    assert result.exit_code == ExitCode.USAGE
+    assert "'localhost:8001'" in result.output and "health [OPTIONS]" in result.output
+
+
+def test_a_404_under_a_path_prefix_says_to_drop_the_prefix() -> None:
+    with MisbehavingServer() as server, DevClient(server.base_url + "/api/") as client:  # 404 everywhere
+        with pytest.raises(NotFoundError) as caught:
+            client.health()
+    assert "the base URL has the path '/api'" in str(caught.value)
+    assert "vLLM serves its routes at the root" in str(caught.value)
+    with MisbehavingServer() as server, DevClient(server.base_url) as client:
+        with pytest.raises(NotFoundError) as caught:
+            client.health()
+    assert "path" not in str(caught.value)  # no prefix, no such hint
+
+
+def test_a_bad_option_shows_the_subcommands_usage_and_lists_the_choices() -> None:
+    result = invoke("sleep", "--level", "5")
+    assert result.exit_code == ExitCode.USAGE
+    assert "sleep [OPTIONS]" in result.output and "Try 'cli sleep --help'" in result.output
+    assert "'5' is not one of '0', '1', '2'" in result.output
+    assert "--level [0|1|2]" in invoke("sleep", "--help").output
+
+
+def test_the_sdk_refusing_an_argument_shows_the_subcommands_usage() -> None:
+    result = invoke("--url", "http://127.0.0.1:1", "wait-ready", "--deadline", "nan")
+    assert result.exit_code == ExitCode.USAGE and "wait-ready [OPTIONS]" in result.output

@@ -1,0 +1,652 @@
+# Generated from vllm_devclient/routes.py and calls.py by scripts/generate.py; do not edit.
+"""The methods of AsyncFleet that fan a client method out to every target (its signature, its docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from typing_extensions import Unpack
+
+from .._base_client import RequestOptions
+from ..client import AsyncDevClient
+from ..models import (
+    AbortRequestsResult,
+    BarrierResult,
+    Completion,
+    KVEventSource,
+    LoadInfo,
+    MessageResult,
+    ModelList,
+    ResetPrefixCacheResult,
+    ServerInfo,
+    SleepResult,
+    StatusResult,
+    TokenizerInfo,
+    VersionInfo,
+    WakeUpResult,
+    WeightCheckResult,
+    WeightInfo,
+    WeightVersionResult,
+)
+from .results import FleetResult
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..metrics import MetricsSnapshot
+
+__all__ = ["_AsyncFleetMethods"]
+
+T = TypeVar("T")
+
+
+class _AsyncFleetMethods:
+    """Every client method on every target of the AsyncFleet (generated from the records)."""
+
+    if TYPE_CHECKING:
+
+        async def _each(
+            self,
+            method: Callable[..., Awaitable[T]],
+            arguments: dict[str, Any],
+            *,
+            shared_deadline: bool = False,
+        ) -> FleetResult[T]: ...
+
+    async def health(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
+        """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.health, dict(**options))
+
+    async def version(self, **options: Unpack[RequestOptions]) -> FleetResult[VersionInfo]:
+        """GET /version: the vLLM version, and (`.frontend`) which frontend serves it.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.version, dict(**options))
+
+    async def models(self, **options: Unpack[RequestOptions]) -> FleetResult[ModelList]:
+        """GET /v1/models: the served models (needs the api_key when the server has one).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.models, dict(**options))
+
+    async def metrics_text(self, **options: Unpack[RequestOptions]) -> FleetResult[str]:
+        """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.metrics_text, dict(**options))
+
+    async def metrics(self, **options: Unpack[RequestOptions]) -> FleetResult[MetricsSnapshot]:
+        """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.metrics, dict(**options))
+
+    async def load(self, **options: Unpack[RequestOptions]) -> FleetResult[LoadInfo]:
+        """GET /load: how many requests are in flight on the server's GPU routes.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.load, dict(**options))
+
+    async def tokenizer_info(self, **options: Unpack[RequestOptions]) -> FleetResult[TokenizerInfo]:
+        """GET /tokenizer_info: the tokenizer's configuration (Python, --enable-tokenizer-info-endpoint).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.tokenizer_info, dict(**options))
+
+    async def reset_prefix_cache(
+        self,
+        *,
+        reset_running_requests: bool = False,
+        reset_external: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[ResetPrefixCacheResult]:
+        """POST /reset_prefix_cache once; `.success` False while blocks are held (see the barrier).
+
+        Args:
+            reset_running_requests: preempt running requests first, so their blocks can be freed.
+            reset_external: also reset the connector's tier (e.g. the CPU offload cache).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.reset_prefix_cache,
+            dict(reset_running_requests=reset_running_requests, reset_external=reset_external, **options),
+        )
+
+    async def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /reset_mm_cache: drop the multimodal cache.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.reset_mm_cache, dict(**options))
+
+    async def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /reset_encoder_cache: drop the encoder cache.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.reset_encoder_cache, dict(**options))
+
+    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.release_kv_cache_memory, dict(**options))
+
+    async def sleep(
+        self,
+        level: int = 1,
+        *,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[SleepResult]:
+        """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
+
+        Args:
+            level: 0 pauses, 1 offloads the weights, 2 discards them.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.sleep, dict(level=level, mode=mode, **options))
+
+    async def wake_up(
+        self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[WakeUpResult]:
+        """POST /wake_up; `.awake` is False on a partial wake (no HTTP timeout by default).
+
+        Args:
+            tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.wake_up, dict(tags=tags, **options))
+
+    async def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
+        """GET /is_sleeping.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.is_sleeping, dict(**options))
+
+    async def resume(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
+        """POST /resume: schedule again after pause().
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.resume, dict(**options))
+
+    async def is_paused(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
+        """GET /is_paused.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.is_paused, dict(**options))
+
+    async def abort_requests(
+        self, request_ids: Iterable[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[AbortRequestsResult]:
+        """POST /abort_requests (aborting all is never resent).
+
+        Args:
+            request_ids: the ids to abort; None: every request in flight.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.abort_requests, dict(request_ids=request_ids, **options))
+
+    async def collective_rpc(
+        self,
+        method: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        rpc_timeout: float | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[list[Any]]:
+        """POST /collective_rpc: a method on every worker, one result each (never resent, no HTTP timeout).
+
+        Args:
+            method: the worker method's name.
+            args: positional arguments, a JSON list.
+            kwargs: keyword arguments, a JSON object.
+            rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.collective_rpc,
+            dict(method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout, **options),
+        )
+
+    async def server_info(
+        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
+    ) -> FleetResult[ServerInfo]:
+        """GET /server_info: the server's configuration and environment.
+
+        Args:
+            config_format: "json" for a dict, "text" for the config's text form.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.server_info, dict(config_format=config_format, **options))
+
+    async def kv_event_sources(
+        self, **options: Unpack[RequestOptions]
+    ) -> FleetResult[dict[int, KVEventSource]]:
+        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.kv_event_sources, dict(**options))
+
+    async def get_world_size(
+        self, *, include_dp: bool = True, **options: Unpack[RequestOptions]
+    ) -> FleetResult[int]:
+        """GET /get_world_size: the number of workers.
+
+        Args:
+            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.get_world_size, dict(include_dp=include_dp, **options))
+
+    async def init_weight_transfer_engine(
+        self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /init_weight_transfer_engine (never resent; no HTTP timeout by default).
+
+        Args:
+            init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.init_weight_transfer_engine, dict(init_info=init_info, **options)
+        )
+
+    async def start_weight_update(self, **options: Unpack[RequestOptions]) -> FleetResult[MessageResult]:
+        """POST /start_weight_update (never resent); see also the weight_update() flow.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.start_weight_update, dict(**options))
+
+    async def start_draft_weight_update(
+        self, **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /start_draft_weight_update: begin updating the draft (speculative) model's weights.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.start_draft_weight_update, dict(**options))
+
+    async def update_weights(
+        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
+
+        Args:
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.update_weights, dict(update_info=update_info, **options))
+
+    async def finish_weight_update(
+        self, *, weight_version: str | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /finish_weight_update (never resent).
+
+        Args:
+            weight_version: the version the new weights carry.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.finish_weight_update, dict(weight_version=weight_version, **options)
+        )
+
+    async def update_weight_version(
+        self, new_version: str, **options: Unpack[RequestOptions]
+    ) -> FleetResult[WeightVersionResult]:
+        """POST /update_weight_version.
+
+        Args:
+            new_version: the version string to set.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.update_weight_version, dict(new_version=new_version, **options)
+        )
+
+    async def weight_info(self, **options: Unpack[RequestOptions]) -> FleetResult[WeightInfo]:
+        """GET /weight_info: the weight version the server holds.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.weight_info, dict(**options))
+
+    async def weight_checker(
+        self,
+        action: Literal["checksum", "reset", "compare"],
+        *,
+        baseline: Mapping[str, str] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[WeightCheckResult]:
+        """POST /weight_checker: checksum the weights, compare them with a baseline, or reset them.
+
+        Args:
+            action: "checksum", "compare" (needs baseline) or "reset" (never resent).
+            baseline: the checksums of an earlier "checksum", for "compare".
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.weight_checker, dict(action=action, baseline=baseline, **options)
+        )
+
+    async def shutdown_weight_transfer_engine(
+        self, **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /shutdown_weight_transfer_engine (never resent).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.shutdown_weight_transfer_engine, dict(**options))
+
+    async def load_lora_adapter(
+        self,
+        lora_name: str,
+        lora_path: str,
+        *,
+        load_inplace: bool = False,
+        is_3d_lora_weight: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[MessageResult]:
+        """POST /v1/load_lora_adapter (needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 and --enable-lora).
+
+        Args:
+            lora_name: the name requests will use.
+            lora_path: where the adapter is, on the server.
+            load_inplace: replace an adapter of the same name in place.
+            is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.load_lora_adapter,
+            dict(
+                lora_name=lora_name,
+                lora_path=lora_path,
+                load_inplace=load_inplace,
+                is_3d_lora_weight=is_3d_lora_weight,
+                **options,
+            ),
+        )
+
+    async def unload_lora_adapter(
+        self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /v1/unload_lora_adapter.
+
+        Args:
+            lora_name: the adapter's name.
+            lora_int_id: its numeric id, when the name is ambiguous.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.unload_lora_adapter, dict(lora_name=lora_name, lora_int_id=lora_int_id, **options)
+        )
+
+    async def start_profile(
+        self,
+        *,
+        profile_prefix: str | None = None,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[None]:
+        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
+
+        Args:
+            profile_prefix: a prefix for the trace files.
+            delay_iterations: engine steps to skip before recording.
+            max_iterations: engine steps to record at most.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.start_profile,
+            dict(
+                profile_prefix=profile_prefix,
+                delay_iterations=delay_iterations,
+                max_iterations=max_iterations,
+                **options,
+            ),
+        )
+
+    async def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.stop_profile, dict(**options))
+
+    async def reset_prefix_cache_until_success(
+        self,
+        *,
+        deadline: float = 60.0,
+        request_timeout: float = 10.0,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        step_engine: bool = True,
+        interval: float = 0.02,
+        max_interval: float = 1.0,
+        on_attempt: Callable[[int, object], None] | None = None,
+    ) -> FleetResult[BarrierResult]:
+        """The offload barrier: reset the prefix cache until it succeeds, stepping the engine between tries.
+
+        Args:
+            deadline: seconds for the whole barrier.
+            request_timeout: seconds for each try.
+            reset_external: also reset the connector's tier (default False: keep the CPU tier).
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            step_engine: send a 1-token completion between tries, so finished blocks are released.
+            interval: first pause between tries (doubling up to max_interval).
+            max_interval: longest pause between tries.
+            on_attempt: called after each try with (attempt number, its answer or error).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.reset_prefix_cache_until_success,
+            dict(
+                deadline=deadline,
+                request_timeout=request_timeout,
+                reset_external=reset_external,
+                reset_running_requests=reset_running_requests,
+                step_engine=step_engine,
+                interval=interval,
+                max_interval=max_interval,
+                on_attempt=on_attempt,
+            ),
+            shared_deadline=True,
+        )
+
+    async def wait_until_ready(
+        self, *, deadline: float = 120.0, request_timeout: float = 1.0, interval: float = 0.05
+    ) -> FleetResult[None]:
+        """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_ready,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def wait_until_sleeping(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[None]:
+        """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_sleeping,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def wait_until_awake(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[None]:
+        """Poll /is_sleeping until false.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_awake,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def wait_until_paused(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[None]:
+        """Poll /is_paused until true.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_paused,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def wait_until_resumed(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[None]:
+        """Poll /is_paused until false.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_resumed,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def completion(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        model: str | None = None,
+        max_tokens: int = 16,
+        temperature: float = 0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[Completion]:
+        """POST /v1/completions, greedy by default (never resent: it would run twice).
+
+        Args:
+            prompt: the prompt text, or its token ids.
+            model: the model name; default the client's, else the first on /v1/models.
+            max_tokens: tokens to generate.
+            temperature: sampling temperature (0: greedy).
+            seed: sampling seed.
+            stop: stop strings.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.completion,
+            dict(
+                prompt=prompt,
+                model=model,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                stop=stop,
+                **options,
+            ),
+        )
+
+    async def step_engine(self, **options: Unpack[RequestOptions]) -> FleetResult[str]:
+        """Send a 1-token greedy completion (prompt "0") so the engine runs a step; returns its text.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.step_engine, dict(**options))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        json: Any = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[httpx.Response]:
+        """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
+
+        Args:
+            method: the HTTP method.
+            path: the path, starting with "/" (no query: pass params).
+            params: query parameters; booleans go out as true/false.
+            json: a JSON body.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.request, dict(method=method, path=path, params=params, json=json, **options)
+        )
