@@ -13,6 +13,7 @@ A figure sits between markers in a doc, inline in a sentence or a table cell or 
 | `bench.*` | `benchmarks/results.json` | `make bench` |
 | `parity.*` | `docs/parity.json` | `--parity` here (contract_tests/test_parity.py checks it) |
 | `fixtures.*` | `rust_fixtures/summary.json` | this script, from the fixture tree |
+| `support.*` | `vllm_devclient/route_support.json` | this script, from the fixture tree |
 | `history.*`, `bounds.*`, `default.*` | the code: fixtures.history, testing.bounds, defaults | - |
 
 A marker naming no figure and a figure that no doc uses are both errors (a rule that applies nowhere is a
@@ -43,10 +44,12 @@ DOCS = (
     "docs/releases.md",
     "rust_fixtures/README.md",
     "benchmarks/README.md",
+    "docs/support.md",
 )
 BENCH = "benchmarks/results.json"
 PARITY = "docs/parity.json"
 FIXTURES = "rust_fixtures/summary.json"
+SUPPORT = "vllm_devclient/route_support.json"
 MARKER = re.compile(r"<!-- figure:(?P<name>[\w.:-]+) -->(?P<body>.*?)<!-- /figure -->", re.S)
 
 Render = Callable[[str], str]
@@ -80,6 +83,15 @@ def fixture_summary() -> dict[str, Any]:
     from vllm_devclient.testing.fixtures.summary import summary_data
 
     return summary_data(ROOT / "rust_fixtures")
+
+
+@functools.cache
+def support_summary() -> dict[str, Any]:
+    """What vllm_devclient/route_support.json must hold (and the support.* figures show): the support
+    matrix of the fixture tree as it is."""
+    from vllm_devclient.testing.fixtures.support import support_data
+
+    return support_data(ROOT / "rust_fixtures")
 
 
 def _dump(data: Any) -> str:
@@ -379,6 +391,46 @@ def _fields(fields: Mapping[str, Any]) -> str:
     return "(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items()) + ")"
 
 
+# ---- support.*: vllm_devclient/route_support.json ---------------------------------------------------------
+
+
+@figure("support.matrix")
+def _support_matrix(frontend: str) -> str:
+    from vllm_devclient.support import markdown, parse
+
+    matrix = parse(support_summary())
+    if frontend not in matrix.frontends:
+        raise FigureError(f"{SUPPORT}: no frontend {frontend!r}")
+    return markdown(matrix, frontend)
+
+
+@figure("support.releases")
+def _support_releases(_: str) -> str:
+    releases = support_summary()["releases"]
+    return f"{len(releases)} releases, {releases[0]} to {releases[-1]}"
+
+
+@figure("support.changes")
+def _support_changes(_: str) -> str:
+    from vllm_devclient.testing.fixtures.support import release_changes
+
+    lines = [
+        "| from | to | frontend | routes that changed | answers that changed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for pair in release_changes(support_summary(), ROOT / "rust_fixtures"):
+        routes = "; ".join(f"`{m['route']}` {_shown(m['from'])} → {_shown(m['to'])}" for m in pair["routes"])
+        answers = "; ".join(f"`{a['scenario']}` ({a['field']})" for a in pair["answers"])
+        lines.append(
+            f"| {pair['from']} | {pair['to']} | {pair['frontend']} | {routes or '-'} | {answers or '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def _shown(cell: Mapping[str, Any]) -> str:
+    return f"absent ({cell['http']})" if cell["status"] == "absent" else str(cell["status"])
+
+
 # ---- bounds.* and default.*: the code ----------------------------------------------------------------------
 
 
@@ -470,9 +522,10 @@ def stale() -> dict[str, str]:
     unused = sorted(set(FIGURES) - used)
     if unused:
         raise FigureError(f"figures no doc uses: {', '.join(unused)}")
-    summary = _dump(fixture_summary())
-    if not (ROOT / FIXTURES).is_file() or (ROOT / FIXTURES).read_text() != summary:
-        out[FIXTURES] = summary
+    for artifact, data in ((FIXTURES, fixture_summary()), (SUPPORT, support_summary())):
+        text = _dump(data)
+        if not (ROOT / artifact).is_file() or (ROOT / artifact).read_text() != text:
+            out[artifact] = text
     return out
 
 

@@ -161,7 +161,13 @@ class PermissionDeniedError(APIStatusError):
 
 
 class NotFoundError(APIStatusError):
-    """404 on a route that is not a dev route."""
+    """404 on a route that is not a dev route.
+
+    `.served_from` is, for a route that came in a later vLLM release, the first release that serves it on
+    this frontend (from the recorded support matrix, `vllm_devclient.support`; the message names it), else
+    None."""
+
+    served_from: str | None = None
 
 
 class DevModeDisabledError(NotFoundError):
@@ -171,7 +177,8 @@ class DevModeDisabledError(NotFoundError):
 
 class RouteNotServedError(NotFoundError):
     """404 on a dev route while the server serves other dev routes: dev mode is on, and this release of
-    vLLM (or this frontend) does not have the route."""
+    vLLM (or this frontend) does not have the route; `.served_from` names the first release that serves it
+    on this frontend."""
 
 
 class MethodNotAllowedError(APIStatusError):
@@ -288,6 +295,20 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+def _served_from(method: str, path: str, frontend: Frontend) -> tuple[str | None, str]:
+    """The first release serving a route that came after the oldest recorded one, on this frontend (both
+    when the frontend is unknown), and the message's words for it ("" when none)."""
+    from .support import added_in
+
+    frontends = ("python", "rust") if frontend == "unknown" else (frontend,)
+    found = {fe: added_in(method, path, fe) for fe in frontends}
+    named = {fe: release for fe, release in found.items() if release is not None}
+    if not named:
+        return None, ""
+    words = ", ".join(f"the {fe} frontend from vLLM {release}" for fe, release in named.items())
+    return (named[frontend] if frontend in named else None), f" (vLLM serves it on {words} on)"
+
+
 def error_from_response(
     response: ResponseLike,
     *,
@@ -328,20 +349,25 @@ def error_from_response(
     if status == 403:
         return PermissionDeniedError(message or "forbidden", **kw)
     if status == 404:
+        served_from, since = _served_from(method, path, frontend)
         if dev_route and dev_routes_served:
-            return RouteNotServedError(
+            upgrade = f"upgrade vLLM to {served_from} or later" if served_from else "upgrade vLLM"
+            error: NotFoundError = RouteNotServedError(
                 f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
-                "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
+                f"routes) but its vLLM release has no such route{since}; {upgrade} or do without the route",
                 **kw,
             )
-        if dev_route:
-            unsure = " (if it already runs in dev mode, this release has no such route)"
-            return DevModeDisabledError(
+        elif dev_route:
+            unsure = f" (if it already runs in dev mode, this release has no such route{since})"
+            error = DevModeDisabledError(
                 f"{path} is a development route and the server does not serve it: start the server with "
                 f"VLLM_SERVER_DEV_MODE=1{unsure if dev_routes_served is None else ''}",
                 **kw,
             )
-        return NotFoundError(message or "not found", **kw)
+        else:
+            error = NotFoundError((message or "not found") + since, **kw)
+        error.served_from = served_from
+        return error
     if status == 405:
         allow = response.headers.get("allow")
         hint = f"; allowed: {allow}" if allow else ""

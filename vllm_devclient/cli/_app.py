@@ -195,13 +195,13 @@ def cli(**_: Any) -> None:
 
 
 def _register() -> None:
-    from . import _kv_events, _tools
+    from . import _kv_events, _support, _tools
 
     group = cli
     assert isinstance(group, DevGroup)
     for command, category, aliases in method_commands():
         group.add(command, category, aliases)
-    for command in (*_tools.COMMANDS, _kv_events.kv_events):
+    for command in (*_tools.COMMANDS, _support.support, _kv_events.kv_events):
         group.add(command, "tools")
 
 
