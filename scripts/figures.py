@@ -332,12 +332,17 @@ def _parity_run(_: str) -> str:
 # ---- fixtures.* and history.*: rust_fixtures/summary.json, testing.fixtures.history ------------------------
 
 
-@figure("fixtures.files")
-def _fixture_files(release: str) -> str:
-    counts = {r["frontend"]: r["fixtures"] for r in fixture_summary()["recorded"] if r["release"] == release}
-    if set(counts) != {"python", "rust"}:
-        raise FigureError(f"{FIXTURES}: release {release!r} is not recorded on both frontends")
-    return f"{counts['python']} + {counts['rust']}"
+@figure("fixtures.coverage")
+def _fixture_coverage(_: str) -> str:
+    counts: dict[str, dict[str, int]] = {}
+    for r in fixture_summary()["recorded"]:
+        counts.setdefault(r["release"], {})[r["frontend"]] = r["fixtures"]
+    lines = ["| release | Python fixtures | Rust fixtures |", "| --- | --- | --- |"]
+    for release, per in counts.items():
+        if set(per) != {"python", "rust"}:
+            raise FigureError(f"{FIXTURES}: release {release!r} is not recorded on both frontends")
+        lines.append(f"| `{release}` | {per['python']} | {per['rust']} |")
+    return "\n".join(lines)
 
 
 @figure("fixtures.count")
@@ -350,24 +355,11 @@ def _fixture_miss(_: str) -> str:
     return f"{fixture_summary()['miss_current_contract']:,}"
 
 
-@figure("fixtures.newest-only")
-def _newest_only(_: str) -> str:
-    data = fixture_summary()
-    newest = [f"{r['release']} {r['frontend']}" for r in data["recorded"]][-2:]
-    only = [
-        name
-        for name, row in data["matrix"].items()
-        if all(row[c] != "not recorded" for c in newest)
-        and all(v == "not recorded" for c, v in row.items() if c not in newest)
-    ]
-    return ", ".join(f"`{name}`" for name in only)
-
-
 @figure("fixtures.matrix")
-def _fixture_matrix(_: str) -> str:
+def _fixture_matrix(frontend: str) -> str:
     from vllm_devclient.testing.fixtures.summary import matrix
 
-    return matrix(fixture_summary()).rstrip("\n")
+    return matrix(fixture_summary(), frontend).rstrip("\n")
 
 
 @figure("history.changes")
@@ -375,14 +367,15 @@ def _history(_: str) -> str:
     from vllm_devclient.testing.fixtures.history import CHANGES
 
     lines = [
-        "| up to | frontends | scenarios | what the SDK gives | why |",
+        "| releases | frontends | scenarios | what the SDK gives | why |",
         "| --- | --- | --- | --- | --- |",
     ]
     for change in CHANGES:
         gives = sorted(
             {e.type + ("" if not e.fields else " " + _fields(e.fields)) for e in change.expect.values()}
         )
-        cells = [change.through, ", ".join(change.frontends), ", ".join(f"`{n}`" for n in change.expect)]
+        span = change.through if change.since == change.through else f"{change.since} to {change.through}"
+        cells = [span, ", ".join(change.frontends), ", ".join(f"`{n}`" for n in change.expect)]
         lines.append("| " + " | ".join([*cells, "; ".join(gives), change.why]) + " |")
     return "\n".join(lines)
 
@@ -420,7 +413,10 @@ def _support_changes(_: str) -> str:
     ]
     for pair in release_changes(support_summary(), ROOT / "rust_fixtures"):
         routes = "; ".join(f"`{m['route']}` {_shown(m['from'])} → {_shown(m['to'])}" for m in pair["routes"])
-        answers = "; ".join(f"`{a['scenario']}` ({a['field']})" for a in pair["answers"])
+        parts: dict[str, list[str]] = {}
+        for a in pair["answers"]:
+            parts.setdefault(a["route"], []).append(a["part"])
+        answers = "; ".join(f"`{route}` ({', '.join(p)})" for route, p in parts.items())
         lines.append(
             f"| {pair['from']} | {pair['to']} | {pair['frontend']} | {routes or '-'} | {answers or '-'} |"
         )
