@@ -306,7 +306,11 @@ def _served_from(method: str, path: str, frontend: Frontend) -> tuple[str | None
     if not named:
         return None, ""
     words = ", ".join(f"the {fe} frontend from vLLM {release}" for fe, release in named.items())
-    return (named[frontend] if frontend in named else None), f" (vLLM serves it on {words} on)"
+    # With the frontend unknown, a release is named only when every frontend that lacked the route agrees
+    # (a frontend that always served it cannot have answered this 404).
+    releases = set(named.values())
+    first = named.get(frontend) or (releases.pop() if len(releases) == 1 else None)
+    return first, f" (vLLM serves it on {words} on)"
 
 
 def error_from_response(
