@@ -423,6 +423,20 @@ def _support_changes(_: str) -> str:
     return "\n".join(lines)
 
 
+@figure("support.parity")
+def _support_parity(_: str) -> str:
+    from vllm_devclient.testing.fixtures.support import parity_by_release
+
+    lines = [
+        "| release | alike on both frontends | the SDK's outcome differs |",
+        "| --- | --- | --- |",
+    ]
+    for row in parity_by_release(ROOT / "rust_fixtures"):
+        differ = ", ".join(f"`{name}`" for name in row["differ"]) or "-"
+        lines.append(f"| {row['release']} | {row['alike']} | {differ} |")
+    return "\n".join(lines)
+
+
 def _shown(cell: Mapping[str, Any]) -> str:
     return f"absent ({cell['http']})" if cell["status"] == "absent" else str(cell["status"])
 

@@ -86,11 +86,9 @@ def test_a_missing_dev_route_names_the_first_release_that_serves_it() -> None:
     first = matrix.added_in(route, "rust")
     assert first is not None
     before = matrix.releases[matrix.releases.index(first) - 1]
-    doc = next(
-        d
-        for _, d in load_fixtures(FIXTURES)
-        if (d["scenario"], d["frontend"], d["vllm_version"]) == ("init_weight_transfer_engine", "rust", before)
-    )
+    key = ("init_weight_transfer_engine", "rust", before)
+    docs = [d for _, d in load_fixtures(FIXTURES)]
+    doc = next(d for d in docs if (d["scenario"], d["frontend"], d["vllm_version"]) == key)
     error = replay(doc).outcome
     assert isinstance(error, RouteNotServedError)
     assert error.served_from == first
