@@ -92,7 +92,7 @@ def test_a_missing_dev_route_names_the_first_release_that_serves_it() -> None:
     error = replay(doc).outcome
     assert isinstance(error, RouteNotServedError)
     assert error.served_from == first
-    assert f"from vLLM {first} on" in str(error) and f"upgrade vLLM to {first}" in str(error)
+    assert f"from vLLM {first} on" in str(error) and first not in error.message
 
 
 def test_a_route_every_release_serves_names_no_release() -> None:

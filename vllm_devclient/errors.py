@@ -164,10 +164,15 @@ class NotFoundError(APIStatusError):
     """404 on a route that is not a dev route.
 
     `.served_from` is, for a route that came in a later vLLM release, the first release that serves it on
-    this frontend (from the recorded support matrix, `vllm_devclient.support`; the message names it), else
+    this frontend (from the recorded support matrix, `vllm_devclient.support`; `str()` names it), else
     None."""
 
     served_from: str | None = None
+    # The words naming it, shown by str() but kept out of `.message` (which stays the server's account).
+    served_words: str = ""
+
+    def __str__(self) -> str:
+        return super().__str__() + self.served_words
 
 
 class DevModeDisabledError(NotFoundError):
@@ -310,7 +315,7 @@ def _served_from(method: str, path: str, frontend: Frontend) -> tuple[str | None
     # (a frontend that always served it cannot have answered this 404).
     releases = set(named.values())
     first = named.get(frontend) or (releases.pop() if len(releases) == 1 else None)
-    return first, f" (vLLM serves it on {words} on)"
+    return first, f" (vLLM serves {method} {path} on {words} on)"
 
 
 def error_from_response(
@@ -353,24 +358,22 @@ def error_from_response(
     if status == 403:
         return PermissionDeniedError(message or "forbidden", **kw)
     if status == 404:
-        served_from, since = _served_from(method, path, frontend)
         if dev_route and dev_routes_served:
-            upgrade = f"upgrade vLLM to {served_from} or later" if served_from else "upgrade vLLM"
             error: NotFoundError = RouteNotServedError(
                 f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
-                f"routes) but its vLLM release has no such route{since}; {upgrade} or do without the route",
+                "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
                 **kw,
             )
         elif dev_route:
-            unsure = f" (if it already runs in dev mode, this release has no such route{since})"
+            unsure = " (if it already runs in dev mode, this release has no such route)"
             error = DevModeDisabledError(
                 f"{path} is a development route and the server does not serve it: start the server with "
                 f"VLLM_SERVER_DEV_MODE=1{unsure if dev_routes_served is None else ''}",
                 **kw,
             )
         else:
-            error = NotFoundError((message or "not found") + since, **kw)
-        error.served_from = served_from
+            error = NotFoundError(message or "not found", **kw)
+        error.served_from, error.served_words = _served_from(method, path, frontend)
         return error
     if status == 405:
         allow = response.headers.get("allow")
