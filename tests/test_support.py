@@ -153,3 +153,17 @@ def test_the_command_prints_the_matrix_and_its_json() -> None:
 def test_the_command_refuses_an_unknown_route() -> None:
     result = _invoke("--route", "/no_such_route")
     assert result.exit_code == 2 and "no recorded route" in result.output
+
+
+def test_a_release_starts_its_vllm_rs_without_the_args_it_refuses() -> None:
+    """0.22.0's vllm-rs exits on `api_key`, `enable_lora` and `enable_tokenizer_info_endpoint`: its row
+    says so, and the launcher leaves them out (the routes they turn on are then recorded as absent)."""
+    from vllm_devclient.testing.fixtures.releases import release_pool
+
+    args = {"enable_lora": True, "max_lora_rank": 16, "enable_tokenizer_info_endpoint": True}
+    old = release_pool("0.22.0", python=None, vllm_rs=None, frontends=["rust"]).rust_class
+    new = release_pool("0.33.0", python=None, vllm_rs=None, frontends=["rust"]).rust_class
+    assert old is not None and new is not None
+    started = old(args=args, api_key="k", engine=None)
+    assert started.extra_args == {"max_lora_rank": 16} and started.api_key is None
+    assert new(args=args, api_key="k", engine=None).extra_args == args
