@@ -412,7 +412,7 @@ def _support_changes(_: str) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for pair in release_changes(support_summary(), ROOT / "rust_fixtures"):
-        routes = "; ".join(f"`{m['route']}` {_shown(m['from'])} → {_shown(m['to'])}" for m in pair["routes"])
+        routes = "; ".join(f"`{m['route']}` {_moved(m['from'], m['to'])}" for m in pair["routes"])
         parts: dict[str, list[str]] = {}
         for a in pair["answers"]:
             parts.setdefault(a["route"], []).append(a["part"])
@@ -435,6 +435,16 @@ def _support_parity(_: str) -> str:
         differ = ", ".join(f"`{name}`" for name in row["differ"]) or "-"
         lines.append(f"| {row['release']} | {row['alike']} | {differ} |")
     return "\n".join(lines)
+
+
+def _moved(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    if old["status"] == new["status"] == "differs":
+        gone = [h for h in old["how"] if h not in new["how"]]
+        came = [h for h in new["how"] if h not in old["how"]]
+        said = [f"no longer: {'; '.join(gone)}"] if gone else []
+        said += [f"now: {'; '.join(came)}"] if came else []
+        return f"still differs ({'; '.join(said)})"
+    return f"{_shown(old)} → {_shown(new)}"
 
 
 def _shown(cell: Mapping[str, Any]) -> str:
