@@ -4,6 +4,11 @@ fixtures (`rust_fixtures/`), shipped as `route_support.json` beside this module.
 `make figures` writes the file from the fixture tree (`vllm_devclient.testing.fixtures.support`); a test
 fails while it is out of step. The errors of a route the connected release does not serve name the first
 release that serves it (`added_in`); `vllm-devclient support` prints the matrix.
+
+Format 1: `releases` (oldest first), `frontends`, `notes` (each release change's words, once), and `routes`:
+"METHOD /path" -> frontend -> release -> null (nothing recorded) or a cell: `{"status": "served"}`,
+`{"status": "absent", "http": 404}`, or `{"status": "differs", "how": [indexes into notes],
+"scenarios": [...]}`.
 """
 
 from __future__ import annotations
@@ -70,21 +75,22 @@ class SupportMatrix:
         return first if first is not None and recorded and first != recorded[0] else None
 
 
-def _cell(raw: Mapping[str, Any] | None) -> Cell | None:
+def _cell(raw: Mapping[str, Any] | None, notes: list[str]) -> Cell | None:
     if raw is None:
         return None
-    return Cell(raw["status"], raw.get("http"), tuple(raw.get("how", ())))
+    return Cell(raw["status"], raw.get("http"), tuple(notes[i] for i in raw.get("how", ())))
 
 
 def parse(data: Mapping[str, Any]) -> SupportMatrix:
     """The matrix of a `route_support.json` document; a format this SDK does not know is refused."""
     if data.get("format") != FORMAT:
         raise ValueError(f"route support data of format {data.get('format')!r}; this SDK reads {FORMAT}")
+    notes = list(data["notes"])
     return SupportMatrix(
         releases=tuple(data["releases"]),
         frontends=tuple(data["frontends"]),
         routes={
-            route: {fe: {rel: _cell(c) for rel, c in cells.items()} for fe, cells in per.items()}
+            route: {fe: {rel: _cell(c, notes) for rel, c in cells.items()} for fe, cells in per.items()}
             for route, per in data["routes"].items()
         },
         raw=data,
