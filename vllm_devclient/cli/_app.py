@@ -201,8 +201,10 @@ def _register() -> None:
     assert isinstance(group, DevGroup)
     for command, category, aliases in method_commands():
         group.add(command, category, aliases)
-    for command in (*_tools.COMMANDS, _support.support, _kv_events.kv_events):
+    for command in (*_tools.COMMANDS, _kv_events.kv_events):
         group.add(command, "tools")
+    # What a server's release serves, from the shipped matrix (no server asked): listed with the server's.
+    group.add(_support.support, "server")
 
 
 _register()
