@@ -90,6 +90,7 @@ def check_wheel(wheel: Path) -> None:
     check(bool(meta.get_all("Project-URL")), "wheel: project URLs")
     check("pytest11" not in entry_points, "wheel: no pytest11 entry point (the plugin is opt-in)")
     check("vllm_devclient/cli/schema.json" in names, "wheel: the CLI's JSON schema is installed")
+    check("vllm_devclient/route_support.json" in names, "wheel: the route support matrix is installed")
     requires = [Requirement(r) for r in meta.get_all("Requires-Dist") or []]
     core = extra_closure(requires)
     check(

@@ -13,6 +13,7 @@ A figure sits between markers in a doc, inline in a sentence or a table cell or 
 | `bench.*` | `benchmarks/results.json` | `make bench` |
 | `parity.*` | `docs/parity.json` | `--parity` here (contract_tests/test_parity.py checks it) |
 | `fixtures.*` | `rust_fixtures/summary.json` | this script, from the fixture tree |
+| `support.*` | `vllm_devclient/route_support.json` | this script, from the fixture tree |
 | `history.*`, `bounds.*`, `default.*` | the code: fixtures.history, testing.bounds, defaults | - |
 
 A marker naming no figure and a figure that no doc uses are both errors (a rule that applies nowhere is a
@@ -43,10 +44,12 @@ DOCS = (
     "docs/releases.md",
     "rust_fixtures/README.md",
     "benchmarks/README.md",
+    "docs/support.md",
 )
 BENCH = "benchmarks/results.json"
 PARITY = "docs/parity.json"
 FIXTURES = "rust_fixtures/summary.json"
+SUPPORT = "vllm_devclient/route_support.json"
 MARKER = re.compile(r"<!-- figure:(?P<name>[\w.:-]+) -->(?P<body>.*?)<!-- /figure -->", re.S)
 
 Render = Callable[[str], str]
@@ -80,6 +83,15 @@ def fixture_summary() -> dict[str, Any]:
     from vllm_devclient.testing.fixtures.summary import summary_data
 
     return summary_data(ROOT / "rust_fixtures")
+
+
+@functools.cache
+def support_summary() -> dict[str, Any]:
+    """What vllm_devclient/route_support.json must hold (and the support.* figures show): the support
+    matrix of the fixture tree as it is."""
+    from vllm_devclient.testing.fixtures.support import support_data
+
+    return support_data(ROOT / "rust_fixtures")
 
 
 def _dump(data: Any) -> str:
@@ -320,12 +332,17 @@ def _parity_run(_: str) -> str:
 # ---- fixtures.* and history.*: rust_fixtures/summary.json, testing.fixtures.history ------------------------
 
 
-@figure("fixtures.files")
-def _fixture_files(release: str) -> str:
-    counts = {r["frontend"]: r["fixtures"] for r in fixture_summary()["recorded"] if r["release"] == release}
-    if set(counts) != {"python", "rust"}:
-        raise FigureError(f"{FIXTURES}: release {release!r} is not recorded on both frontends")
-    return f"{counts['python']} + {counts['rust']}"
+@figure("fixtures.coverage")
+def _fixture_coverage(_: str) -> str:
+    counts: dict[str, dict[str, int]] = {}
+    for r in fixture_summary()["recorded"]:
+        counts.setdefault(r["release"], {})[r["frontend"]] = r["fixtures"]
+    lines = ["| release | Python fixtures | Rust fixtures |", "| --- | --- | --- |"]
+    for release, per in counts.items():
+        if set(per) != {"python", "rust"}:
+            raise FigureError(f"{FIXTURES}: release {release!r} is not recorded on both frontends")
+        lines.append(f"| `{release}` | {per['python']} | {per['rust']} |")
+    return "\n".join(lines)
 
 
 @figure("fixtures.count")
@@ -338,24 +355,11 @@ def _fixture_miss(_: str) -> str:
     return f"{fixture_summary()['miss_current_contract']:,}"
 
 
-@figure("fixtures.newest-only")
-def _newest_only(_: str) -> str:
-    data = fixture_summary()
-    newest = [f"{r['release']} {r['frontend']}" for r in data["recorded"]][-2:]
-    only = [
-        name
-        for name, row in data["matrix"].items()
-        if all(row[c] != "not recorded" for c in newest)
-        and all(v == "not recorded" for c, v in row.items() if c not in newest)
-    ]
-    return ", ".join(f"`{name}`" for name in only)
-
-
 @figure("fixtures.matrix")
-def _fixture_matrix(_: str) -> str:
+def _fixture_matrix(frontend: str) -> str:
     from vllm_devclient.testing.fixtures.summary import matrix
 
-    return matrix(fixture_summary()).rstrip("\n")
+    return matrix(fixture_summary(), frontend).rstrip("\n")
 
 
 @figure("history.changes")
@@ -363,20 +367,88 @@ def _history(_: str) -> str:
     from vllm_devclient.testing.fixtures.history import CHANGES
 
     lines = [
-        "| up to | frontends | scenarios | what the SDK gives | why |",
+        "| releases | frontends | scenarios | what the SDK gives | why |",
         "| --- | --- | --- | --- | --- |",
     ]
     for change in CHANGES:
         gives = sorted(
             {e.type + ("" if not e.fields else " " + _fields(e.fields)) for e in change.expect.values()}
         )
-        cells = [change.through, ", ".join(change.frontends), ", ".join(f"`{n}`" for n in change.expect)]
+        span = change.through if change.since == change.through else f"{change.since} to {change.through}"
+        cells = [span, ", ".join(change.frontends), ", ".join(f"`{n}`" for n in change.expect)]
         lines.append("| " + " | ".join([*cells, "; ".join(gives), change.why]) + " |")
     return "\n".join(lines)
 
 
 def _fields(fields: Mapping[str, Any]) -> str:
     return "(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items()) + ")"
+
+
+# ---- support.*: vllm_devclient/route_support.json ---------------------------------------------------------
+
+
+@figure("support.matrix")
+def _support_matrix(frontend: str) -> str:
+    from vllm_devclient.support import markdown, parse
+
+    matrix = parse(support_summary())
+    if frontend not in matrix.frontends:
+        raise FigureError(f"{SUPPORT}: no frontend {frontend!r}")
+    return markdown(matrix, frontend)
+
+
+@figure("support.releases")
+def _support_releases(_: str) -> str:
+    releases = support_summary()["releases"]
+    return f"{len(releases)} releases, {releases[0]} to {releases[-1]}"
+
+
+@figure("support.changes")
+def _support_changes(_: str) -> str:
+    from vllm_devclient.testing.fixtures.support import release_changes
+
+    lines = [
+        "| from | to | frontend | routes that changed | answers that changed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for pair in release_changes(support_summary(), ROOT / "rust_fixtures"):
+        routes = "; ".join(f"`{m['route']}` {_moved(m['from'], m['to'])}" for m in pair["routes"])
+        parts: dict[str, list[str]] = {}
+        for a in pair["answers"]:
+            parts.setdefault(a["route"], []).append(a["part"])
+        answers = "; ".join(f"`{route}` ({', '.join(p)})" for route, p in parts.items())
+        lines.append(
+            f"| {pair['from']} | {pair['to']} | {pair['frontend']} | {routes or '-'} | {answers or '-'} |"
+        )
+    return "\n".join(lines)
+
+
+@figure("support.parity")
+def _support_parity(_: str) -> str:
+    from vllm_devclient.testing.fixtures.support import parity_by_release
+
+    lines = [
+        "| release | alike on both frontends | the SDK's outcome differs |",
+        "| --- | --- | --- |",
+    ]
+    for row in parity_by_release(ROOT / "rust_fixtures"):
+        differ = ", ".join(f"`{name}`" for name in row["differ"]) or "-"
+        lines.append(f"| {row['release']} | {row['alike']} | {differ} |")
+    return "\n".join(lines)
+
+
+def _moved(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    if old["status"] == new["status"] == "differs":
+        gone = [h for h in old["how"] if h not in new["how"]]
+        came = [h for h in new["how"] if h not in old["how"]]
+        said = [f"no longer: {'; '.join(gone)}"] if gone else []
+        said += [f"now: {'; '.join(came)}"] if came else []
+        return f"still differs ({'; '.join(said)})"
+    return f"{_shown(old)} → {_shown(new)}"
+
+
+def _shown(cell: Mapping[str, Any]) -> str:
+    return f"absent ({cell['http']})" if cell["status"] == "absent" else str(cell["status"])
 
 
 # ---- bounds.* and default.*: the code ----------------------------------------------------------------------
@@ -470,9 +542,10 @@ def stale() -> dict[str, str]:
     unused = sorted(set(FIGURES) - used)
     if unused:
         raise FigureError(f"figures no doc uses: {', '.join(unused)}")
-    summary = _dump(fixture_summary())
-    if not (ROOT / FIXTURES).is_file() or (ROOT / FIXTURES).read_text() != summary:
-        out[FIXTURES] = summary
+    for artifact, data in ((FIXTURES, fixture_summary()), (SUPPORT, support_summary())):
+        text = _dump(data)
+        if not (ROOT / artifact).is_file() or (ROOT / artifact).read_text() != text:
+            out[artifact] = text
     return out
 
 

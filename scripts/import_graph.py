@@ -20,7 +20,7 @@ PKG = "vllm_devclient"
 
 # The package's layers, lowest first: a module imports its own layer and those below, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "constants", "errors", "redaction", "arguments", "models", "transports"),
+    ("_version", "constants", "support", "errors", "redaction", "arguments", "models", "transports"),
     ("answers", "metrics", "endpoints"),
     ("operations",),
     ("_base_client",),

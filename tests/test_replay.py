@@ -32,6 +32,7 @@ from vllm_devclient.testing.fixtures import (
     replay_transport,
 )
 from vllm_devclient.testing.fixtures.history import CHANGES, change_for
+from vllm_devclient.testing.fixtures.releases import RELEASES
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
 from vllm_devclient.transports import httpx_adapter
 
@@ -82,17 +83,17 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
     yield clock
 
 
-def test_fixtures_cover_three_releases_and_every_scenario() -> None:
-    releases = sorted({doc["vllm_version"] for doc in DOCS})
-    assert len(releases) >= 3, f"fixtures for {releases} only"
-    newest = max(releases, key=lambda v: tuple(int(p) for p in v.split(".")))
-    for frontend in ("python", "rust"):
-        names = {
-            doc["scenario"] for doc in DOCS if doc["vllm_version"] == newest and doc["frontend"] == frontend
-        }
-        assert names == {sc.name for sc in SCENARIOS}, (
-            f"{newest}/{frontend}: missing {sorted({sc.name for sc in SCENARIOS} - names)}"
-        )
+def test_every_release_has_every_scenario_on_both_frontends() -> None:
+    """Every published release with vllm-rs (`RELEASES`) is recorded, each with every scenario."""
+    wanted = {sc.name for sc in SCENARIOS}
+    for row in RELEASES:
+        for frontend in ("python", "rust"):
+            names = {
+                doc["scenario"]
+                for doc in DOCS
+                if doc["vllm_version"] == row.version and doc["frontend"] == frontend
+            }
+            assert names == wanted, f"{row.version}/{frontend}: missing {sorted(wanted - names)}"
 
 
 def _check(run: ScenarioRun, doc: dict[str, Any]) -> None:

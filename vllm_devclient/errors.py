@@ -162,7 +162,18 @@ class PermissionDeniedError(APIStatusError):
 
 
 class NotFoundError(APIStatusError):
-    """404 on a route that is not a dev route."""
+    """404 on a route that is not a dev route.
+
+    `.served_from` is, for a route that came in a later vLLM release, the first release that serves it on
+    this frontend (from the recorded support matrix, `vllm_devclient.support`; `str()` names it), else
+    None."""
+
+    served_from: str | None = None
+    # The words naming it, shown by str() but kept out of `.message` (which stays the server's account).
+    served_words: str = ""
+
+    def __str__(self) -> str:
+        return super().__str__() + self.served_words
 
 
 class DevModeDisabledError(NotFoundError):
@@ -172,7 +183,8 @@ class DevModeDisabledError(NotFoundError):
 
 class RouteNotServedError(NotFoundError):
     """404 on a dev route while the server serves other dev routes: dev mode is on, and this release of
-    vLLM (or this frontend) does not have the route."""
+    vLLM (or this frontend) does not have the route; `.served_from` names the first release that serves it
+    on this frontend."""
 
 
 class MethodNotAllowedError(APIStatusError):
@@ -307,6 +319,24 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+def _served_from(method: str, path: str, frontend: Frontend) -> tuple[str | None, str]:
+    """The first release serving a route that came after the oldest recorded one, on this frontend (both
+    when the frontend is unknown), and the message's words for it ("" when none)."""
+    from .support import added_in
+
+    frontends = ("python", "rust") if frontend == "unknown" else (frontend,)
+    found = {fe: added_in(method, path, fe) for fe in frontends}
+    named = {fe: release for fe, release in found.items() if release is not None}
+    if not named:
+        return None, ""
+    words = ", ".join(f"the {fe} frontend from vLLM {release}" for fe, release in named.items())
+    # With the frontend unknown, a release is named only when every frontend that lacked the route agrees
+    # (a frontend that always served it cannot have answered this 404).
+    releases = set(named.values())
+    first = named.get(frontend) or (releases.pop() if len(releases) == 1 else None)
+    return first, f" (vLLM serves {method} {path} on {words} on)"
+
+
 def error_from_response(
     response: ResponseLike,
     *,
@@ -348,19 +378,22 @@ def error_from_response(
         return PermissionDeniedError(message or "forbidden", **kw)
     if status == 404:
         if dev_route and dev_routes_served:
-            return RouteNotServedError(
+            error: NotFoundError = RouteNotServedError(
                 f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
                 "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
                 **kw,
             )
-        if dev_route:
+        elif dev_route:
             unsure = " (if it already runs in dev mode, this release has no such route)"
-            return DevModeDisabledError(
+            error = DevModeDisabledError(
                 f"{path} is a development route and the server does not serve it: start the server with "
                 f"VLLM_SERVER_DEV_MODE=1{unsure if dev_routes_served is None else ''}",
                 **kw,
             )
-        return NotFoundError(message or "not found", **kw)
+        else:
+            error = NotFoundError(message or "not found", **kw)
+        error.served_from, error.served_words = _served_from(method, path, frontend)
+        return error
     if status == 405:
         allow = response.headers.get("allow")
         hint = f"; allowed: {allow}" if allow else ""

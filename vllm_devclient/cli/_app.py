@@ -195,7 +195,7 @@ def cli(**_: Any) -> None:
 
 
 def _register() -> None:
-    from . import _kv_events, _tools
+    from . import _kv_events, _support, _tools
 
     group = cli
     assert isinstance(group, DevGroup)
@@ -203,6 +203,8 @@ def _register() -> None:
         group.add(command, category, aliases)
     for command in (*_tools.COMMANDS, _kv_events.kv_events):
         group.add(command, "tools")
+    # What a server's release serves, from the shipped matrix (no server asked): listed with the server's.
+    group.add(_support.support, "server")
 
 
 _register()

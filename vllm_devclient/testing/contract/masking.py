@@ -31,14 +31,17 @@ _CALL_ID = re.compile(r"call_id=\d+")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost|0\.0\.0\.0):\d+")
 _FINGERPRINT_HASH = re.compile(r"-[0-9a-f]{6,}$")
 _VOLATILE_ID = re.compile(r"^(cmpl|chatcmpl|modelperm|req)-[0-9a-zA-Z-]+$")
+# Where the release is installed, as a traceback in an error message shows it (a machine detail).
+_SITE_PACKAGES = re.compile(r"/[^\s'\"]*/site-packages/")
 # Keys whose values change from run to run (timestamps, random ids, timings).
 _VOLATILE_KEYS = frozenset({"created", "instance_id", "elapsed_s", "waited_s", "arrival_time", "timestamp"})
 
 
 def mask_text(text: str, model: str | None = None) -> str:
-    """Replace run-specific parts of a string: the model directory, call ids, ports."""
+    """Replace run-specific parts of a string: the model directory, call ids, ports, install paths."""
     if model:
         text = text.replace(model, "<model>")
+    text = _SITE_PACKAGES.sub("<site-packages>/", text)
     text = _CALL_ID.sub("call_id=<n>", text)
     return _PORT.sub(r"\1:<port>", text)
 
