@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_base_client",),
     ("_async", "_sync"),
     ("client", "kv_events", "records"),
-    ("fleet", "routes", "calls"),
+    ("fleet", "routes", "calls", "weight_sync"),
     ("cli", "testing", "offload_check", ""),  # "": the package's __init__
 )
 # Circles here are allowed (the rule: the core has none); the report still lists them.

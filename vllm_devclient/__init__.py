@@ -59,9 +59,11 @@ from .models import (
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
+    from .weight_sync import WeightSync
 
-# The fleet is loaded on first use, like the other optional parts.
+# The fleet (and vLLM's weight-sync view over it) is loaded on first use, like the other optional parts.
 _LAZY = {name: "fleet" for name in ("AsyncFleet", "Fleet", "FleetError", "FleetResult", "TargetOutcome")}
+_LAZY["WeightSync"] = "weight_sync"
 
 
 def __getattr__(name: str) -> Any:
@@ -126,6 +128,7 @@ __all__ = [
     "WakeUpResult",
     "WeightCheckResult",
     "WeightInfo",
+    "WeightSync",
     "WeightVersionResult",
     "__version__",
 ]
