@@ -134,7 +134,7 @@ class WeightSync:
             fn(target)
             return None
         if isinstance(target, AsyncDevClient):
-            self._run(_awaited(fn(target)))
+            self._run(_awaited(lambda: fn(target)))
             return None
         chosen = None if urls is None else list(urls)
         try:
@@ -187,5 +187,6 @@ class WeightSync:
         return self._own.run(coro)
 
 
-async def _awaited(value: Awaitable[T]) -> T:
-    return await value
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    # The client's coroutine is made on the loop that runs it, so a refused call leaves none unawaited.
+    return await make()
