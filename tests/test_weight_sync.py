@@ -230,3 +230,22 @@ def test_mypy_strict_rejects_the_clients_themselves(mypy_strict: str) -> None:
     marked = {i + 1 for i, line in enumerate(direct) if line.endswith("# rejected")}
     rejected = {int(n) for n in re.findall(r"vllm_trainer_direct\.py:(\d+): error", mypy_strict)}
     assert marked and rejected == marked, mypy_strict
+
+
+def test_the_views_timeout_bounds_every_call() -> None:
+    seen: list[float | None] = []  # the read timeout httpx got
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"]["read"])
+        return httpx.Response(200, json=OK)
+
+    http = httpx.Client(transport=httpx.MockTransport(answer))
+    sync = WeightSync(DevClient("http://a.test", http_client=http), timeout=7.5)
+    sync.start_weight_update()
+    sync.finish_weight_update()
+    WeightSync(DevClient("http://a.test", http_client=http)).start_weight_update()
+    # What is left of the whole-call bound when the read starts: a little under 7.5 s.
+    assert len(seen) == 3 and seen[2] is None
+    assert all(t is not None and 7 < t <= 7.5 for t in seen[:2]), seen
+    with pytest.raises(InvalidParameterError, match="timeout"):
+        WeightSync(DevClient("http://a.test"), timeout=-1)

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from .client import AsyncDevClient, DevClient
+from . import arguments as check
+from .client import NOT_GIVEN, AsyncDevClient, DevClient, NotGiven, TimeoutArg
 from .errors import DevClientError, InvalidParameterError, add_note
 from .fleet import AsyncFleet, Fleet, FleetError, FleetResult
 from .fleet.sync_fleet import _LoopThread
@@ -38,16 +39,25 @@ class WeightSync:
     Fleet or an AsyncFleet.
 
     Errors are the SDK's typed errors (`EngineCallError`, `APITimeoutError`, ...); over a fleet one
-    `FleetError` names every target that failed, and its `result.rollback` what was undone. Timeouts and
-    retries are the target's own (`DevClient(url, timeout=...)`).
+    `FleetError` names every target that failed, and its `result.rollback` what was undone. Retries are the
+    target's own (never a resend of what may have reached the server).
 
     Args:
         target: the client or fleet to send with.
+        timeout: the HTTP timeout of each call, as a whole (seconds, an httpx.Timeout, or None). Not given:
+            the target's rule for these routes, no bound on the answer (they block through a rendezvous
+            or a transfer), only on connecting.
         loop: for an async target, the running event loop (on another thread) it belongs to; the calls are
             run there. None: a private loop thread of this view runs them (close() ends it).
     """
 
-    def __init__(self, target: WeightSyncTarget, *, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        target: WeightSyncTarget,
+        *,
+        timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         if not isinstance(target, DevClient | AsyncDevClient | Fleet | AsyncFleet):
             raise InvalidParameterError(
                 "WeightSync needs a DevClient, AsyncDevClient, Fleet or AsyncFleet, "
@@ -56,6 +66,9 @@ class WeightSync:
         if loop is not None and not isinstance(target, AsyncDevClient | AsyncFleet):
             raise InvalidParameterError("loop= is for an AsyncDevClient or an AsyncFleet target")
         self.target = target
+        if not isinstance(timeout, NotGiven):
+            check.timeout(timeout)
+        self._options: dict[str, Any] = {} if isinstance(timeout, NotGiven) else {"timeout": timeout}
         self._loop = loop
         self._own: _LoopThread | None = None
         self._lock = threading.Lock()
@@ -76,16 +89,16 @@ class WeightSync:
     def init_weight_transfer_engine(self, init_info: Mapping[str, Any]) -> None:
         """POST /init_weight_transfer_engine; over a fleet, shut down again where it went through when any
         target failed."""
-        done = self._step("init_weight_transfer_engine", lambda c: c.init_weight_transfer_engine(init_info))
+        done = self._step("init_weight_transfer_engine", init_info)
         if done is not None and done.failed:
-            self._undo(done, "shutdown_weight_transfer_engine", lambda c: c.shutdown_weight_transfer_engine())
+            self._undo(done, "shutdown_weight_transfer_engine")
 
     def start_weight_update(self) -> None:
         """POST /start_weight_update; over a fleet, finish it again (without a version) where it went
         through when any target failed."""
-        done = self._step("start_weight_update", lambda c: c.start_weight_update())
+        done = self._step("start_weight_update")
         if done is not None and done.failed:
-            self._undo(done, "finish_weight_update", lambda c: c.finish_weight_update(weight_version=None))
+            self._undo(done, "finish_weight_update", weight_version=None)
         with self._lock:
             self._open = tuple(done.ok) if done is not None else ()
 
@@ -93,7 +106,7 @@ class WeightSync:
         """POST /update_weights (CUDA IPC handles travel pickled, as vLLM's HTTP client sends them). When it
         fails anywhere, the open update is finished without a version everywhere, then the error raised."""
         try:
-            done = self._step("update_weights", lambda c: c.update_weights(update_info))
+            done = self._step("update_weights", update_info)
         except InvalidParameterError:
             raise  # refused before anything was sent: the update stays open
         except DevClientError as failure:
@@ -110,26 +123,30 @@ class WeightSync:
         """POST /finish_weight_update with the version the new weights carry."""
         with self._lock:
             self._open = None
-        done = self._step(
-            "finish_weight_update", lambda c: c.finish_weight_update(weight_version=weight_version)
-        )
+        done = self._step("finish_weight_update", weight_version=weight_version)
         if done is not None and done.failed:
             raise FleetError(done)
 
     def shutdown_weight_transfer_engine(self) -> None:
         """POST /shutdown_weight_transfer_engine (HTTPVLLMWeightSyncClient has it too)."""
-        done = self._step("shutdown_weight_transfer_engine", lambda c: c.shutdown_weight_transfer_engine())
+        done = self._step("shutdown_weight_transfer_engine")
         if done is not None and done.failed:
             raise FleetError(done)
 
     # ---- running a step on the target -------------------------------------------------------------------
 
     def _step(
-        self, name: str, fn: Callable[[Any], Any], urls: Sequence[str] | None = None
+        self, method: str, *args: Any, urls: Sequence[str] | None = None, **kwargs: Any
     ) -> FleetResult[Any] | None:
-        """One client method on the target: a single client's error is raised as it is (None returned); a
-        fleet's outcomes come back whole (its raise_on_error does not hide which targets succeeded)."""
+        """The client method `method` on the target (with this view's timeout): a single client's error is
+        raised as it is (None returned); a fleet's outcomes come back whole (its raise_on_error does not
+        hide which targets succeeded)."""
         target = self.target
+        kwargs.update(self._options)
+
+        def fn(client: Any) -> Any:
+            return getattr(client, method)(*args, **kwargs)
+
         if isinstance(target, DevClient):
             fn(target)
             return None
@@ -139,15 +156,15 @@ class WeightSync:
         chosen = None if urls is None else list(urls)
         try:
             if isinstance(target, Fleet):
-                result: FleetResult[Any] = target.map(fn, urls=chosen, operation=name)
+                result: FleetResult[Any] = target.map(fn, urls=chosen, operation=method)
             else:
-                result = self._run(target.map(fn, urls=chosen, operation=name))
+                result = self._run(target.map(fn, urls=chosen, operation=method))
         except FleetError as error:
             result = error.result
         return result
 
-    def _undo(self, done: FleetResult[Any], name: str, fn: Callable[[Any], Awaitable[Any]]) -> None:
-        undo = self._step(name, fn, list(done.ok)) if done.ok else None
+    def _undo(self, done: FleetResult[Any], method: str, **kwargs: Any) -> None:
+        undo = self._step(method, urls=list(done.ok), **kwargs) if done.ok else None
         raise FleetError(FleetResult(done.values(), operation=done.operation, rollback=undo))
 
     def _close_open(self) -> FleetResult[Any] | DevClientError | None:
@@ -157,12 +174,9 @@ class WeightSync:
             opened, self._open = self._open, None
         if opened is None:
             return None
-        fleet = isinstance(self.target, Fleet | AsyncFleet)
+        urls = list(opened) if isinstance(self.target, Fleet | AsyncFleet) else None
         try:
-            return self._step(
-                "finish_weight_update", lambda c: c.finish_weight_update(weight_version=None),
-                list(opened) if fleet else None,
-            )  # fmt: skip
+            return self._step("finish_weight_update", urls=urls, weight_version=None)
         except DevClientError as error:
             return error
 
