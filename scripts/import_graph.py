@@ -22,7 +22,7 @@ PKG = "vllm_devclient"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_version", "constants", "errors", "redaction", "arguments", "models", "transports"),
     ("answers", "metrics", "endpoints"),
-    ("operations",),
+    ("operations", "reset_check"),
     ("_base_client",),
     ("_async", "_sync"),
     ("client", "kv_events", "records"),

@@ -56,6 +56,7 @@ from .models import (
     WeightInfo,
     WeightVersionResult,
 )
+from .reset_check import ResetNotVerifiedError, TierNotClearedError, VerifiedReset
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
@@ -113,6 +114,7 @@ __all__ = [
     "PromptTokensDetails",
     "RawResponse",
     "RequestOptions",
+    "ResetNotVerifiedError",
     "ResetPrefixCacheResult",
     "ResponseValidationError",
     "RouteNotServedError",
@@ -122,7 +124,9 @@ __all__ = [
     "StatusResult",
     "TLSError",
     "TargetOutcome",
+    "TierNotClearedError",
     "TokenizerInfo",
+    "VerifiedReset",
     "VersionInfo",
     "WaitTimeoutError",
     "WakeUpResult",

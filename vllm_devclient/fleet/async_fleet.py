@@ -393,6 +393,7 @@ class AsyncFleet:
     start_profile = _FanOut(AsyncDevClient.start_profile)
     stop_profile = _FanOut(AsyncDevClient.stop_profile)
     reset_prefix_cache_until_success = _FanOut(AsyncDevClient.reset_prefix_cache_until_success, deadline=60.0)
+    reset_prefix_cache_verified = _FanOut(AsyncDevClient.reset_prefix_cache_verified, deadline=5.0)
     wait_until_ready = _FanOut(AsyncDevClient.wait_until_ready, deadline=120.0)
     wait_until_sleeping = _FanOut(AsyncDevClient.wait_until_sleeping, deadline=60.0)
     wait_until_awake = _FanOut(AsyncDevClient.wait_until_awake, deadline=60.0)

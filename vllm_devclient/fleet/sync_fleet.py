@@ -261,6 +261,7 @@ class Fleet:
     start_profile = _SyncFanOut(AsyncDevClient.start_profile)
     stop_profile = _SyncFanOut(AsyncDevClient.stop_profile)
     reset_prefix_cache_until_success = _SyncFanOut(AsyncDevClient.reset_prefix_cache_until_success)
+    reset_prefix_cache_verified = _SyncFanOut(AsyncDevClient.reset_prefix_cache_verified)
     wait_until_ready = _SyncFanOut(AsyncDevClient.wait_until_ready)
     wait_until_sleeping = _SyncFanOut(AsyncDevClient.wait_until_sleeping)
     wait_until_awake = _SyncFanOut(AsyncDevClient.wait_until_awake)
