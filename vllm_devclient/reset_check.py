@@ -132,6 +132,13 @@ def verified_reset(
                 f"the server exports no {metric} on /metrics: the {tier} tier cannot be checked",
                 tier=tier, reset=reset,
             )  # fmt: skip
+        if tier == TIER_EXTERNAL and not delta.external_prefix_cache_queries:
+            # Zero hits prove nothing where the connector was never asked (none configured, or none counted).
+            raise ResetNotVerifiedError(
+                "the connector looked up none of the probe's tokens (vllm:external_prefix_cache_queries "
+                "unchanged): the external tier cannot be checked; is a KV connector configured?",
+                tier=tier, reset=reset,
+            )  # fmt: skip
         if served > 0:
             raise TierNotClearedError(
                 f"reset_prefix_cache said success, but the {tier} tier still serves blocks: it served "

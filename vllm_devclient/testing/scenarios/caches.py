@@ -52,11 +52,4 @@ SCENARIOS: tuple[Scenario, ...] = (
         (call("reset_prefix_cache", False, True),),
         script={"reset_prefix_cache": [Return(False)]},
     ),
-    Scenario(
-        "reset_prefix_cache_verified_uncounted",
-        "the verified reset on an engine that sends no prefix-cache stats: the probe is never counted",
-        lambda c: c.reset_prefix_cache_verified("hello", deadline=0.3),
-        raises(reset_check.ResetNotVerifiedError, {"tier": "GPU"}),
-        (call("reset_prefix_cache", False, False), call("add_request", 1)),
-    ),
 )
