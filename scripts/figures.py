@@ -155,6 +155,13 @@ def _transport_gain(_: str) -> str:
     return _span(gains, _x)
 
 
+@figure("bench.reset-check")
+def _reset_check(_: str) -> str:
+    row = _row("reset_check", "verified reset vs plain reset + 1 round trip")
+    sent = _row("reset_check", "requests of one verified reset")["value"]
+    return f"{sent} requests, {row['ratio']:.2f}x a plain reset followed by one round trip ({_goal(row)})"
+
+
 @figure("bench.run")
 def _run(_: str) -> str:
     data = _json(BENCH)
