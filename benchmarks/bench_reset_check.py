@@ -1,12 +1,14 @@
 """The verified reset's cost when the server tells the truth, against the plain reset in the same run.
 
-The real `vllm-rs` frontend runs in a child process on `CachingEngine` (a scripted engine with a two-tier
-prefix cache, honest here), the probe's prompt warmed in both tiers. Variants take turns (sync client):
+The real `vllm-rs` frontend (started with --enable-prompt-tokens-details) runs in a child process on
+`CachingEngine` (a scripted engine with a two-tier prefix cache, honest here), the probe's prompt warmed in
+both tiers before every call. Variants take turns (sync client):
 
 - plain: `reset_prefix_cache(reset_external=True)`, one round trip;
-- plain + 1 RT: the same, then one `GET /metrics` (the cost the issue allows the check: one more round trip);
-- verified: `reset_prefix_cache_verified(probe, reset_external=True)`: the reset, /metrics, the probe's
-  1-token completion, /metrics again until it counts the probe.
+- plain + 1 RT: the same, then one 1-token completion of the probe's prompt (the cost the check may add:
+  one more round trip of the kind it sends);
+- verified: `reset_prefix_cache_verified(probe, reset_external=True)`: the reset, then the probe's 1-token
+  completion, whose answer reports no cached token (an honest server: the proof, nothing more is sent).
 
 The goal (at most one extra round trip) is judged as verified / (plain + 1 RT) <= 1.25; the round trips
 the verified reset makes are counted from the SDK's log.
@@ -43,7 +45,7 @@ def _serve() -> None:
     from vllm_devclient.testing.frontends import RustFrontend
 
     try:
-        frontend = RustFrontend(engine=CachingEngine()).start()
+        frontend = RustFrontend(engine=CachingEngine(), args={"enable_prompt_tokens_details": True}).start()
     except Exception as exc:
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return
@@ -86,7 +88,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             method="needs the Rust frontend",
             rows=[value("rust frontend", "skipped", reason=why_not, ok=False)],
         )
-    rounds = 15 if quick else 60
+    rounds = 20 if quick else 200
     with CachingRust() as server, DevClient(server.base_url) as client:
 
         def warm() -> None:  # the probe's blocks in both tiers before every reset
@@ -97,7 +99,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
         def plain_rt() -> None:
             client.reset_prefix_cache(reset_external=True)
-            client.metrics()
+            client.completion(PROBE, max_tokens=1)
 
         def verified() -> None:
             client.reset_prefix_cache_verified(PROBE, reset_external=True)
@@ -123,8 +125,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     return result(
         "reset_check",
         method=(
-            "real vllm-rs on an honest CachingEngine (child process); sync DevClient; variants take turns, "
-            "the probe's prompt warmed in both tiers before each; median / p95 per call"
+            "real vllm-rs (--enable-prompt-tokens-details) on an honest CachingEngine (child process); "
+            "sync DevClient; variants take turns, the probe's prompt warmed in both tiers before each; "
+            "median / p95 per call"
         ),
         rows=[
             compare(
@@ -136,7 +139,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             ),
             compare(
                 "verified reset vs plain reset + 1 round trip",
-                baseline_name="plain reset + GET /metrics",
+                baseline_name="plain reset + a 1-token completion",
                 baseline=stats["plain + 1 RT"],
                 sdk=stats["verified"],
                 unit="ms",

@@ -25,8 +25,17 @@ PROBE = "The quick brown fox jumps over the lazy dog. " * 4  # several full bloc
 
 @pytest.fixture(scope="module", params=["python", "rust"])
 def served(request: pytest.FixtureRequest, tiny_model_dir: Path) -> Iterator[Frontend]:
-    kind = PythonFrontend if request.param == "python" else RustFrontend
-    with kind(model_dir=tiny_model_dir, engine=CachingEngine()) as fe:
+    # Started with --enable-prompt-tokens-details: the probe's answer says how many tokens were cached.
+    fe: Frontend
+    if request.param == "python":
+        fe = PythonFrontend(
+            model_dir=tiny_model_dir, engine=CachingEngine(), extra_args=["--enable-prompt-tokens-details"]
+        )
+    else:
+        fe = RustFrontend(
+            model_dir=tiny_model_dir, engine=CachingEngine(), args={"enable_prompt_tokens_details": True}
+        )
+    with fe:
         yield fe
 
 
@@ -57,8 +66,8 @@ def test_an_honest_engine_passes_both_tiers(served: Frontend, engine: CachingEng
         _warm(client)
         done = client.reset_prefix_cache_verified(PROBE, reset_external=True)
     assert done.tiers == (TIER_GPU, TIER_EXTERNAL) and done.reset.success is True
-    assert done.probe_queries > 0 and done.delta.prefix_cache_hits == 0
-    assert done.delta.external_prefix_cache_hits == 0
+    # The probe's answer said no token was cached: that was the proof, one request after the reset.
+    assert (done.evidence, done.cached_tokens, done.delta) == ("probe answer", 0, None)
 
 
 def test_a_kept_external_tier_is_not_blamed_when_only_the_gpu_was_asked(
@@ -67,9 +76,10 @@ def test_a_kept_external_tier_is_not_blamed_when_only_the_gpu_was_asked(
     with DevClient(served.base_url) as client:
         _warm(client)
         done = client.reset_prefix_cache_verified(PROBE)
-    assert done.tiers == (TIER_GPU,)
+    assert done.tiers == (TIER_GPU,) and done.evidence == "metrics" and done.cached_tokens
     # The connector's tier was not asked to clear: it served the probe, as it should.
-    assert done.delta.external_prefix_cache_hits
+    assert done.delta is not None and done.delta.external_prefix_cache_hits
+    assert done.delta.prefix_cache_hits == 0
 
 
 def test_an_engine_that_keeps_its_gpu_blocks_is_named(served: Frontend, engine: CachingEngine) -> None:
@@ -97,11 +107,13 @@ async def test_an_engine_that_keeps_its_external_tier_is_named(
 
 
 def test_without_an_external_tier_on_metrics_the_check_says_so(tiny_model_dir: Path) -> None:
-    """No connector: the server has no external counters to show, and the check does not guess."""
+    """No connector, no cached tokens in the answers: the GPU tier is read off the counters, the external
+    one cannot be, and the check does not guess."""
     with PythonFrontend(model_dir=tiny_model_dir, engine=CachingEngine(external_tier=False)) as fe:
         with DevClient(fe.base_url) as client:
+            _warm(client)
             done = client.reset_prefix_cache_verified(PROBE)
-            assert done.tiers == (TIER_GPU,)
+            assert (done.tiers, done.evidence, done.cached_tokens) == ((TIER_GPU,), "metrics", None)
             with pytest.raises(ResetNotVerifiedError) as caught:
                 client.reset_prefix_cache_verified(PROBE, reset_external=True)
     assert caught.value.tier == TIER_EXTERNAL and not isinstance(caught.value, TierNotClearedError)

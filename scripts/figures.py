@@ -159,7 +159,8 @@ def _transport_gain(_: str) -> str:
 def _reset_check(_: str) -> str:
     row = _row("reset_check", "verified reset vs plain reset + 1 round trip")
     sent = _row("reset_check", "requests of one verified reset")["value"]
-    return f"{sent} requests, {row['ratio']:.2f}x a plain reset followed by one round trip ({_goal(row)})"
+    plain = "a plain reset followed by one 1-token completion"
+    return f"{sent} requests, {row['ratio']:.2f}x {plain} ({_goal(row)})"
 
 
 @figure("bench.run")

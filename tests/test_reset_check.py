@@ -28,7 +28,10 @@ def metrics_text(values: dict[str, float]) -> str:
 class Server:
     """Answers the reset, /metrics from a list of snapshots (the last one sticks), and completions."""
 
-    def __init__(self, snapshots: list[dict[str, float]], success: object = True) -> None:
+    def __init__(
+        self, snapshots: list[dict[str, float]], success: object = True, cached: int | None = None
+    ) -> None:
+        self.cached = cached  # the probe answer's usage.prompt_tokens_details.cached_tokens (None: not sent)
         self.snapshots: Iterator[dict[str, float]] = iter(snapshots)
         self.last = snapshots[0]
         self.success = success
@@ -48,7 +51,10 @@ class Server:
             return httpx.Response(200, text=metrics_text(self.last), headers={"content-type": "text/plain"})
         body = json.loads(request.content)
         choice = {"index": 0, "text": "x", "finish_reason": "length"}
-        return httpx.Response(200, json={"id": "c", "model": body["model"], "choices": [choice]})
+        answer = {"id": "c", "model": body["model"], "choices": [choice]}
+        if self.cached is not None:
+            answer["usage"] = {"prompt_tokens": 32, "prompt_tokens_details": {"cached_tokens": self.cached}}
+        return httpx.Response(200, json=answer)
 
 
 def client_of(server: Server) -> DevClient:
@@ -61,11 +67,35 @@ def snap(q: float = 0, h: float = 0, eq: float = 0, eh: float = 0) -> dict[str, 
     return dict(zip(COUNTERS, (q, h, eq, eh), strict=True))
 
 
-def test_an_honest_server_costs_the_reset_two_metrics_reads_and_the_probe() -> None:
-    server = Server([snap(100, 40, 60, 20), snap(132, 40, 92, 20)])
+def test_a_probe_answer_without_cached_tokens_is_the_proof_one_request_more() -> None:
+    server = Server([snap()], cached=0)
     done = client_of(server).reset_prefix_cache_verified("probe", reset_external=True)
-    assert done.tiers == ("GPU", "external") and done.probe_queries == 32
-    assert server.paths == ["/reset_prefix_cache", "/metrics", "/v1/completions", "/metrics"]
+    assert (done.tiers, done.evidence, done.cached_tokens, done.delta) == (
+        ("GPU", "external"),
+        "probe answer",
+        0,
+        None,
+    )
+    assert server.paths == ["/reset_prefix_cache", "/v1/completions"]
+
+
+SLOW = [
+    "/reset_prefix_cache",
+    "/v1/completions",
+    "/reset_prefix_cache",
+    "/metrics",
+    "/v1/completions",
+    "/metrics",
+]
+
+
+@pytest.mark.parametrize("cached", [None, 16])
+def test_otherwise_the_counters_around_a_second_probe_tell_the_tiers_apart(cached: int | None) -> None:
+    server = Server([snap(100, 40, 60, 20), snap(132, 40, 92, 20)], cached=cached)
+    done = client_of(server).reset_prefix_cache_verified("probe", reset_external=True)
+    assert (done.evidence, done.cached_tokens) == ("metrics", cached)
+    assert done.delta is not None and done.delta.prefix_cache_queries == 32
+    assert server.paths == SLOW
 
 
 def test_the_counters_are_read_again_until_they_count_the_probe() -> None:

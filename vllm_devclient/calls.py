@@ -47,8 +47,7 @@ class RequestAnswer(BaseModel):
 
 
 def _verified(value: VerifiedReset) -> str:
-    tiers = ", ".join(value.tiers)
-    return f"reset verified: {tiers} served none of the probe's {value.probe_queries:.0f} tokens"
+    return f"reset verified ({', '.join(value.tiers)}) from the {value.evidence}"
 
 
 def _barrier(value: BarrierResult) -> str:

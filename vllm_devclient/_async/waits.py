@@ -148,10 +148,12 @@ class _AsyncWaits(_AsyncRoutes):
     ) -> VerifiedReset:
         """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
 
-        After the server says success, one probe (a greedy 1-token completion of `probe`) and the /metrics
-        prefix-cache counters around it show which tier served its tokens: TierNotClearedError names a tier
-        that still serves blocks (`.tier`: "GPU", or "external" with reset_external=True); a server that
-        says success=false, or publishes nothing that tells, is a ResetNotVerifiedError.
+        After the server says success, a probe (a greedy 1-token completion of `probe`) whose answer
+        reports no cached token (servers started with --enable-prompt-tokens-details) proves it: one
+        request more than the reset. Otherwise a second reset and probe, with the /metrics prefix-cache
+        counters around it, show which tier served: TierNotClearedError names a tier that still serves
+        blocks (`.tier`: "GPU", or "external" with reset_external=True); a server that says
+        success=false, or publishes nothing that tells, is a ResetNotVerifiedError.
 
         Args:
             probe: a prompt the cache held before the reset (text or token ids).

@@ -3,8 +3,10 @@
 `CachingEngine` remembers the prompts it served, block by block, in a GPU tier and (with `external_tier`)
 a connector's tier, and sends each request's lookups in `scheduler_stats` as vLLM's scheduler does:
 `prefix_cache_stats` (prompt tokens looked up, tokens the GPU tier served) and
-`connector_prefix_cache_stats` (the rest looked up, tokens the external tier served). Both frontends turn
-them into `vllm:prefix_cache_*` and `vllm:external_prefix_cache_*` on /metrics.
+`connector_prefix_cache_stats` (the rest looked up, tokens the external tier served), and each answer's
+`prefill_stats` (its cached tokens per tier). Both frontends turn them into `vllm:prefix_cache_*` and
+`vllm:external_prefix_cache_*` on /metrics and, started with --enable-prompt-tokens-details, into the
+answer's `usage.prompt_tokens_details.cached_tokens`.
 
 `reset_prefix_cache` clears the GPU tier, and the external one when asked (`reset_connector`), except the
 tiers named in `keeps` ("GPU", "external"): an engine that says success and keeps its blocks (vLLM #57727,
@@ -53,7 +55,7 @@ class CachingEngine(ScriptedEngine):
         self.keeps: frozenset[str] = frozenset(keeps)
         self._block = int(self.ready_response["block_size"])
         self._tiers: dict[str, set[tuple[int, ...]]] = {TIER_GPU: set(), TIER_EXTERNAL: set()}
-        self._stats: dict[str, dict[str, Any]] = {}
+        self._stats: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._cache_lock = threading.Lock()
 
     def forget(self) -> None:
@@ -73,19 +75,26 @@ class CachingEngine(ScriptedEngine):
             self._stats[payload[0]] = self._look_up(list(payload[1] or []))
         super()._handle(frames)
 
-    def _look_up(self, prompt: list[int]) -> dict[str, Any]:
-        """One request's lookups, as vLLM counts them, then its full blocks stored in every tier."""
+    def _look_up(self, prompt: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One request's lookups as vLLM reports them (the step's scheduler_stats, the request's
+        prefill_stats), then its full blocks stored in every tier."""
         keys = [tuple(prompt[:end]) for end in range(self._block, len(prompt) + 1, self._block)]
         with self._cache_lock:
             gpu = sum(1 for _ in _prefix(keys, self._tiers[TIER_GPU])) * self._block
-            external_stats = None
+            external, external_stats = 0, None
             if self.external_tier:
                 ext = sum(1 for _ in _prefix(keys, self._tiers[TIER_EXTERNAL])) * self._block
-                external_stats = _cache_stats(len(prompt) - gpu, max(0, ext - gpu))
+                external = max(0, ext - gpu)
+                external_stats = _cache_stats(len(prompt) - gpu, external)
             self._tiers[TIER_GPU].update(keys)
             if self.external_tier:
                 self._tiers[TIER_EXTERNAL].update(keys)
-        return _scheduler_stats(_cache_stats(len(prompt), gpu), external_stats)
+        prefill = {
+            "num_prompt_tokens": len(prompt), "num_computed_tokens": len(prompt) - gpu - external,
+            "num_cached_tokens": gpu + external, "num_local_cached_tokens": gpu,
+            "num_external_cached_tokens": external, "num_cache_creation_tokens": 0,
+        }  # fmt: skip
+        return _scheduler_stats(_cache_stats(len(prompt), gpu), external_stats), prefill
 
     def _utility(self, client_index: int, call_id: int, method: str, args: list[Any]) -> None:
         if method == "reset_prefix_cache" and not self._scripts.get(method):
@@ -98,11 +107,13 @@ class CachingEngine(ScriptedEngine):
         super()._utility(client_index, call_id, method, args)
 
     def _token_msg(self, request_id: str, num_tokens: int, reason: int) -> bytes:
-        stats = self._stats.pop(request_id, None)
-        if stats is None:
+        looked_up = self._stats.pop(request_id, None)
+        if looked_up is None:
             return super()._token_msg(request_id, num_tokens, reason)
+        stats, prefill = looked_up
         tokens = [self.token_ids[i % len(self.token_ids)] for i in range(num_tokens)]
-        output = [request_id, tokens, None, None, None, reason, None]
+        # EngineCoreOutput up to prefill_stats (what usage.prompt_tokens_details.cached_tokens is read from).
+        output = [request_id, tokens, None, None, None, reason, None, None, None, None, None, prefill]
         return self._encoder.encode([self.rank, [output], stats, time.monotonic()])
 
 
