@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("overhead", "transport", "barrier", "import", "kv_events", "fleet")
+BENCHMARKS = ("overhead", "transport", "barrier", "import", "kv_events", "fleet", "reset_check")
 
 
 def load(name: str) -> Any:

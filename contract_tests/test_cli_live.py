@@ -368,6 +368,8 @@ def _cases(tmp: Path) -> list[Case]:
         Case("tokenizer-info", code=1, urls="extras"),  # vllm-rs answers 501: not implemented yet
         Case("reset-prefix-cache", ("--reset-external",)),
         Case("barrier", ("--deadline", "10")),
+        # The scripted engine reports no cached tokens and no prefix-cache stats: nothing shows the reset (1).
+        Case("verified-reset", ("Hello", "--deadline", "0.5"), code=1),
         Case("reset-mm-cache"),
         Case("reset-encoder-cache"),
         Case("release-kv-cache-memory"),

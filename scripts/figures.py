@@ -167,6 +167,14 @@ def _transport_gain(_: str) -> str:
     return _span(gains, _x)
 
 
+@figure("bench.reset-check")
+def _reset_check(_: str) -> str:
+    row = _row("reset_check", "verified reset vs plain reset + 1 round trip")
+    sent = _row("reset_check", "requests of one verified reset")["value"]
+    plain = "a plain reset followed by one 1-token completion"
+    return f"{sent} requests, {row['ratio']:.2f}x {plain} ({_goal(row)})"
+
+
 @figure("bench.run")
 def _run(_: str) -> str:
     data = _json(BENCH)

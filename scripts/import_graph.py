@@ -22,11 +22,11 @@ PKG = "vllm_devclient"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_version", "constants", "support", "errors", "redaction", "arguments", "models", "transports"),
     ("answers", "metrics", "endpoints"),
-    ("operations",),
+    ("operations", "reset_check"),
     ("_base_client",),
     ("_async", "_sync"),
     ("client", "kv_events", "records"),
-    ("fleet", "routes", "calls"),
+    ("fleet", "routes", "calls", "weight_sync"),
     ("cli", "testing", "offload_check", ""),  # "": the package's __init__
 )
 # Circles here are allowed (the rule: the core has none); the report still lists them.

@@ -57,12 +57,15 @@ from .models import (
     WeightInfo,
     WeightVersionResult,
 )
+from .reset_check import ResetNotVerifiedError, TierNotClearedError, VerifiedReset
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
+    from .weight_sync import WeightSync
 
-# The fleet is loaded on first use, like the other optional parts.
+# The fleet (and vLLM's weight-sync view over it) is loaded on first use, like the other optional parts.
 _LAZY = {name: "fleet" for name in ("AsyncFleet", "Fleet", "FleetError", "FleetResult", "TargetOutcome")}
+_LAZY["WeightSync"] = "weight_sync"
 
 
 def __getattr__(name: str) -> Any:
@@ -113,6 +116,7 @@ __all__ = [
     "PromptTokensDetails",
     "RawResponse",
     "RequestOptions",
+    "ResetNotVerifiedError",
     "ResetPrefixCacheResult",
     "ResponseValidationError",
     "RouteNotServedError",
@@ -122,12 +126,15 @@ __all__ = [
     "StatusResult",
     "TLSError",
     "TargetOutcome",
+    "TierNotClearedError",
     "TokenizerInfo",
+    "VerifiedReset",
     "VersionInfo",
     "WaitTimeoutError",
     "WakeUpResult",
     "WeightCheckResult",
     "WeightInfo",
+    "WeightSync",
     "WeightVersionResult",
     "__version__",
 ]

@@ -22,11 +22,13 @@ from .constants import (
     DEFAULT_POLL_MAX_INTERVAL,
     DEFAULT_READY_DEADLINE,
     DEFAULT_READY_REQUEST_TIMEOUT,
+    DEFAULT_VERIFY_DEADLINE,
     DEFAULT_WAIT_DEADLINE,
     DEFAULT_WAIT_REQUEST_TIMEOUT,
 )
 from .models import BarrierResult, Completion
 from .records import Call, Cli, Param
+from .reset_check import VerifiedReset
 
 __all__ = ["CALLS", "Reached", "RequestAnswer"]
 
@@ -42,6 +44,10 @@ class RequestAnswer(BaseModel):
 
     status_code: int
     body: Any
+
+
+def _verified(value: VerifiedReset) -> str:
+    return f"reset verified ({', '.join(value.tiers)}) from the {value.evidence}"
 
 
 def _barrier(value: BarrierResult) -> str:
@@ -163,6 +169,39 @@ CALLS: tuple[Call, ...] = (
         ),
         options="none",
         cli=Cli(topic="cache", command="barrier", render=_barrier),
+    ),
+    Call(
+        name="reset_prefix_cache_verified",
+        doc="Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).",
+        answer=VerifiedReset,
+        params=(
+            Param(
+                name="probe",
+                type=str | Sequence[int],
+                positional=True,
+                help="A prompt the cache held before the reset (text or token ids).",
+            ),
+            Param(
+                name="reset_external",
+                type=bool,
+                default=False,
+                help="Also reset, and check, the connector's tier.",
+            ),
+            Param(
+                name="reset_running_requests",
+                type=bool,
+                default=False,
+                help="Preempt running requests so their blocks can be freed.",
+            ),
+            Param(
+                name="deadline",
+                type=float,
+                default=DEFAULT_VERIFY_DEADLINE,
+                role="deadline",
+                help="Seconds to wait for /metrics to count the probe.",
+            ),
+        ),
+        cli=Cli(topic="cache", command="verified-reset", render=_verified),
     ),
     _wait(
         "ready",

@@ -7,8 +7,10 @@ a bad one is refused before anything is sent. Nothing here does I/O.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -277,11 +279,33 @@ def start_draft_weight_update() -> Endpoint[MessageResult]:
     return Endpoint("POST", "/start_draft_weight_update", model_reader(MessageResult), long_running=True)
 
 
+def _ipc_pickled(info: object, name: str) -> object:
+    """CUDA IPC handles (`reduce_tensor`'s rebuild arguments: types, devices, bytes) cannot travel as JSON:
+    sent as vLLM's own HTTP client sends them (`HTTPVLLMWeightSyncClient`), pickled and base64-encoded
+    under `ipc_handles_pickled`, which the server reads with VLLM_ALLOW_INSECURE_SERIALIZATION=1."""
+    if not isinstance(info, Mapping) or info.get("ipc_handles") is None:
+        return info
+    if info.get("ipc_handles_pickled") is not None:
+        raise InvalidParameterError(
+            f"{name} has both ipc_handles and ipc_handles_pickled: give the handles once, under ipc_handles "
+            "(the client pickles them)"
+        )
+    try:
+        pickled = pickle.dumps(info["ipc_handles"])
+    except Exception as exc:
+        raise InvalidParameterError(f"{name}.ipc_handles cannot be pickled for HTTP: {exc}") from None
+    out = {k: v for k, v in info.items() if k != "ipc_handles"}
+    out["ipc_handles_pickled"] = base64.b64encode(pickled).decode("ascii")
+    return out
+
+
 def update_weights(update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Endpoint[MessageResult]:
     if isinstance(update_info, Mapping):
-        info: Any = check.json_mapping(update_info, "update_info")
+        info: Any = check.json_mapping(_ipc_pickled(update_info, "update_info"), "update_info")
     elif isinstance(update_info, Sequence) and not isinstance(update_info, str | bytes):
-        info = [check.json_mapping(item, "update_info[]") for item in update_info]
+        info = [
+            check.json_mapping(_ipc_pickled(item, "update_info[]"), "update_info[]") for item in update_info
+        ]
     else:
         raise InvalidParameterError(
             f"update_info must be a dict, or a list of per-worker dicts, got {type(update_info).__name__}"

@@ -386,7 +386,8 @@ ROUTES: tuple[Route, ...] = (
                 name="update_info",
                 type=Mapping[str, Any] | Sequence[Mapping[str, Any]],
                 positional=True,
-                help="Names, dtypes and shapes of the tensors (JSON), or one such object per worker.",
+                help="Names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA "
+                "IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.",
             ),
         ),
         endpoint=endpoints.update_weights,

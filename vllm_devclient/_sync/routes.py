@@ -228,7 +228,8 @@ class _SyncRoutes(_SyncCore):
         """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
 
         Args:
-            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
+                IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
         """
         return self._send(endpoints.update_weights(update_info=update_info), options)
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
-from .. import endpoints
+from .. import endpoints, reset_check
 from .. import operations as ops
 from .._base_client import (
     RequestOptions,
@@ -21,6 +21,7 @@ from ..constants import (
     DEFAULT_POLL_MAX_INTERVAL,
     DEFAULT_READY_DEADLINE,
     DEFAULT_READY_REQUEST_TIMEOUT,
+    DEFAULT_VERIFY_DEADLINE,
     DEFAULT_WAIT_DEADLINE,
     DEFAULT_WAIT_REQUEST_TIMEOUT,
 )
@@ -29,6 +30,7 @@ from ..models import (
     BarrierResult,
     Completion,
 )
+from ..reset_check import VerifiedReset
 from .routes import _SyncRoutes
 
 __all__ = ["_SyncWaits"]
@@ -135,6 +137,43 @@ class _SyncWaits(_SyncRoutes):
             on_attempt=on_attempt,
         )
         return self._run(op, {})
+
+    def reset_prefix_cache_verified(
+        self,
+        probe: str | Sequence[int],
+        *,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        deadline: float = DEFAULT_VERIFY_DEADLINE,
+        **options: Unpack[RequestOptions],
+    ) -> VerifiedReset:
+        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+
+        After the server says success, a probe (a greedy 1-token completion of `probe`) whose answer
+        reports no cached token (servers started with --enable-prompt-tokens-details) proves it: one
+        request more than the reset. Otherwise a second reset and probe, with the /metrics prefix-cache
+        counters around it, show which tier served: TierNotClearedError names a tier that still serves
+        blocks (`.tier`: "GPU", or "external" with reset_external=True); a server that says
+        success=false, or publishes nothing that tells, is a ResetNotVerifiedError.
+
+        Args:
+            probe: a prompt the cache held before the reset (text or token ids).
+            reset_external: also reset, and check, the connector's tier.
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            deadline: seconds to wait for /metrics to count the probe.
+        """
+        opts = self._options(options)
+        op = reset_check.verified_reset(
+            self._models,
+            probe,
+            reset_external=reset_external,
+            reset_running_requests=reset_running_requests,
+            deadline=deadline,
+            timeouts=self._timeouts(opts, long_running=False),
+            retry=self._retry,
+            ctx=self._context(),
+        )
+        return self._run(op, opts)
 
     def wait_until_ready(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..metrics import MetricsSnapshot
+    from ..reset_check import VerifiedReset
 
 __all__ = ["_AsyncFleetMethods"]
 
@@ -300,7 +301,8 @@ class _AsyncFleetMethods:
         """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
 
         Args:
-            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
+                IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
@@ -486,6 +488,38 @@ class _AsyncFleetMethods:
                 interval=interval,
                 max_interval=max_interval,
                 on_attempt=on_attempt,
+            ),
+            shared_deadline=True,
+        )
+
+    async def reset_prefix_cache_verified(
+        self,
+        probe: str | Sequence[int],
+        *,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        deadline: float = 5.0,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[VerifiedReset]:
+        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+
+        Args:
+            probe: a prompt the cache held before the reset (text or token ids).
+            reset_external: also reset, and check, the connector's tier.
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            deadline: seconds to wait for /metrics to count the probe.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.reset_prefix_cache_verified,
+            dict(
+                probe=probe,
+                reset_external=reset_external,
+                reset_running_requests=reset_running_requests,
+                deadline=deadline,
+                **options,
             ),
             shared_deadline=True,
         )

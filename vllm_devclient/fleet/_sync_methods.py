@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..metrics import MetricsSnapshot
+    from ..reset_check import VerifiedReset
     from .async_fleet import AsyncFleet
 
 __all__ = ["_FleetMethods"]
@@ -291,7 +292,8 @@ class _FleetMethods:
         """POST /update_weights: receive one batch of weights (never resent; no HTTP timeout by default).
 
         Args:
-            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker.
+            update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
+                IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
@@ -468,6 +470,36 @@ class _FleetMethods:
                 interval=interval,
                 max_interval=max_interval,
                 on_attempt=on_attempt,
+            )
+        )
+
+    def reset_prefix_cache_verified(
+        self,
+        probe: str | Sequence[int],
+        *,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        deadline: float = 5.0,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[VerifiedReset]:
+        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+
+        Args:
+            probe: a prompt the cache held before the reset (text or token ids).
+            reset_external: also reset, and check, the connector's tier.
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            deadline: seconds to wait for /metrics to count the probe.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return self._run(
+            self._fleet.reset_prefix_cache_verified(
+                probe=probe,
+                reset_external=reset_external,
+                reset_running_requests=reset_running_requests,
+                deadline=deadline,
+                **options,
             )
         )
 

@@ -3,7 +3,8 @@ reset_encoder_cache."""
 
 from __future__ import annotations
 
-from ..contract import Scenario, call, returns, returns_model
+from ... import reset_check
+from ..contract import Scenario, call, raises, returns, returns_model
 from ..engine import Return
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -42,5 +43,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         lambda c: c.reset_encoder_cache(),
         returns(None),
         (call("reset_encoder_cache"),),
+    ),
+    Scenario(
+        "reset_prefix_cache_verified_refused",
+        "the verified reset when the engine refuses: ResetNotVerifiedError, no probe sent",
+        lambda c: c.reset_prefix_cache_verified("hello", reset_external=True),
+        raises(reset_check.ResetNotVerifiedError, {"tier": None}),
+        (call("reset_prefix_cache", False, True),),
+        script={"reset_prefix_cache": [Return(False)]},
     ),
 )

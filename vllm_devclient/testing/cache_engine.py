@@ -1,0 +1,125 @@
+"""A scripted engine with a prefix cache in two tiers, reported the way vLLM's engine reports it.
+
+`CachingEngine` remembers the prompts it served, block by block, in a GPU tier and (with `external_tier`)
+a connector's tier, and sends each request's lookups in `scheduler_stats` as vLLM's scheduler does:
+`prefix_cache_stats` (prompt tokens looked up, tokens the GPU tier served) and
+`connector_prefix_cache_stats` (the rest looked up, tokens the external tier served), and each answer's
+`prefill_stats` (its cached tokens per tier). Both frontends turn them into `vllm:prefix_cache_*` and
+`vllm:external_prefix_cache_*` on /metrics and, started with --enable-prompt-tokens-details, into the
+answer's `usage.prompt_tokens_details.cached_tokens`.
+
+`reset_prefix_cache` clears the GPU tier, and the external one when asked (`reset_connector`), except the
+tiers named in `keeps` ("GPU", "external"): an engine that says success and keeps its blocks (vLLM #57727,
+#57970, 0.20.2's `reset_external`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .engine import _ADD, ScriptedEngine
+
+__all__ = ["TIER_EXTERNAL", "TIER_GPU", "CachingEngine"]
+
+TIER_GPU = "GPU"
+TIER_EXTERNAL = "external"
+
+
+def _cache_stats(queries: int, hits: int) -> dict[str, Any]:
+    # Every field: the Rust frontend decodes PrefixCacheStats strictly.
+    return {
+        "reset": False, "requests": 1, "queries": queries, "hits": hits, "preempted_requests": 0,
+        "preempted_queries": 0, "preempted_hits": 0, "hits_by_source": {},
+    }  # fmt: skip
+
+
+def _scheduler_stats(local: dict[str, Any], external: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "num_running_reqs": 0, "num_waiting_reqs": 0, "num_skipped_waiting_reqs": 0,
+        "num_kv_fetch_reqs_by_stage": {}, "step_counter": 0, "current_wave": 0, "kv_cache_usage": 0.0,
+        "iteration_details": None, "prefix_cache_stats": local, "connector_prefix_cache_stats": external,
+        "kv_cache_eviction_events": [], "spec_decoding_stats": None, "kv_connector_stats": None,
+        "waiting_lora_adapters": {}, "running_lora_adapters": {}, "cudagraph_stats": None, "perf_stats": None,
+    }  # fmt: skip
+
+
+class CachingEngine(ScriptedEngine):
+    """A ScriptedEngine whose prefix cache serves repeated prompts and reports it (see the module)."""
+
+    def __init__(self, *, external_tier: bool = True, keeps: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.external_tier = external_tier
+        self.keeps: frozenset[str] = frozenset(keeps)
+        self._block = int(self.ready_response["block_size"])
+        self._tiers: dict[str, set[tuple[int, ...]]] = {TIER_GPU: set(), TIER_EXTERNAL: set()}
+        self._stats: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._cache_lock = threading.Lock()
+
+    def forget(self) -> None:
+        """Empty both tiers (between tests)."""
+        with self._cache_lock:
+            for blocks in self._tiers.values():
+                blocks.clear()
+
+    def cached(self, tier: str) -> int:
+        """How many blocks `tier` holds."""
+        with self._cache_lock:
+            return len(self._tiers[tier])
+
+    def _handle(self, frames: list[bytes]) -> None:
+        if not self.dead and len(frames) >= 2 and frames[0] == _ADD:
+            payload = self._decoder.decode(frames[1])
+            self._stats[payload[0]] = self._look_up(list(payload[1] or []))
+        super()._handle(frames)
+
+    def _look_up(self, prompt: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One request's lookups as vLLM reports them (the step's scheduler_stats, the request's
+        prefill_stats), then its full blocks stored in every tier."""
+        keys = [tuple(prompt[:end]) for end in range(self._block, len(prompt) + 1, self._block)]
+        with self._cache_lock:
+            gpu = sum(1 for _ in _prefix(keys, self._tiers[TIER_GPU])) * self._block
+            external, external_stats = 0, None
+            if self.external_tier:
+                ext = sum(1 for _ in _prefix(keys, self._tiers[TIER_EXTERNAL])) * self._block
+                external = max(0, ext - gpu)
+                external_stats = _cache_stats(len(prompt) - gpu, external)
+            self._tiers[TIER_GPU].update(keys)
+            if self.external_tier:
+                self._tiers[TIER_EXTERNAL].update(keys)
+        prefill = {
+            "num_prompt_tokens": len(prompt), "num_computed_tokens": len(prompt) - gpu - external,
+            "num_cached_tokens": gpu + external, "num_local_cached_tokens": gpu,
+            "num_external_cached_tokens": external, "num_cache_creation_tokens": 0,
+        }  # fmt: skip
+        return _scheduler_stats(_cache_stats(len(prompt), gpu), external_stats), prefill
+
+    def _utility(self, client_index: int, call_id: int, method: str, args: list[Any]) -> None:
+        if method == "reset_prefix_cache" and not self._scripts.get(method):
+            reset_connector = bool(args[1]) if len(args) > 1 else False
+            with self._cache_lock:
+                if TIER_GPU not in self.keeps:
+                    self._tiers[TIER_GPU].clear()
+                if reset_connector and TIER_EXTERNAL not in self.keeps:
+                    self._tiers[TIER_EXTERNAL].clear()
+        super()._utility(client_index, call_id, method, args)
+
+    def _token_msg(self, request_id: str, num_tokens: int, reason: int) -> bytes:
+        looked_up = self._stats.pop(request_id, None)
+        if looked_up is None:
+            return super()._token_msg(request_id, num_tokens, reason)
+        stats, prefill = looked_up
+        tokens = [self.token_ids[i % len(self.token_ids)] for i in range(num_tokens)]
+        # EngineCoreOutput up to prefill_stats (what usage.prompt_tokens_details.cached_tokens is read from).
+        output = [request_id, tokens, None, None, None, reason, None, None, None, None, None, prefill]
+        return self._encoder.encode([self.rank, [output], stats, time.monotonic()])
+
+
+def _prefix(keys: list[tuple[int, ...]], blocks: set[tuple[int, ...]]) -> Iterable[tuple[int, ...]]:
+    """The leading keys the tier holds (a prefix cache serves a prefix, block by block)."""
+    for key in keys:
+        if key not in blocks:
+            return
+        yield key
