@@ -407,6 +407,7 @@ def _cases(tmp: Path) -> list[Case]:
         ),
         Case("drift", ("--fixtures", fixtures, "--against", fixtures), urls="none"),
         Case("fixtures-summary", ("--fixtures", fixtures), urls="none"),
+        Case("support", ("--route", "/reset_prefix_cache"), urls="none"),
         # No GPU here: the check stops on its argument (exit 2), which is the JSON this test can see.
         Case("offload-check", ("--frontend", "nosuch"), code=2, urls="none"),
         # The scripted engine publishes no KV events: the server says so (exit 1).
