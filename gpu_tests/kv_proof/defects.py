@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,6 @@ class _Arming:
         self._read_at = 0.0
 
     def armed(self, name: str) -> bool:
-        import time
-
         now = time.monotonic()
         if now - self._read_at > 0.05:
             order = read_order(self.root)

@@ -55,9 +55,9 @@ def _initialize_from_config(self: Any, kv_cache_config: Any, *args: Any, **kwarg
             forward_context = self.vllm_config.compilation_config.static_forward_context
             self._kv_proof = Proof(kv_cache_config, forward_context, root)
         except Exception:
-            (root / f"firstuse-{os.getpid()}.jsonl").open("a").write(
-                json.dumps({"error": f"reference instrument: {traceback.format_exc(limit=4)}"[-1500:]}) + "\n"
-            )
+            error = f"reference instrument: {traceback.format_exc(limit=4)}"[-1500:]
+            with (root / f"firstuse-{os.getpid()}.jsonl").open("a") as fh:
+                fh.write(json.dumps({"error": error}) + "\n")
     return result
 
 
