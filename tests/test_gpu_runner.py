@@ -7,6 +7,7 @@ The launcher is replaced by small Python processes that write the report a case 
 from __future__ import annotations
 
 import json
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -135,10 +136,19 @@ def test_costs_are_read_from_the_committed_reports(tmp_path: Path) -> None:
         },
     )
     write("tiny-llama-study.json", {**base, "num_questions": 200, "timings": {"server_startup_s": 900}})
+    # The runs since the KV proof commit their reports compressed; their catalogue iterations are timed.
+    catalogue = {
+        **base,
+        "format": 2,
+        "timings": {"server_startup_s": 60, "mutation_x_s": 12, "mutation_y_s": 20},
+    }
+    (tmp_path / "tiny-llama-c.json.xz").write_bytes(lzma.compress(json.dumps(catalogue).encode()))
     cost = expected_costs(tmp_path, probe_scale=1.25)["llama"]
-    # medians of 50, 70 and of 5, 5 (format 1 scaled), 10, 10; the first server's (slowest) start: 70
+    # medians of 50, 60, 70 and of 5, 5 (format 1 scaled), 10, 10; the first server's (slowest) start: 70
     assert cost.startup_s == 60 and cost.run_s == 7.5 and cost.cold_s == 70
-    assert "2 startups" in cost.source
+    assert "3 startups" in cost.source and cost.mutation_s == 16
+    # A catalogue of two defects: the cold start, no clean pass, the two measured iterations.
+    assert cost.case_s(0, 2) == 70 + 2 * 16
 
 
 def test_the_split_warms_the_compile_cache_in_the_first_call(tmp_path: Path) -> None:

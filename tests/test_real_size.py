@@ -16,6 +16,7 @@ from gpu_tests.runner.run_matrix import Job, run_jobs
 from vllm_devclient.offload_check import upstream
 from vllm_devclient.offload_check.case import server_config_for
 from vllm_devclient.offload_check.profiles import (
+    CONNECTOR_SHORT,
     PROFILES,
     REAL_SIZE_ARGS,
     CheckCase,
@@ -153,7 +154,7 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     assert "ESTIMATED" in out.splitlines()[0]
     jobs = real_plan.plan_real(report_dir=tmp_path)
     slots, left = real_plan.best_deal(jobs, calls=2, setup_s=90)
-    assert len(jobs) == 17 and len(slots) + len(left) == 17  # 14 cases and 3 catalogues
+    assert len(jobs) == 21 and len(slots) + len(left) == 21  # 14 cases, a catalogue per model and connector
     for call in (1, 2):
         mine = [s for s in slots if s.call == call]
         assert mine and max(s.end_s for s in mine) <= 575.0
@@ -165,9 +166,11 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     plain, _ = real_plan.deal(jobs, calls=2, setup_s=90)
     essential = [s for s in slots if real_plan.essential(s.job)]
     assert len(essential) >= sum(real_plan.essential(s.job) for s in plain)
-    tiering = {n for n in NAMES if PROFILES[n].connectors["OffloadingConnector"].spec_name}
-    catalogues = {j.family for j in jobs if j.kind == "mutations"}
-    assert catalogues == {_real(n).name for n in NAMES if n not in tiering} and tiering
+    # The tiering spec's primary tier is the CPU manager the defects act in: it gets its catalogue too.
+    catalogues = {(j.family, j.case_id.split("-")[-3]) for j in jobs if j.kind == "mutations"}
+    assert catalogues == {
+        (_real(n).name, CONNECTOR_SHORT[c]) for n in NAMES for c in PROFILES[_real(n).name].connectors
+    }
     assert f"does not fit: {len(left)} cases" in out
     args = jobs[0].args
     assert args[args.index("--concurrency") + 1] == "0" and args[args.index("--iterations") + 1] == "1"
@@ -202,11 +205,19 @@ def test_servers_of_a_model_started_together_all_compile(tmp_path: Path) -> None
     slots, _ = real_plan.deal(jobs, calls=1, setup_s=0, call_s=2000)
     together = [s for s in slots if s.start_s == 0]
     assert len(together) == 4  # 4 x 28.9 GiB fit at once
+
+    def size(s: real_plan.Slot) -> int:
+        return real_plan.catalogue_size("simple" if "-simple-" in s.job.case_id else "offloading")
+
     for s in together:
-        assert s.end_s == real_plan.case_s(est, cold=True, kind=s.job.kind)
+        assert s.end_s == real_plan.case_s(est, cold=True, kind=s.job.kind, defects=size(s))
     slots, _ = real_plan.deal(jobs, calls=1, setup_s=0, call_s=2000, parallel=1)
     warm = [s.end_s - s.start_s for s in slots[1:]]
-    assert warm == [real_plan.case_s(est, cold=False, kind=s.job.kind) for s in slots[1:]]
+    assert warm == pytest.approx(
+        [real_plan.case_s(est, cold=False, kind=s.job.kind, defects=size(s)) for s in slots[1:]]
+    )
+    # A catalogue's time follows its defects: the Simple connector's three cost less than the Offloading's.
+    assert real_plan.catalogue_size("simple") < real_plan.catalogue_size("offloading")
 
 
 FAKE = (

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpu_tests.kv_proof.catalogue import MUTATIONS
 from vllm_devclient.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
 
 from .run_matrix import Job, _case_args, _case_id
@@ -67,11 +68,16 @@ ESTIMATES: dict[str, Estimate] = {
 RUNS_IN_FIRST_PASS, WAITS_S = 5.5, 15.0
 
 
-def case_s(est: Estimate, *, cold: bool, kind: str = "matrix") -> float:
-    """A case: its server's startup, then one clean pass (``matrix``) or the catalogue (``mutations``)."""
+# The defects run b's catalogue times (``Estimate.mutation_s``) held.
+MEASURED_DEFECTS = 7
+
+
+def case_s(est: Estimate, *, cold: bool, kind: str = "matrix", defects: int = MEASURED_DEFECTS) -> float:
+    """A case: its server's startup, then one clean pass (``matrix``) or a catalogue of ``defects``
+    (``mutations``)."""
     startup = est.cold_startup_s if cold else est.startup_s
     if kind == "mutations":
-        return startup + est.mutation_s
+        return startup + est.mutation_s * defects / MEASURED_DEFECTS
     return startup + RUNS_IN_FIRST_PASS * est.run_s + WAITS_S
 
 
@@ -104,9 +110,13 @@ def plan_real(
         order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
         connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
         cases: list[tuple[str, str, str]] = [(c, f, "matrix") for c, f in order if c in connectors]
-        # The catalogue acts through the proving CPUOffloadingSpec; a tiering case keeps its own spec.
-        if mutations and PROFILES[name].connectors[next(iter(PROFILES[name].connectors))].spec_name is None:
-            cases.insert(1, ("offloading", "python", "mutations"))
+        # One catalogue per connector, after that connector's python case (TieringOffloadingSpec's primary
+        # tier is the CPUOffloadingManager and its worker the CPUOffloadingWorker the defects act in).
+        if mutations:
+            for c in ("simple", "offloading"):
+                if c in connectors:
+                    at = next(i for i, case in enumerate(cases) if case[0] == c) + 1
+                    cases.insert(at, (c, "python", "mutations"))
         for rank, (connector, frontend, kind) in enumerate(cases):
             catalogue = kind == "mutations"
             # A catalogue sends a few short requests at a time: a small KV lets it share the GPU.
@@ -124,7 +134,7 @@ def plan_real(
                 num_questions=num_questions,
                 concurrency=PROFILES[name].concurrency,
             )
-            expected = case_s(est, cold=rank == 0, kind=kind)
+            expected = case_s(est, cold=rank == 0, kind=kind, defects=catalogue_size(connector))
             case_id = _case_id(name, connector, frontend, "mutations" if catalogue else "")
             job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
@@ -191,7 +201,14 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
     est = ESTIMATES[PROFILES[job.family].real_size_of or job.family]
     ready = compiled.get(job.family)
     cold = ready is None or (ready[0] == call and now < ready[1])
-    return case_s(est, cold=cold, kind=job.kind)
+    connector = "simple" if "-simple-" in job.case_id else "offloading"
+    return case_s(est, cold=cold, kind=job.kind, defects=catalogue_size(connector))
+
+
+def catalogue_size(connector: str) -> int:
+    """How many catalogue defects act in ``connector`` (its short name)."""
+    long = next(k for k, v in CONNECTOR_SHORT.items() if v == connector)
+    return sum(m.connector == long for m in MUTATIONS.values())
 
 
 def essential(job: Job) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import os
 import shlex
 import statistics
@@ -88,6 +89,7 @@ class Cost:
     cold_startup_s: float | None = (
         None  # the slowest: the family's first server, compiling (default: the same)
     )
+    mutation_s: float | None = None  # one catalogue iteration, measured (default: from run_s)
 
     @property
     def cold_s(self) -> float:
@@ -98,6 +100,8 @@ class Cost:
         runs = iterations * RUNS_PER_ITERATION
         if iterations:
             runs += FIRST_ITERATION_EXTRA + (iterations - 1) * LATER_ITERATION_EXTRA
+        if self.mutation_s is not None:
+            return self.cold_s + self.run_s * runs + 4.0 * iterations + self.mutation_s * mutations
         runs += mutations * (RUNS_PER_ITERATION + 1) * MUTATION_SHARE
         return self.cold_s + self.run_s * runs + 4.0 * (iterations + mutations)
 
@@ -121,8 +125,11 @@ def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[s
     boundary probes, scaled by ``probe_scale``)."""
     startups: dict[str, list[float]] = {}
     runs: dict[str, list[float]] = {}
-    for path in sorted(results.rglob("tiny-*.json")):
-        report = json.loads(path.read_text())
+    catalogue: dict[str, list[float]] = {}
+    paths = [*results.rglob("tiny-*.json"), *results.rglob("tiny-*.json.xz")]  # runs since kv-proof: xz
+    for path in sorted(paths):
+        data = path.read_bytes()
+        report = json.loads(lzma.decompress(data) if path.name.endswith(".xz") else data)
         family = report.get("family")
         timings = report.get("timings") or {}
         if not family or report.get("profile", "") != f"tiny-{family}" or "server_startup_s" not in timings:
@@ -133,14 +140,19 @@ def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[s
             startups.setdefault(family, []).append(float(timings["server_startup_s"]))
         scale = 1.0 if report.get("format") == 2 else probe_scale
         runs.setdefault(family, []).extend(r * scale for r in _report_runs(report))
+        # A catalogue iteration's wall time, its store waits and barriers included.
+        catalogue.setdefault(family, []).extend(
+            float(v) for k, v in timings.items() if k.startswith("mutation_") and k.endswith("_s")
+        )
     out = {}
     for family in set(startups) | set(runs):
-        s, r = startups.get(family), runs.get(family)
+        s, r, m = startups.get(family), runs.get(family), catalogue.get(family)
         out[family] = Cost(
             startup_s=statistics.median(s) if s else FALLBACK_STARTUP_S,
             run_s=statistics.median(r) if r else FALLBACK_RUN_S,
-            source=f"{len(s or [])} startups, {len(r or [])} runs",
+            source=f"{len(s or [])} startups, {len(r or [])} runs, {len(m or [])} catalogue iterations",
             cold_startup_s=max(s) if s else None,
+            mutation_s=statistics.median(m) if m else None,
         )
     return out
 
