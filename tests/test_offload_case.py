@@ -4,6 +4,7 @@ check must refuse to call the reload proven instead of passing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,30 @@ def test_each_defect_gets_questions_of_its_own() -> None:
     asked = [{p.id for p in plan.probes} for plan in plans]
     assert all(len(a) == 4 for a in asked)
     assert not asked[0] & asked[1] and not asked[1] & asked[2]  # consecutive iterations share no prompt
+
+
+def test_consecutive_defects_take_other_boundary_probes_and_controls() -> None:
+    """At real size the questions' one full block is the few-shot prefix they all share: the boundary probes
+    and controls are what a defect's iteration stores. The same probe in two consecutive iterations would meet
+    its own bytes in the CPU slots a full reset hands out again (a store that copies nothing passed so on
+    Nemotron-H 8B and Qwen3.5, run real-size-2026-12-02)."""
+    from vllm_devclient.offload_check.case import _mutation_plans
+    from vllm_devclient.offload_check.probe_files import GroupLayout
+    from vllm_devclient.offload_check.probes import Probe
+
+    layout = [GroupLayout(index=0, kind="full", block_size=16)]
+
+    def cut_probe(kind: str, i: int, length: int) -> Probe:
+        return Probe(f"{kind[0]}16-q{i:02d}", kind, tuple(range(length)), i, None, 32, 16)  # type: ignore[arg-type]
+
+    probes = [
+        Probe("q00", "gsm8k", tuple(range(40)), 0, 3, 256),
+        *(cut_probe("boundary", i, 48 + 16 * i) for i in range(1, 4)),
+        *(cut_probe("control", i, 45 + 16 * i) for i in range(4, 6)),
+    ]
+    names = ["store_wrong_block", "store_copies_nothing", "cpu_slot_shared", "load_wrong_cpu_block"]
+    plans, _ = _mutation_plans(names, "OffloadingConnector", INSTRUMENTS, layout, probes, 4)
+    cut = [[p.id for p in plan.probes if p.kind != "gsm8k"] for plan in plans]
+    assert cut[0] == ["b16-q03", "c16-q05"]  # the longest first
+    assert all(not set(a) & set(b) for a, b in itertools.pairwise(cut))
+    assert {c[0] for c in cut} == {"b16-q01", "b16-q02", "b16-q03"}  # every probe of a size in turn

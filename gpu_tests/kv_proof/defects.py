@@ -12,8 +12,8 @@ OffloadingConnector (vLLM 0.26: ``CPUOffloadingWorker``, ``CPUOffloadingManager`
 
 - ``store_wrong_block``: a store reads the GPU block after the one planned (an off-by-one in the worker);
 - ``store_copies_nothing``: a store is reported finished and successful without a copy;
-- ``cpu_slot_shared``: the CPU block allocator hands a slot still named by the previous allocation's last key
-  to the next allocation's first key;
+- ``cpu_slot_shared``: the CPU block allocator hands the slot an earlier allocation's last key still names to
+  every later allocation's last key;
 - ``load_plan_permuted``: the scheduler's load job lists one group's GPU destinations in reverse;
 - ``stale_slot_after_reset``: a full reset keeps half of the index while every slot is handed out again;
 - ``load_wrong_cpu_block``: a load reads the CPU block after the one planned;
@@ -140,13 +140,15 @@ def _offloading_manager(arm: _Arming) -> None:
             blocks = real(self, keys)
             if not blocks or not arm.armed("cpu_slot_shared"):
                 return blocks  # type: ignore[no-any-return]
-            # The slot handed out again is the one the previous allocation's last key still names: that key's
-            # bytes are overwritten by this allocation's first store (a recurrent model loads only last keys).
-            shared = getattr(self, "_defect_last_slot", None)
-            if shared is not None and shared != blocks[0].block_id:
-                blocks[0] = BlockStatus(shared)
+            # The slot handed out again is the one an earlier allocation's last key still names, to this
+            # allocation's last key: last keys are what every reload loads (a recurrent group loads only its
+            # last state), so one of the two reads the other's bytes.
+            shared = getattr(self, "_defect_shared_slot", None)
+            if shared is None:
+                self._defect_shared_slot = int(blocks[-1].block_id)
+            elif shared != blocks[-1].block_id:
+                blocks[-1] = BlockStatus(shared)
                 arm.acted("cpu_slot_shared")
-            self._defect_last_slot = int(blocks[-1].block_id)
             return blocks  # type: ignore[no-any-return]
 
         return wrapper

@@ -30,6 +30,9 @@ MATRIX_RUN = "kv-proof-2026-12-01-rerun"
 # issue 33's runs: the first-use proof (two calls), then its fixes' catalogue run with one clean pass a case
 PROOF_RUN = "kv-proof-2026-12-02"
 PROOF_FIX_RUN = "kv-proof-2026-12-02b"
+# the catalogue with the shared slot and the stale slot as they stand now, every family, and at real size
+PROOF_C_RUN = "kv-proof-2026-12-02c"
+REAL_PROOF_RUN = "real-size-2026-12-02"
 REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
@@ -461,6 +464,10 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-proof-c-clean": lambda: proof_tables.clean_table(load(PROOF_C_RUN)[0]),
+    "gpu-proof-c-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_C_RUN)[0]),
+    "gpu-proof-real-clean": lambda: proof_tables.clean_table(load(REAL_PROOF_RUN)[0]),
+    "gpu-proof-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_RUN)[0]),
     "gpu-proof-clean": lambda: proof_tables.clean_table(load(PROOF_RUN)[0]),
     "gpu-proof-catalogue-first": lambda: proof_tables.catalogue_table(load(PROOF_RUN)[0]),
     "gpu-proof-fix-clean": lambda: proof_tables.clean_table(load(PROOF_FIX_RUN)[0]),

@@ -335,22 +335,23 @@ def _mutation_plans(
     # Each defect gets questions of its own (in turn through the list): what an earlier iteration left in the
     # CPU tier belongs to other prompts, so a stale slot can never pass for a store that did not happen.
     asked = [p for p in probes if p.kind == "gsm8k"]
-    # One boundary probe and one control per size, the longest of each (the first of equals): a block of
-    # real size can be longer than every question, and only a load of two blocks or more of one group lets
-    # a mutation such as load_plan_permuted act.
-    longest: dict[tuple[int | None, str], Probe] = {}
+    # One boundary probe and one control per size, the longest first, in turn as well: a block of real size
+    # can be longer than every question (whose one full block is then the few-shot prefix all questions
+    # share), so the probes are the prompts a defect's iteration stores, and the iteration before it must have
+    # left other ones in the CPU slots a full reset hands out again. Only a load of two blocks or more of one
+    # group lets a mutation such as load_plan_permuted act: the longest come first.
+    by_size: dict[tuple[int | None, str], list[Probe]] = {}
     for p in probes:
-        key = (p.boundary, p.kind)
-        if p.kind in ("boundary", "control") and (key not in longest or p.length > longest[key].length):
-            longest[key] = p
+        if p.kind in ("boundary", "control"):
+            by_size.setdefault((p.boundary, p.kind), []).append(p)
+    ranked = [sorted(group, key=lambda p: -p.length) for group in by_size.values()]
 
     def chosen(turn: int) -> tuple[Probe, ...]:
         start = (turn * questions) % len(asked) if asked else 0
         own = (asked[start:] + asked[:start])[:questions]
+        cut = [group[turn % len(group)] for group in ranked]
         # Caught by the bytes and the restored state, not by the answers: a few tokens will do.
-        return tuple(
-            replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *longest.values()]
-        )
+        return tuple(replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *cut])
 
     plans: list[MutationPlan] = []
     skipped: dict[str, str] = {}
