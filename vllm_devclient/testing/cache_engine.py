@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .engine import _ADD, ScriptedEngine
+from .engine import ScriptedEngine
+from .engine_protocol import _ADD
 
 __all__ = ["TIER_EXTERNAL", "TIER_GPU", "CachingEngine"]
 

@@ -5,27 +5,27 @@ engine core over ZMQ with msgpack payloads. :class:`ScriptedEngine` speaks that 
 background thread, with no vllm or torch import, so the real frontends can be driven on a
 machine without a GPU: dev routes become scripted utility calls, and completions are answered
 with generated tokens.
+
+The parts: the actions a script answers with (``engine_actions``), the protocol's messages, finish
+reasons and ready response (``engine_protocol``), the ZMQ connection and its thread (``engine_transport``),
+and what vLLM's engine remembers between calls (``engine_state``); every public name is importable from here.
 """
 
 from __future__ import annotations
 
-import heapq
-import importlib.metadata
-import itertools
-import os
-import queue
 import threading
 import time
-import uuid
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 import msgspec
-import zmq
 
-from .engine_state import STATE_ANSWERS, EngineState, named_arguments
+from .engine_actions import Action, Delay, Hang, Raise, Return
+from .engine_protocol import _ABORT, _ADD, _UTILITY, EngineCall, FinishReason, build_ready_response
+from .engine_protocol import ENGINE_CORE_DEAD as ENGINE_CORE_DEAD  # importable from here, as before
+from .engine_state import STATE_ANSWERS, EngineState
+from .engine_transport import EngineStartupError, EngineTransport
 
 __all__ = [
     "Action",
@@ -39,84 +39,6 @@ __all__ = [
     "Return",
     "ScriptedEngine",
 ]
-
-# Request types: the first frame of every frontend -> engine message.
-_ADD: Final = b"\x00"
-_ABORT: Final = b"\x01"
-_START_DP_WAVE: Final = b"\x02"
-_UTILITY: Final = b"\x03"
-ENGINE_CORE_DEAD: Final = b"ENGINE_CORE_DEAD"
-
-
-class FinishReason:
-    """Finish reasons as the engine sends them (``vllm.v1.engine.FinishReason``)."""
-
-    STOP: Final = 0
-    LENGTH: Final = 1
-    ABORT: Final = 2
-    ERROR: Final = 3
-
-
-@dataclass(frozen=True)
-class Return:
-    """Answer the call with ``value`` (must be msgpack-encodable)."""
-
-    value: Any = None
-
-
-@dataclass(frozen=True)
-class Raise:
-    """Fail the call; the frontend sees ``Call to <method> method failed: <message>``."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class Delay:
-    """Answer with ``value`` after ``seconds``."""
-
-    seconds: float
-    value: Any = None
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Never answer the call (neither frontend times it out; the HTTP client must)."""
-
-
-Action: TypeAlias = Return | Raise | Delay | Hang
-
-# What a connect step yields: input addresses, output addresses, the handshake socket (if any).
-_Addresses: TypeAlias = "tuple[list[str], list[str], zmq.Socket[bytes] | None]"
-
-
-@dataclass(frozen=True)
-class EngineCall:
-    """One message the engine received from a frontend.
-
-    ``kind`` is ``"utility"`` (``method`` is the utility method name, ``args`` its positional
-    arguments), ``"add"`` (``method`` is ``"add_request"``, ``args`` is ``(request_id,
-    sampling_params)``) or ``"abort"`` (``method`` is ``"abort_requests"``, ``args`` is
-    ``(request_ids,)``). ``kwargs`` names them as vLLM's engine does (``call.kwargs["mode"]``).
-    """
-
-    kind: Literal["utility", "add", "abort"]
-    method: str
-    args: tuple[Any, ...]
-    time: float
-    call_id: int | None = None
-    client_index: int = 0
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        """The arguments by vLLM's parameter names, its defaults filled in for those not sent
-        (``sleep`` -> ``{"level": 1, "mode": "abort"}``). A method vLLM names no parameters of gives
-        ``{"arg0": ..., ...}`` for whatever was sent."""
-        return named_arguments(self.method, self.args)
-
-
-class EngineStartupError(RuntimeError):
-    """The scripted engine could not register with its frontend."""
 
 
 def _default_results() -> dict[str, Any]:
@@ -145,13 +67,6 @@ _RPC_DEFAULTS: Final[Mapping[str, Any]] = {"compute_weight_checksums": [{}]}
 _PAUSING_METHODS: Final = frozenset({"pause_generation", "pause_scheduler", "sleep"})
 
 
-def _installed_vllm_version() -> str:
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.33.0"
-
-
 @dataclass
 class _Held:
     request_id: str
@@ -159,15 +74,7 @@ class _Held:
     num_tokens: int
 
 
-@dataclass(order=True)
-class _Pending:
-    due: float
-    seq: int
-    client_index: int = field(compare=False)
-    payload: bytes = field(compare=False)
-
-
-class ScriptedEngine:
+class ScriptedEngine(EngineTransport):
     """A fake engine core answering both vLLM frontends from per-method scripts.
 
     Use :meth:`start_handshake` (frontend waits for a headless engine: Python ``vllm serve
@@ -204,67 +111,27 @@ class ScriptedEngine:
         """
         if not token_ids:
             raise ValueError("token_ids must name at least one token id")
-        self.rank = rank
+        ready = build_ready_response(
+            max_model_len=max_model_len,
+            num_gpu_blocks=num_gpu_blocks,
+            block_size=block_size,
+            rank=rank,
+            kv_events_config=kv_events_config,
+            enable_sleep_mode=enable_sleep_mode,
+            weight_transfer_backend=weight_transfer_backend,
+        )
+        if ready_overrides:
+            ready.update(ready_overrides)
+        super().__init__(rank=rank, ready=ready)
         self.token_ids: tuple[int, ...] = tuple(token_ids)
         self.stateful = stateful
-        self._ready: dict[str, Any] = {
-            "max_model_len": max_model_len,
-            "num_gpu_blocks": num_gpu_blocks,
-            "block_size": block_size,
-            "dp_stats_address": None,
-            "dtype": "bfloat16",
-            "vllm_version": _installed_vllm_version(),
-            "world_size": 1,
-            "data_parallel_size": 1,
-            "tensor_parallel_size": 1,
-            "pipeline_parallel_size": 1,
-            "decode_context_parallel_size": 1,
-            "data_parallel_rank": rank,
-            "max_num_seqs": 256,
-            "max_num_batched_tokens": 2048,
-            "instance_id": uuid.uuid4().hex,
-            "supports_lora": False,
-            "max_loras": 0,
-            "mamba_block_size": None,
-            "kv_cache_size_tokens": num_gpu_blocks * block_size,
-            "kv_cache_max_concurrency": num_gpu_blocks * block_size / max_model_len,
-            "kv_events_config": dict(kv_events_config) if kv_events_config is not None else None,
-            "weight_transfer_backend": weight_transfer_backend,
-            "enable_sleep_mode": enable_sleep_mode,
-            "supports_draft_weight_updates": False,
-            "effective_attention_block_size": block_size,
-            "coord_store_port": 0,
-            "coordinator_input_address": None,
-            "coordinator_output_address": None,
-        }
-        if ready_overrides:
-            self._ready.update(ready_overrides)
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder()
-        self._lock = threading.Lock()
         self._call_cond = threading.Condition(self._lock)
         self._calls: list[EngineCall] = []
         self._scripts: dict[str, list[Action]] = {}
         self._held: dict[str, _Held] = {}
         self._hung: dict[int, tuple[int, str]] = {}  # call_id -> (client_index, method)
-        # Messages the engine could not handle (it keeps running); empty when all is well.
-        self.errors: list[str] = []
         self.hold_requests = False
         self._state = EngineState()
-        self._dead = False
-        self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
-        # Closes the wake-up pipe even for an engine that is dropped without close().
-        self._close_fds = weakref.finalize(self, _close_fds, self._wake_r, self._wake_w)
-        self._stop = threading.Event()
-        self._registered = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._outputs: list[zmq.Socket[bytes]] = []
-        self._pending: list[_Pending] = []
-        self._seq = itertools.count()
-        self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -272,49 +139,6 @@ class ScriptedEngine:
     def ready_response(self) -> dict[str, Any]:
         """The registration map sent to the frontend (a copy)."""
         return dict(self._ready)
-
-    def start_handshake(self, address: str) -> None:
-        """Register through the headless handshake at ``address`` (``tcp://HOST:RPC_PORT``)."""
-        self._start(lambda ctx: self._handshake(ctx, address))
-
-    def start_direct(self, input_address: str, output_address: str) -> None:
-        """Connect straight to a frontend's input (ROUTER) and output (PULL) listeners."""
-        self._start(lambda ctx: ([input_address], [output_address], None))
-
-    def wait_registered(self, deadline: float = 60.0) -> None:
-        """Block until the frontend has the ready response (within `deadline` seconds); raise if it failed."""
-        end = time.monotonic() + deadline
-        while not self._registered.wait(0.05):
-            if self._error is not None:
-                raise EngineStartupError(f"scripted engine failed to register: {self._error}")
-            if self._thread is None or not self._thread.is_alive():
-                raise EngineStartupError("scripted engine thread is not running")
-            if time.monotonic() > end:
-                raise EngineStartupError(f"scripted engine not registered after {deadline:.0f} s")
-        if self._error is not None:
-            raise EngineStartupError(f"scripted engine failed: {self._error}")
-
-    @property
-    def registered(self) -> bool:
-        """Whether the ready response went out to the frontend."""
-        return self._registered.is_set()
-
-    @property
-    def running(self) -> bool:
-        """Whether the background thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def close(self, grace: float = 5.0) -> None:
-        """Stop the background thread (waiting `grace` seconds for it) and close every socket. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stop.set()
-        self._wake()
-        if self._thread is not None:
-            self._thread.join(grace)
-        if self._thread is None or not self._thread.is_alive():
-            self._close_fds()
 
     def __enter__(self) -> ScriptedEngine:
         return self
@@ -445,134 +269,6 @@ class ScriptedEngine:
 
     # ------------------------------------------------------------------ thread side
 
-    def _start(self, connect: Callable[[zmq.Context[zmq.Socket[bytes]]], _Addresses]) -> None:
-        if self._thread is not None:
-            raise RuntimeError("ScriptedEngine was already started; create a new one")
-        if self._closed:
-            raise RuntimeError("ScriptedEngine is closed")
-        self._thread = threading.Thread(target=self._run, args=(connect,), name="ScriptedEngine", daemon=True)
-        self._thread.start()
-
-    def _wake(self) -> None:
-        if not self._close_fds.alive:
-            return  # the fd numbers may belong to someone else by now
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass  # pipe full (loop already woken) or closed
-
-    def _command(self, fn: Callable[[], None]) -> None:
-        self._commands.put(fn)
-        self._wake()
-
-    def _handshake(self, ctx: zmq.Context[zmq.Socket[bytes]], address: str) -> _Addresses:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self._identity)
-        sock.setsockopt(zmq.LINGER, 5000)
-        sock.connect(address)
-        sock.send(self._encoder.encode({"status": "HELLO", "local": False, "headless": True}))
-        # The frontend may bind its handshake socket seconds later; ZMQ reconnects meanwhile.
-        while not sock.poll(100):
-            if self._stop.is_set():
-                sock.close(0)
-                raise _Stopped
-        init = self._decoder.decode(sock.recv())
-        addresses = init["addresses"]
-        if addresses.get("coordinator_input") is not None:
-            sock.close(0)
-            raise EngineStartupError(
-                "the frontend expects a data-parallel coordinator (data-parallel size > 1); "
-                "ScriptedEngine serves data-parallel size 1 only"
-            )
-        return list(addresses["inputs"]), list(addresses["outputs"]), sock
-
-    @property
-    def _identity(self) -> bytes:
-        return self.rank.to_bytes(2, "little")
-
-    def _run(self, connect: Callable[[zmq.Context[zmq.Socket[bytes]]], _Addresses]) -> None:
-        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        inputs: list[zmq.Socket[bytes]] = []
-        handshake: zmq.Socket[bytes] | None = None
-        try:
-            input_addrs, output_addrs, handshake = connect(ctx)
-            for addr in output_addrs:
-                out = ctx.socket(zmq.PUSH)
-                out.setsockopt(zmq.LINGER, 0)
-                out.connect(addr)
-                self._outputs.append(out)
-            ready = self._encoder.encode(self._ready)
-            for addr in input_addrs:
-                sock = ctx.socket(zmq.DEALER)
-                sock.setsockopt(zmq.IDENTITY, self._identity)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.connect(addr)
-                sock.send(ready)
-                inputs.append(sock)
-            if handshake is not None:
-                handshake.send(self._encoder.encode({"status": "READY", "local": False, "headless": True}))
-            self._registered.set()
-            self._loop(inputs)
-        except _Stopped:
-            pass
-        except BaseException as exc:  # surfaced by wait_registered
-            self._error = exc
-        finally:
-            if handshake is not None:
-                handshake.close(0)
-            for sock in inputs + self._outputs:
-                sock.close(0)
-            ctx.term()
-
-    def _loop(self, inputs: list[zmq.Socket[bytes]]) -> None:
-        poller = zmq.Poller()
-        for sock in inputs:
-            poller.register(sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        while not self._stop.is_set():
-            timeout_ms: int | None = None
-            if self._pending:
-                timeout_ms = max(0, int((self._pending[0].due - time.monotonic()) * 1000) + 1)
-            for sock, _ in poller.poll(timeout_ms):
-                if sock == self._wake_r:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                    continue
-                assert isinstance(sock, zmq.Socket)
-                while True:
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    try:
-                        self._handle(frames)
-                    except Exception as exc:  # one bad message must not kill the engine
-                        with self._lock:
-                            self.errors.append(f"{type(exc).__name__}: {exc} (frames: {frames!r:.200})")
-            while True:
-                try:
-                    cmd = self._commands.get_nowait()
-                except queue.Empty:
-                    break
-                cmd()
-            now = time.monotonic()
-            while self._pending and self._pending[0].due <= now:
-                item = heapq.heappop(self._pending)
-                self._send(item.client_index, item.payload)
-
-    def _send(self, client_index: int, payload: bytes) -> None:
-        if self._dead or not self._outputs:
-            return
-        out = self._outputs[client_index if client_index < len(self._outputs) else 0]
-        out.send(payload)
-
-    def _send_dead(self) -> None:
-        for out in self._outputs:
-            out.send(ENGINE_CORE_DEAD)
-        self._dead = True
-
     def _log(self, call: EngineCall) -> None:
         with self._call_cond:
             self._calls.append(call)
@@ -643,8 +339,7 @@ class ScriptedEngine:
         value = self._default(method, args) if action is None else action.value
         payload = self._outputs_msg(utility=[call_id, None, [None, value]])
         if isinstance(action, Delay):
-            due = time.monotonic() + action.seconds
-            heapq.heappush(self._pending, _Pending(due, next(self._seq), client_index, payload))
+            self._send_at(time.monotonic() + action.seconds, client_index, payload)
         else:
             self._send(client_index, payload)
 
@@ -660,8 +355,7 @@ class ScriptedEngine:
             return
         if isinstance(action, Delay):
             payload = self._token_msg(request_id, num, FinishReason.LENGTH)
-            due = time.monotonic() + action.seconds
-            heapq.heappush(self._pending, _Pending(due, next(self._seq), client_index, payload))
+            self._send_at(time.monotonic() + action.seconds, client_index, payload)
             return
         if self.hold_requests or isinstance(action, Hang):
             with self._lock:
@@ -695,15 +389,3 @@ class ScriptedEngine:
         # EngineCoreOutputs (array_like): engine_index, outputs, scheduler_stats, timestamp,
         # utility_output = [call_id, failure_message, [result_type, result] | None].
         return self._encoder.encode([self.rank, [], None, time.monotonic(), utility])
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-class _Stopped(Exception):
-    """The engine was closed before it registered."""

@@ -12,6 +12,9 @@ test can count how often a route reached it::
         ...  # call server.base_url with the client under test
         assert server.count("/collective_rpc") == 2
 
+The parts: the behaviours (`misbehaving_behaviours`), the log's record (`misbehaving_log`) and one
+connection (`misbehaving_connection`); every public name is importable from here.
+
 The spec
 --------
 Routing. A request is routed by its path (the query string is not part of the route) and, when a script
@@ -70,20 +73,34 @@ A request head over 64 KiB or one that cannot be parsed gets a 400 and a close. 
 from __future__ import annotations
 
 import contextlib
-import json as _json
 import os
 import select
 import socket
-import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from . import processes
+from .misbehaving_behaviours import (
+    _BEHAVIOURS,
+    Answer,
+    Behaviour,
+    Close,
+    DeepJSON,
+    EchoHeader,
+    Hang,
+    HugeBody,
+    Redirect,
+    Reset,
+    Trickle,
+    _as_answer,
+    _check_behaviour,
+    _page,
+)
+from .misbehaving_connection import _BadRequest, _Closed, _Connection
+from .misbehaving_log import ReceivedRequest
 
 __all__ = [
     "Answer",
@@ -100,323 +117,7 @@ __all__ = [
     "Trickle",
 ]
 
-_MAX_HEAD = 64 * 1024
-_POLL = 0.05  # s: how often a hung answer looks whether its client went away
-
-
-class _NoJSON:
-    def __repr__(self) -> str:
-        return "NO_JSON"
-
-
-_NO_JSON: Any = _NoJSON()
-
-
-# ---- behaviours ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A complete response; see the module docstring for `close_after` and `connection_close`."""
-
-    status: int = 200
-    json: Any = _NO_JSON
-    body: bytes | str = b""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    server: str | None = None
-    delay: float = 0.0
-    close_after: float | None = None
-    connection_close: bool = False
-
-    def head_and_body(self) -> tuple[bytes, bytes]:
-        """The response head (status line and headers, ending in a blank line) and body, as sent."""
-        if self.json is not _NO_JSON:
-            body = _json.dumps(self.json).encode()
-            content_type: str | None = "application/json"
-        else:
-            body = self.body.encode() if isinstance(self.body, str) else self.body
-            content_type = None
-        lines = [f"HTTP/1.1 {self.status} {_reason(self.status)}"]
-        given = {k.lower() for k in self.headers}
-        if self.server is not None:
-            lines.append(f"server: {self.server}")
-        if content_type and "content-type" not in given:
-            lines.append(f"content-type: {content_type}")
-        if "content-length" not in given:
-            lines.append(f"content-length: {len(body)}")
-        if self.connection_close and "connection" not in given:
-            lines.append("connection: close")
-        lines += [f"{k}: {v}" for k, v in self.headers.items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), body
-
-
-@dataclass(frozen=True)
-class Trickle:
-    """`answer`'s bytes, the chosen part `chunk` bytes every `interval` seconds."""
-
-    answer: Answer = field(default_factory=Answer)
-    part: Literal["head", "body", "all"] = "head"
-    interval: float = 0.1
-    chunk: int = 1
-
-
-@dataclass(frozen=True)
-class HugeBody:
-    """An error page of `size` bytes, streamed in 1 MiB pieces."""
-
-    status: int = 500
-    size: int = 50 * 1024 * 1024
-    content_type: str = "text/html; charset=utf-8"
-    server: str | None = None
-
-
-@dataclass(frozen=True)
-class DeepJSON:
-    """`[[[...]]]` nested `depth` deep, as application/json."""
-
-    depth: int = 100_000
-    status: int = 200
-    server: str | None = None
-
-
-@dataclass(frozen=True)
-class EchoHeader:
-    """A JSON error whose message repeats the request's header `name` (empty when absent)."""
-
-    name: str = "authorization"
-    status: int = 401
-    server: str | None = None
-
-
-@dataclass(frozen=True)
-class Redirect:
-    """A redirect to `location` (usually another origin)."""
-
-    location: str
-    status: int = 307
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Read the request and never answer."""
-
-
-@dataclass(frozen=True)
-class Close:
-    """Read the request and close the connection without answering (FIN)."""
-
-
-@dataclass(frozen=True)
-class Reset:
-    """Read the request and reset the connection (RST)."""
-
-
-Behaviour: TypeAlias = Answer | Trickle | HugeBody | DeepJSON | EchoHeader | Redirect | Hang | Close | Reset
-_BEHAVIOURS = (Answer, Trickle, HugeBody, DeepJSON, EchoHeader, Redirect, Hang, Close, Reset)
 Mode: TypeAlias = Literal["serve", "never_read", "never_accept"]
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Status"
-
-
-# ---- the log ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReceivedRequest:
-    """One request the server read to completion."""
-
-    method: str
-    path: str
-    query: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-    time: float
-    connection: int
-    number_on_connection: int
-    number: int
-
-    @property
-    def target(self) -> str:
-        """Path and query, as sent."""
-        return f"{self.path}?{self.query}" if self.query else self.path
-
-    def header(self, name: str) -> str | None:
-        """The first value of header `name` (any case), or None."""
-        name = name.lower()
-        return next((v for k, v in self.headers if k == name), None)
-
-    def json(self) -> Any:
-        """The body parsed as JSON."""
-        return _json.loads(self.body)
-
-
-class _BadRequest(Exception):
-    pass
-
-
-class _Closed(Exception):
-    """The peer closed, the socket failed, or the server is stopping."""
-
-
-# ---- one connection --------------------------------------------------------------------------------------
-
-
-class _Connection:
-    def __init__(self, server: MisbehavingServer, sock: socket.socket, cid: int) -> None:
-        self.server = server
-        self.sock = sock
-        self.cid = cid
-        self.buffer = b""
-        self.served = 0
-        self.closed = False
-
-    # -- reading
-
-    def _fill(self, deadline: float | None = None) -> bool:
-        """Read more bytes into the buffer; False when `deadline` passed first. Raises _Closed on EOF."""
-        wake = self.server._wake_r
-        while not self.server._stop.is_set():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            try:
-                ready, _, _ = select.select([self.sock.fileno(), wake], [], [], left)
-            except (OSError, ValueError) as exc:
-                raise _Closed from exc
-            if wake in ready:
-                raise _Closed
-            if not ready:
-                continue
-            try:
-                data = self.sock.recv(65536)
-            except OSError as exc:
-                raise _Closed from exc
-            if not data:
-                raise _Closed
-            self.buffer += data
-            return True
-        raise _Closed
-
-    def _read_until(self, marker: bytes, limit: int) -> bytes:
-        while marker not in self.buffer:
-            if len(self.buffer) > limit:
-                raise _BadRequest("request head too large")
-            self._fill()
-        data, _, self.buffer = self.buffer.partition(marker)
-        return data
-
-    def _read_exact(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            self._fill()
-        data, self.buffer = self.buffer[:n], self.buffer[n:]
-        return data
-
-    def _read_chunked(self) -> bytes:
-        body = b""
-        while True:
-            size_line = self._read_until(b"\r\n", _MAX_HEAD)
-            try:
-                size = int(size_line.split(b";")[0].strip(), 16)
-            except ValueError as exc:
-                raise _BadRequest("bad chunk size") from exc
-            if size == 0:
-                while self._read_until(b"\r\n", _MAX_HEAD):  # trailers, up to the blank line
-                    pass
-                return body
-            body += self._read_exact(size)
-            self._read_exact(2)
-
-    def read_request(self) -> tuple[str, str, str, tuple[tuple[str, str], ...], bytes]:
-        head = self._read_until(b"\r\n\r\n", _MAX_HEAD)
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            method, target, _version = lines[0].split(" ", 2)
-        except ValueError as exc:
-            raise _BadRequest(f"bad request line {lines[0]!r}") from exc
-        headers: list[tuple[str, str]] = []
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise _BadRequest(f"bad header line {line!r}")
-            headers.append((name.strip().lower(), value.strip()))
-        found = dict(headers)
-        if found.get("expect", "").lower() == "100-continue":
-            self.send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        if "chunked" in found.get("transfer-encoding", "").lower():
-            body = self._read_chunked()
-        else:
-            try:
-                length = int(found.get("content-length", "0"))
-            except ValueError as exc:
-                raise _BadRequest("bad content-length") from exc
-            body = self._read_exact(length)
-        path, _, query = target.partition("?")
-        return method, path, query, tuple(headers), body
-
-    def wait_readable(self, deadline: float) -> bool:
-        """Whether a next request starts (bytes buffered or arriving) within `deadline` seconds."""
-        if self.buffer:
-            return True
-        return self._fill(time.monotonic() + deadline)
-
-    # -- writing
-
-    def send(self, data: bytes) -> None:
-        if self.server._stop.is_set():
-            raise _Closed
-        try:
-            self.sock.sendall(data)
-        except OSError as exc:
-            raise _Closed from exc
-
-    def trickle(self, data: bytes, interval: float, chunk: int) -> None:
-        for i in range(0, len(data), max(1, chunk)):
-            self.send(data[i : i + max(1, chunk)])
-            if self.server._stop.wait(interval):
-                raise _Closed
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0 and self.server._stop.wait(seconds):
-            raise _Closed
-
-    def hang(self) -> None:
-        """Wait, reading nothing, until the peer closes or the server stops."""
-        wake = self.server._wake_r
-        while True:
-            try:
-                ready, _, _ = select.select([self.sock.fileno(), wake], [], [])
-                if wake in ready or not self.sock.recv(1, socket.MSG_PEEK):
-                    return  # the server stops, or the client went away
-            except (OSError, ValueError):
-                return
-            # The client sent more (never read while hanging): look again later.
-            if self.server._stop.wait(_POLL):
-                return
-
-    # -- closing
-
-    def close(self, how: Literal["close", "reset", "shutdown"] = "close") -> None:
-        """How: "close" is a plain close (FIN, or RST from the kernel when unread bytes are pending, as any
-        server's close does); "reset": RST; "shutdown": FIN first, which also wakes a thread of ours blocked
-        sending to a client that stopped reading (used when the server stops)."""
-        if self.closed:
-            return
-        self.closed = True
-        with contextlib.suppress(OSError):
-            if how == "reset":
-                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            elif how == "shutdown":
-                self.sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-# ---- the server ------------------------------------------------------------------------------------------
 
 
 class MisbehavingServer:
@@ -724,34 +425,3 @@ class MisbehavingServer:
             conn.sleep(answer.close_after)  # reading nothing meanwhile
             return False
         return True
-
-
-def _check_behaviour(action: object) -> None:
-    if not isinstance(action, _BEHAVIOURS):
-        names = ", ".join(b.__name__ for b in _BEHAVIOURS)
-        raise TypeError(f"{action!r} is not a behaviour; use one of {names}")
-
-
-def _as_answer(action: Answer | DeepJSON | EchoHeader | Redirect, request: ReceivedRequest) -> Answer:
-    if isinstance(action, Answer):
-        return action
-    if isinstance(action, DeepJSON):
-        nested = "[" * action.depth + "]" * action.depth
-        return Answer(
-            action.status, body=nested, headers={"content-type": "application/json"}, server=action.server
-        )
-    if isinstance(action, EchoHeader):
-        value = request.header(action.name) or ""
-        message = f"invalid {action.name}: {value}"
-        error = {"message": message, "type": "Unauthorized", "param": None, "code": action.status}
-        return Answer(action.status, json={"error": error}, server=action.server)
-    return Answer(action.status, headers={"location": action.location})
-
-
-def _page(size: int) -> Iterator[bytes]:
-    line = b"<p>internal error: the upstream answered nothing useful</p>\n"
-    piece = (line * (1024 * 1024 // len(line) + 1))[: 1024 * 1024]
-    left = size
-    while left > 0:
-        yield piece[: min(left, len(piece))]
-        left -= len(piece)

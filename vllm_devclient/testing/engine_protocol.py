@@ -1,0 +1,109 @@
+"""vLLM's engine-core protocol as the scripted engine speaks it: the message types a frontend sends, the
+finish reasons, the ready response an engine registers with, and the record of a message received.
+
+Both vLLM frontends reach their engine core over ZMQ with msgpack payloads; the first frame of every
+frontend -> engine message says its type.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from .engine_state import named_arguments
+
+__all__ = ["ENGINE_CORE_DEAD", "EngineCall", "FinishReason", "build_ready_response"]
+
+# Request types: the first frame of every frontend -> engine message.
+_ADD: Final = b"\x00"
+_ABORT: Final = b"\x01"
+_START_DP_WAVE: Final = b"\x02"
+_UTILITY: Final = b"\x03"
+ENGINE_CORE_DEAD: Final = b"ENGINE_CORE_DEAD"
+
+
+class FinishReason:
+    """Finish reasons as the engine sends them (``vllm.v1.engine.FinishReason``)."""
+
+    STOP: Final = 0
+    LENGTH: Final = 1
+    ABORT: Final = 2
+    ERROR: Final = 3
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """One message the engine received from a frontend.
+
+    ``kind`` is ``"utility"`` (``method`` is the utility method name, ``args`` its positional
+    arguments), ``"add"`` (``method`` is ``"add_request"``, ``args`` is ``(request_id,
+    sampling_params)``) or ``"abort"`` (``method`` is ``"abort_requests"``, ``args`` is
+    ``(request_ids,)``). ``kwargs`` names them as vLLM's engine does (``call.kwargs["mode"]``).
+    """
+
+    kind: Literal["utility", "add", "abort"]
+    method: str
+    args: tuple[Any, ...]
+    time: float
+    call_id: int | None = None
+    client_index: int = 0
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The arguments by vLLM's parameter names, its defaults filled in for those not sent
+        (``sleep`` -> ``{"level": 1, "mode": "abort"}``). A method vLLM names no parameters of gives
+        ``{"arg0": ..., ...}`` for whatever was sent."""
+        return named_arguments(self.method, self.args)
+
+
+def _installed_vllm_version() -> str:
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.33.0"
+
+
+def build_ready_response(
+    *,
+    max_model_len: int,
+    num_gpu_blocks: int,
+    block_size: int,
+    rank: int,
+    kv_events_config: Mapping[str, Any] | None,
+    enable_sleep_mode: bool,
+    weight_transfer_backend: str | None,
+) -> dict[str, Any]:
+    """The registration map an engine of one rank sends its frontend (a new ``instance_id`` each call)."""
+    return {
+        "max_model_len": max_model_len,
+        "num_gpu_blocks": num_gpu_blocks,
+        "block_size": block_size,
+        "dp_stats_address": None,
+        "dtype": "bfloat16",
+        "vllm_version": _installed_vllm_version(),
+        "world_size": 1,
+        "data_parallel_size": 1,
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "decode_context_parallel_size": 1,
+        "data_parallel_rank": rank,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 2048,
+        "instance_id": uuid.uuid4().hex,
+        "supports_lora": False,
+        "max_loras": 0,
+        "mamba_block_size": None,
+        "kv_cache_size_tokens": num_gpu_blocks * block_size,
+        "kv_cache_max_concurrency": num_gpu_blocks * block_size / max_model_len,
+        "kv_events_config": dict(kv_events_config) if kv_events_config is not None else None,
+        "weight_transfer_backend": weight_transfer_backend,
+        "enable_sleep_mode": enable_sleep_mode,
+        "supports_draft_weight_updates": False,
+        "effective_attention_block_size": block_size,
+        "coord_store_port": 0,
+        "coordinator_input_address": None,
+        "coordinator_output_address": None,
+    }
