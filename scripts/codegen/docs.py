@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from vllm_devclient.records import GATEWAY_STATUSES, Route, When
+from vllm_devclient.records import Route, When
 from vllm_devclient.routes import ROUTES
 
 from . import ROOT, GenerateError
@@ -20,12 +20,11 @@ def _fact(fact: bool | When) -> str:
 
 
 def _resent(route: Route) -> str:
+    """Whether a try that may have reached the server is sent again (one that did not always may be)."""
     if route.idempotent is False:
         return "no"
     statuses = ", ".join(str(s) for s in sorted(route.retry_statuses))
-    when = f" ({route.idempotent.text})" if isinstance(route.idempotent, When) else ""
-    note = "" if route.retry_statuses == GATEWAY_STATUSES else " only"
-    return f"connection failures, {statuses}{note}{when}"
+    return f"{_fact(route.idempotent)} (a failed try, {statuses})"
 
 
 def _params(route: Route, where: str) -> str:
@@ -35,7 +34,8 @@ def _params(route: Route, where: str) -> str:
 
 def route_table() -> str:
     rows = [
-        "| method | request | query | JSON body | resent after | no bound on the answer | dev mode only |",
+        "| method | request | query | JSON body | sent again once it may have arrived "
+        "| no bound on the answer | dev only |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in ROUTES:

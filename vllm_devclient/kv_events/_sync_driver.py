@@ -45,9 +45,9 @@ class KVEventSubscriber(SubscriberBase):
     or reported in `EventsLost` (on the next batch of that rank and in `.losses`); a publisher restart is
     reported as `PublisherRestarted` on the new publisher's first batch, not as a gap, also when its first
     batches were missed or read behind the old publisher's last ones. With `raise_on_loss=True` a batch
-    carrying losses raises KVEventsLostError instead. Waits on zmq (zmq.asyncio in the asyncio
-    driver); use it from one thread or event loop (it is not thread-safe) and close it with its context
-    manager or `close()`.
+    carrying losses raises KVEventsLostError instead. Waits on zmq (a zmq.Poller in the blocking
+    driver, zmq.asyncio in the asyncio one); use it from one thread or event loop (it is not thread-safe)
+    and close it with its context manager or `close()`.
     """
 
     _new_poller = staticmethod(new_poller)
