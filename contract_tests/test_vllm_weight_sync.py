@@ -246,7 +246,9 @@ def test_the_pickled_batch_is_vllms_own(source: ModuleSource) -> None:
         IPCWeightTransferUpdateInfo(names=["a", "b", "c", "d"], dtype_names=["float32"] * 4,
                                     shapes=[[3, 4], [3], [2, 3], [2]], ipc_handles=handles)
     )  # fmt: skip
-    assert endpoint("update_weights", update_info=info).body == {"update_info": _json_safe_update_payload(info)}
-    assert endpoint("update_weights", update_info=[info]).body == {"update_info": _json_safe_update_payload([info])}
-    sent = endpoint("update_weights", update_info=info).body["update_info"]["ipc_handles_pickled"]
+    one = endpoint("update_weights", update_info=info)
+    per_worker = endpoint("update_weights", update_info=[info])
+    assert one.body == {"update_info": _json_safe_update_payload(info)}
+    assert per_worker.body == {"update_info": _json_safe_update_payload([info])}
+    sent = one.body["update_info"]["ipc_handles_pickled"]
     assert pickle.loads(base64.b64decode(sent)) == handles

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from vllm_devclient import AsyncDevClient
-from vllm_devclient.answers import model_reader
 from vllm_devclient._base_client import WaitOptions
+from vllm_devclient.answers import model_reader
 from vllm_devclient.calls import CALLS
 from vllm_devclient.cli import _generate, cli
 from vllm_devclient.models import WeightInfo

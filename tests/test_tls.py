@@ -29,9 +29,9 @@ from vllm_devclient import (
 from vllm_devclient import operations as ops
 from vllm_devclient.arguments import Timeouts
 from vllm_devclient.cli._exit import ExitCode
-from vllm_devclient.routes import endpoint
 from vllm_devclient.fleet import AsyncFleet, Fleet
 from vllm_devclient.operations import CallContext, RetryPolicy
+from vllm_devclient.routes import endpoint
 from vllm_devclient.testing.certificates import CLIENT_NAME, KEY_PASSWORD, Certificates
 from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer
 from vllm_devclient.testing.tls_proxy import TLSProxy
