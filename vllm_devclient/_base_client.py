@@ -1,7 +1,7 @@
 """What the sync and the async client share: configuration, its checks, and turning effects into requests.
 
 Nothing here does I/O. `_async/client.py` holds the async client; `_sync/client.py` is generated from it
-(`scripts/generate.py`), so the two cannot drift.
+(`scripts/unasync.py`), so the two cannot drift.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The request/response layer both clients share: an `Endpoint` is one HTTP exchange plus the reader
 (`answers.py`) that turns a successful answer into a typed result.
 
-A route's Endpoint is built from its record (`routes.py`) by `build`: every argument is checked first (the
+A route's Endpoint is built from its record (`routes/`) by `build`: every argument is checked first (the
 record's checks, through `arguments`), so a bad one is refused before anything is sent. The exchanges that
 are not route methods (the completion, the dev-mode probe, `request()`'s raw one) are written here. Nothing
 here does I/O.

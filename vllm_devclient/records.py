@@ -3,7 +3,7 @@ doc, the type of its answer, and how the command line shows it.
 
 A `Route` is one HTTP exchange and everything about it: the wire facts (method, path, where each parameter
 goes, how each is checked, the reader of the answer, whether it may be resent) and the method's face. From
-its record (`routes.py`) the request is built at run time (`endpoints.build`), and `make generate` writes the
+its record (`routes/`) the request is built at run time (`endpoints.build`), and `make generate` writes the
 async route method, its sync twin, the `with_raw_response` table, both fleets' methods, the command's result
 schema and the docs' route table. A `Call` is a client method written by hand because it spans several
 exchanges (completions, the barrier, the waits, `request`); its record (`calls.py`) describes that method,
