@@ -58,52 +58,78 @@ def build(route: Route, given: Mapping[str, Any]) -> Endpoint[Any]:
     """The request of `route` for these arguments: each checked (`Param.check`, then the route's `rule`), put
     in the query or the body, and the facts that depend on them decided (`When`). None, where it is the
     parameter's default, is not checked: it sends `Param.none` (by default nothing)."""
+    made = _plain.get(id(route))
+    if made is not None and made[0] is route:  # a route without parameters: one Endpoint serves every call
+        return made[1]
     checked: dict[str, Any] = {}
-    for p in route.params:
-        value = given[p.name]
-        skip = value is None and p.default is None
-        checked[p.name] = value if skip or p.check is None else p.check(value, p.name)
-    if route.rule is not None:
-        route.rule(checked)
     query: list[tuple[str, str]] = []
     body: dict[str, Any] | None = None
-    for p in route.params:
-        value, key = checked[p.name], p.key or p.name
-        if value is None:
-            value = p.none
-        if p.send == "body":
+    for name, key, to_body, check_value, none, none_is_default in _plan(route):
+        value = given[name]
+        if value is None and none_is_default:
+            checked[name] = None
+            value = none
+        else:
+            value = checked[name] = check_value(value, name) if check_value is not None else value
+        if to_body:
             body = {} if body is None else body
             if value is not OMIT:
                 body[key] = value
         elif value is OMIT:
             continue
-        elif isinstance(value, list | tuple):
+        elif isinstance(value, _SEQUENCES):
             query += [(key, _query_value(v)) for v in value]
         else:
             query.append((key, _query_value(value)))
-    idempotent, long_running = _fact(route.idempotent, checked), _fact(route.long_running, checked)
+    if route.rule is not None:
+        route.rule(checked)
+    idempotent, long_running = route.idempotent, route.long_running
+    if isinstance(idempotent, When):
+        idempotent = idempotent.test(checked)
+    if isinstance(long_running, When):
+        long_running = long_running.test(checked)
     if body is None or (not body and not route.empty_body):
         return _bodiless(route, tuple(query), idempotent, long_running)
     return _endpoint(route, tuple(query), body, idempotent, long_running)
 
 
+_SEQUENCES = (list, tuple)
+# Per route (by identity): how each parameter is checked and placed, and the Endpoint of one without any.
+_Plan = tuple[tuple[str, str, bool, Any, Any, bool], ...]
+_plans: dict[int, tuple[Route, _Plan]] = {}
+_plain: dict[int, tuple[Route, Endpoint[Any]]] = {}
 # A route's bodiless requests repeat (the barrier sends the same one every try): one Endpoint serves them.
-_made: dict[tuple[str, tuple[tuple[str, str], ...], bool, bool], Endpoint[Any]] = {}
-_made_lock = threading.Lock()
+_made: dict[tuple[int, tuple[tuple[str, str], ...], bool, bool], tuple[Route, Endpoint[Any]]] = {}
+_lock = threading.Lock()
+
+
+def _plan(route: Route) -> _Plan:
+    known = _plans.get(id(route))
+    if known is not None and known[0] is route:
+        return known[1]
+    plan = tuple(
+        (p.name, p.key or p.name, p.send == "body", p.check, p.none, p.default is None) for p in route.params
+    )
+    with _lock:
+        _plans[id(route)] = (route, plan)
+        if not plan and isinstance(route.idempotent, bool) and isinstance(route.long_running, bool):
+            _plain[id(route)] = (route, _endpoint(route, (), NO_BODY, route.idempotent, route.long_running))
+    return plan
 
 
 def _bodiless(
     route: Route, query: tuple[tuple[str, str], ...], idempotent: bool, long_running: bool
 ) -> Endpoint[Any]:
-    key = (route.name, query, idempotent, long_running)
+    key = (id(route), query, idempotent, long_running)
     made = _made.get(key)
-    if made is None:
-        made = _endpoint(route, query, NO_BODY, idempotent, long_running)
-        with _made_lock:
-            if len(_made) >= 1024:  # wake_up's tags are free text: keep the table bounded
-                _made.clear()
-            _made[key] = made
-    return made
+    if made is not None and made[0] is route:
+        return made[1]
+    endpoint = _endpoint(route, query, NO_BODY, idempotent, long_running)
+    with _lock:
+        if len(_made) >= 1024:  # wake_up's tags are free text: keep the table bounded
+            _made.clear()
+        _made[key] = (route, endpoint)
+    return endpoint
 
 
 def _endpoint(
@@ -121,10 +147,6 @@ def _endpoint(
         ok_statuses=route.ok_statuses,
         long_running=long_running,
     )
-
-
-def _fact(fact: bool | When, checked: Mapping[str, Any]) -> bool:
-    return fact.test(checked) if isinstance(fact, When) else fact
 
 
 def _query_value(value: object) -> str:
