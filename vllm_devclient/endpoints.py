@@ -110,10 +110,13 @@ def _plan(route: Route) -> _Plan:
     plan = tuple(
         (p.name, p.key or p.name, p.send == "body", p.check, p.none, p.default is None) for p in route.params
     )
+    plain = None
+    if not plan and isinstance(route.idempotent, bool) and isinstance(route.long_running, bool):
+        plain = _bodiless(route, (), route.idempotent, route.long_running)
     with _lock:
         _plans[id(route)] = (route, plan)
-        if not plan and isinstance(route.idempotent, bool) and isinstance(route.long_running, bool):
-            _plain[id(route)] = (route, _endpoint(route, (), NO_BODY, route.idempotent, route.long_running))
+        if plain is not None:
+            _plain[id(route)] = (route, plain)
     return plan
 
 
