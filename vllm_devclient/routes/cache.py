@@ -6,15 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import arguments as check
-from ..answers import (
-    model_reader,
-    nothing,
-    read_reset,
-)
-from ..models import (
-    ResetPrefixCacheResult,
-    StatusResult,
-)
+from ..answers import model_reader, nothing, read_reset
+from ..models import ResetPrefixCacheResult, StatusResult
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]

@@ -6,10 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import arguments as check
-from ..answers import (
-    nothing,
-    read_collective_rpc,
-)
+from ..answers import nothing, read_collective_rpc
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]

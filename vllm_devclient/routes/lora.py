@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from .. import arguments as check
-from ..answers import (
-    text_message,
-)
-from ..models import (
-    MessageResult,
-)
+from ..answers import text_message
+from ..models import MessageResult
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]

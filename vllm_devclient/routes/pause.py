@@ -5,17 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import arguments as check
-from ..answers import (
-    field_reader,
-    model_reader,
-    read_abort,
-)
+from ..answers import field_reader, model_reader, read_abort
 from ..endpoints import PauseMode
 from ..errors import InvalidParameterError
-from ..models import (
-    AbortRequestsResult,
-    StatusResult,
-)
+from ..models import AbortRequestsResult, StatusResult
 from ..records import Cli, Param, Route, When
 
 __all__ = ["MODE_HELP", "ROUTES", "pause_mode"]

@@ -6,24 +6,10 @@ import json
 from typing import Literal
 
 from .. import arguments as check
-from ..answers import (
-    field_reader,
-    healthy,
-    model_reader,
-    read_kv_event_sources,
-    read_metrics,
-    text_answer,
-)
+from ..answers import field_reader, healthy, model_reader, read_kv_event_sources, read_metrics, text_answer
 from ..errors import InvalidParameterError
 from ..metrics import MetricsSnapshot
-from ..models import (
-    KVEventSource,
-    LoadInfo,
-    ModelList,
-    ServerInfo,
-    TokenizerInfo,
-    VersionInfo,
-)
+from ..models import KVEventSource, LoadInfo, ModelList, ServerInfo, TokenizerInfo, VersionInfo
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]

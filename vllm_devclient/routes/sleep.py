@@ -6,17 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import arguments as check
-from ..answers import (
-    field_reader,
-    model_reader,
-    read_wake_up,
-)
+from ..answers import field_reader, model_reader, read_wake_up
 from ..endpoints import PauseMode
 from ..errors import InvalidParameterError
-from ..models import (
-    SleepResult,
-    WakeUpResult,
-)
+from ..models import SleepResult, WakeUpResult
 from ..records import Cli, Param, Route, When
 from .pause import MODE_HELP, pause_mode
 

@@ -8,16 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .. import arguments as check
-from ..answers import (
-    model_reader,
-)
+from ..answers import model_reader
 from ..errors import InvalidParameterError
-from ..models import (
-    MessageResult,
-    WeightCheckResult,
-    WeightInfo,
-    WeightVersionResult,
-)
+from ..models import MessageResult, WeightCheckResult, WeightInfo, WeightVersionResult
 from ..records import Cli, Param, Route, When
 
 __all__ = ["ROUTES"]
