@@ -17,7 +17,8 @@ lint: setup
 	$(PY) scripts/generate.py --check
 	$(PY) scripts/import_graph.py --check
 
-# Regenerate the sync surfaces and the method tables from the async sources (see scripts/generate.py).
+# Write again everything derived from the records and the async sources (scripts/generate.py, which runs
+# scripts/unasync.py for the sync code); `make lint` runs it with --check.
 generate: setup
 	$(PY) scripts/generate.py
 

@@ -239,14 +239,16 @@ def test_the_pickled_batch_is_vllms_own(source: ModuleSource) -> None:
     """The body update_weights sends for an IPC batch is what vLLM's HTTP client would send for it."""
     from vllm.distributed.weight_transfer.clients import _json_safe_update_payload
 
-    from vllm_devclient import endpoints
+    from vllm_devclient.routes import endpoint
 
     handles = [{GPU_UUID: cpu_reduce_tensor(t)[1]} for _, t in source.iter_full()]
     info = dataclasses.asdict(
         IPCWeightTransferUpdateInfo(names=["a", "b", "c", "d"], dtype_names=["float32"] * 4,
                                     shapes=[[3, 4], [3], [2, 3], [2]], ipc_handles=handles)
     )  # fmt: skip
-    assert endpoints.update_weights(info).body == {"update_info": _json_safe_update_payload(info)}
-    assert endpoints.update_weights([info]).body == {"update_info": _json_safe_update_payload([info])}
-    sent = endpoints.update_weights(info).body["update_info"]["ipc_handles_pickled"]
+    one = endpoint("update_weights", update_info=info)
+    per_worker = endpoint("update_weights", update_info=[info])
+    assert one.body == {"update_info": _json_safe_update_payload(info)}
+    assert per_worker.body == {"update_info": _json_safe_update_payload([info])}
+    sent = one.body["update_info"]["ipc_handles_pickled"]
     assert pickle.loads(base64.b64decode(sent)) == handles

@@ -16,8 +16,9 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from vllm_devclient import AsyncDevClient, endpoints
+from vllm_devclient import AsyncDevClient
 from vllm_devclient._base_client import WaitOptions
+from vllm_devclient.answers import model_reader
 from vllm_devclient.calls import CALLS
 from vllm_devclient.cli import _generate, cli
 from vllm_devclient.models import WeightInfo
@@ -29,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHECKER = Route(
     name="weight_checker_next",
+    method="POST",
+    path="/weight_checker_next",
+    reader=model_reader(WeightInfo),
     doc="Check the weights (a route of the next release).",
     answer=WeightInfo,
     params=(
@@ -50,7 +54,6 @@ CHECKER = Route(
             help="The ids.",
         ),
     ),
-    endpoint=endpoints.weight_info,
     cli=Cli(topic="weights", verdict=lambda value, given: "refused" if value == "no" else None),
 )
 LOADED = Call(

@@ -29,9 +29,9 @@ from vllm_devclient import (
 from vllm_devclient import operations as ops
 from vllm_devclient.arguments import Timeouts
 from vllm_devclient.cli._exit import ExitCode
-from vllm_devclient.endpoints import health
 from vllm_devclient.fleet import AsyncFleet, Fleet
 from vllm_devclient.operations import CallContext, RetryPolicy
+from vllm_devclient.routes import endpoint
 from vllm_devclient.testing.certificates import CLIENT_NAME, KEY_PASSWORD, Certificates
 from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer
 from vllm_devclient.testing.tls_proxy import TLSProxy
@@ -258,7 +258,7 @@ def test_a_refused_certificate_is_a_tls_error_naming_host_reason_and_fix(
 
 def test_a_tls_error_is_never_retried() -> None:
     call = ops.call(
-        health(), timeouts=Timeouts(1.0, 1.0), retry=RetryPolicy(max_retries=5), ctx=CallContext()
+        endpoint("health"), timeouts=Timeouts(1.0, 1.0), retry=RetryPolicy(max_retries=5), ctx=CallContext()
     )
     assert isinstance(next(call), ops.Transmit)
     with pytest.raises(TLSError):

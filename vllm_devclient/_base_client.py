@@ -1,13 +1,12 @@
 """What the sync and the async client share: configuration, its checks, and turning effects into requests.
 
 Nothing here does I/O. `_async/client.py` holds the async client; `_sync/client.py` is generated from it
-(`scripts/generate.py`), so the two cannot drift.
+(`scripts/unasync.py`), so the two cannot drift.
 """
 
 from __future__ import annotations
 
 import base64
-import contextvars
 import dataclasses
 import functools
 import logging
@@ -118,7 +117,10 @@ def weight_update_options(update: WeightUpdateOptions) -> tuple[str | None, Paus
     return update.get("weight_version"), update.get("pause_mode", "keep"), update.get("clear_cache"), draft
 
 
-_OPTION_NAMES = frozenset(RequestOptions.__annotations__)
+# The call's own option that asks for a RawResponse instead of the answer: `with_raw_response` (and
+# `request()`) pass it, as openai-python's wrappers pass theirs; never ambient state.
+RAW_RESPONSE = "_raw_response"
+_OPTION_NAMES = frozenset(RequestOptions.__annotations__) | {RAW_RESPONSE}
 _LONG = check.timeout(LONG_ROUTE_TIMEOUT)
 _NO_OPTIONS: Mapping[str, Any] = {}
 _JSON = ("Content-Type", "application/json")
@@ -145,9 +147,6 @@ class RawResponse(Generic[T]):
     def headers(self) -> httpx.Headers:
         return self.http_response.headers
 
-
-# Set while a with_raw_response call runs: the client then returns RawResponse instead of the answer.
-RAW_MODE: contextvars.ContextVar[bool] = contextvars.ContextVar("vllm_devclient_raw", default=False)
 
 _LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO}
 _log_lock = threading.Lock()
@@ -327,6 +326,8 @@ class BaseClient:
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         out = dict(options)
+        if RAW_RESPONSE in out:
+            out[RAW_RESPONSE] = out[RAW_RESPONSE] is True
         if "timeout" in out:
             out["timeouts"] = check.timeout(out.pop("timeout"))
         if "extra_headers" in out:

@@ -56,7 +56,9 @@ from .errors import (
     error_from_response,
 )
 from .models import BarrierResult, Completion, ResetPrefixCacheResult
+from .records import GATEWAY_STATUSES
 from .redaction import NO_SECRETS, Secrets
+from .routes import endpoint as route
 from .transports.base import ConnectionDropped, ResponseLike, TransportError, TransportTimeout
 from .transports.tls import TLSFailure
 
@@ -290,7 +292,7 @@ def served_model(
 ) -> Operation[str]:
     """The served model: given at construction, else the first one /v1/models lists (looked up once)."""
     if cache.model is None:
-        listing = yield from call(endpoints.models(), timeouts=timeouts, retry=retry, ctx=ctx)
+        listing = yield from call(route("models"), timeouts=timeouts, retry=retry, ctx=ctx)
         if not listing.data:
             raise DevClientError("the server lists no model on /v1/models: pass model= to the client")
         cache.model = listing.data[0].id
@@ -366,7 +368,7 @@ def _not_yet(exc: DevClientError) -> bool:
     return (
         isinstance(exc, APIStatusError)
         and not isinstance(exc, EngineCallError)
-        and exc.status_code in endpoints.GATEWAY_STATUSES
+        and exc.status_code in GATEWAY_STATUSES
     )
 
 
@@ -390,8 +392,8 @@ def reset_prefix_cache_until_success(
     check.seconds(deadline, "deadline")
     check.seconds(request_timeout, "request_timeout")
     check.flag(step, "step_engine")
-    ep = endpoints.reset_prefix_cache(
-        reset_running_requests=reset_running_requests, reset_external=reset_external
+    ep: Endpoint[ResetPrefixCacheResult] = route(
+        "reset_prefix_cache", reset_running_requests=reset_running_requests, reset_external=reset_external
     )
     start = time.monotonic()
     end = start + deadline
@@ -532,8 +534,9 @@ def _ready_tolerates(exc: DevClientError) -> bool:
 def wait_until_ready(
     *, deadline: float, poll: Backoff, request_timeout: float, ctx: CallContext
 ) -> Operation[bool]:
+    health: Endpoint[bool] = route("health")
     result = yield from wait_until(
-        endpoints.health(),
+        health,
         bool,
         what="/health answering 200",
         deadline=deadline,

@@ -1,14 +1,16 @@
 """What a client method is, as data: its parameters (real types, defaults, one line of help each), a one-line
 doc, the type of its answer, and how the command line shows it.
 
-A `Route` is one HTTP exchange: its record (`routes.py`) generates the async route method, and from it the
-sync twin, the `with_raw_response` table and both fleets' tables (`make generate`). A `Call` is a client
-method written by hand because it spans several exchanges (completions, the barrier, the waits, `request`);
-its record (`calls.py`) describes that method, and a test keeps the two the same. The command line, its
-help and the JSON schema of each command's `result` are built from both kinds.
+A `Route` is one HTTP exchange and everything about it: the wire facts (method, path, where each parameter
+goes, how each is checked, the reader of the answer, whether it may be resent) and the method's face. From
+its record (`routes/`) the request is built at run time (`endpoints.build`), and `make generate` writes the
+async route method, its sync twin, the `with_raw_response` table, both fleets' methods, the command's result
+schema and the docs' route table. A `Call` is a client method written by hand because it spans several
+exchanges (completions, the barrier, the waits, `request`); its record (`calls.py`) describes that method,
+and a test keeps the two the same. The command line, its help and the JSON schema of each command's
+`result` are built from both kinds.
 
-No I/O and no click here: the records are read by the generator (`scripts/generate.py`), the CLI and the
-tests, never when a client is imported.
+No I/O and no click here.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .endpoints import Endpoint
+from .answers import Reader
 
-__all__ = ["REQUIRED", "TOPICS", "Call", "Cli", "Method", "Param", "Role", "Route", "Topic"]
+__all__ = ["OMIT", "REQUIRED", "TOPICS", "Call", "Cli", "Method", "Param", "Role", "Route", "Topic", "When"]
 
 
 class _Required:
@@ -29,6 +31,18 @@ class _Required:
 
 # The default of a parameter that has none.
 REQUIRED: Any = _Required()
+
+
+class _Omit:
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+# What a route parameter sends when it is None: nothing (the server's default applies).
+OMIT: Any = _Omit()
+
+# Checks one argument and gives what is sent: (value, its name) -> the value on the wire (see arguments.py).
+Check = Callable[[Any, str], Any]
 
 # What a parameter is to the command line: a value (an argument or an option), the whole wait's bound
 # (`--deadline`, exit 4), the bound of each try (filled by the global `--timeout`), or a hook the
@@ -58,6 +72,12 @@ class Param:
     none_flag: tuple[str, str] | None = None
     # The only values the server takes, when the type cannot say (sleep's level): the command line lists them.
     choices: tuple[Any, ...] = ()
+    # A route's parameter on the wire: in the query (a list repeats the key; booleans go out as true/false)
+    # or a member of the JSON body; `key` when the wire's name is not the parameter's.
+    send: Literal["query", "body"] | None = None
+    key: str | None = None
+    check: Check | None = None  # refuses a bad value before anything is sent, and gives the one sent
+    none: Any = OMIT  # what None sends (OMIT: nothing)
 
     @property
     def required(self) -> bool:
@@ -101,12 +121,40 @@ class Method:
         return next((p for p in self.params if p.role == "deadline"), None)
 
 
+@dataclass(frozen=True)
+class When:
+    """A wire fact that depends on the arguments: `test` reads the checked ones; `text` says when (docs)."""
+
+    text: str
+    test: Callable[[Mapping[str, Any]], bool]
+
+
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+
+
 @dataclass(frozen=True, kw_only=True)
 class Route(Method):
-    """One HTTP exchange. The generated method calls `endpoint(**arguments)` (a builder of `endpoints.py`,
-    whose reader gives `answer`) and takes the per-call options (`RequestOptions`)."""
+    """One HTTP exchange. The generated method passes its arguments to `endpoints.build`, which checks them
+    (each `Param.check`, then `rule` across them) and builds the request; `reader` gives `answer`. The
+    method takes the per-call options (`RequestOptions`)."""
 
-    endpoint: Callable[..., Endpoint[Any]]
+    method: Literal["GET", "POST"]
+    path: str
+    reader: Reader[Any]
+    # Safe to send again after it may have reached the server.
+    idempotent: bool | When = False
+    # Blocks through a rendezvous or a large transfer: no bound on the answer unless timeout= is given.
+    long_running: bool | When = False
+    # Served only in dev mode: a 404 there means dev mode is off or the release lacks it.
+    dev_route: bool = True
+    # Statuses worth retrying for this route (the gateway family, unless the route gives 503 a meaning).
+    retry_statuses: frozenset[int] = GATEWAY_STATUSES
+    # Non-2xx statuses this route's reader reads itself (Rust's 409 for a refused reset).
+    ok_statuses: frozenset[int] = frozenset()
+    # Whether a body whose every member was left out goes as `{}` (else no body at all).
+    empty_body: bool = True
+    # A check across the checked arguments (raises InvalidParameterError), after each parameter's own.
+    rule: Callable[[Mapping[str, Any]], None] | None = None
 
 
 # Which options a hand-written method takes besides its parameters: the per-call ones (`RequestOptions`),

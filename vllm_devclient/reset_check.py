@@ -21,13 +21,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from . import arguments as check
-from . import endpoints
 from .arguments import Timeouts
 from .endpoints import Endpoint
 from .errors import DevClientError
 from .metrics import MetricsDelta, MetricsSnapshot
 from .models import Completion, ResetPrefixCacheResult
 from .operations import CallContext, ModelCache, Operation, RetryPolicy, Sleep, call, completion
+from .routes import endpoint as route
 
 __all__ = [
     "TIER_EXTERNAL",
@@ -98,8 +98,8 @@ def verified_reset(
     GPU tier again). Raises ResetNotVerifiedError or TierNotClearedError naming the tier."""
     check.seconds(deadline, "deadline")
     check.prompt(probe, "probe")
-    ep = endpoints.reset_prefix_cache(
-        reset_running_requests=reset_running_requests, reset_external=reset_external
+    ep: Endpoint[ResetPrefixCacheResult] = route(
+        "reset_prefix_cache", reset_running_requests=reset_running_requests, reset_external=reset_external
     )
     tiers = (TIER_GPU, TIER_EXTERNAL) if reset_external else (TIER_GPU,)
     reset = yield from _reset(ep, timeouts=timeouts, retry=retry, ctx=ctx)
@@ -109,7 +109,7 @@ def verified_reset(
     if cached == 0:
         return VerifiedReset(reset=reset, tiers=tiers, evidence="probe answer", cached_tokens=0)
     reset = yield from _reset(ep, timeouts=timeouts, retry=retry, ctx=ctx)
-    before: MetricsSnapshot = yield from call(endpoints.metrics(), timeouts=timeouts, retry=retry, ctx=ctx)
+    before: MetricsSnapshot = yield from call(route("metrics"), timeouts=timeouts, retry=retry, ctx=ctx)
     yield from _probe(cache, probe, timeouts=timeouts, retry=retry, ctx=ctx)
     delta = yield from _counted(before, reset, deadline=deadline, timeouts=timeouts, retry=retry, ctx=ctx)
     hits = {TIER_GPU: delta.prefix_cache_hits, TIER_EXTERNAL: delta.external_prefix_cache_hits}
@@ -173,7 +173,7 @@ def _counted(
     """/metrics read until its counters include the probe (the engine's stats may follow the answer)."""
     end = time.monotonic() + deadline
     while True:
-        after: MetricsSnapshot = yield from call(endpoints.metrics(), timeouts=timeouts, retry=retry, ctx=ctx)
+        after: MetricsSnapshot = yield from call(route("metrics"), timeouts=timeouts, retry=retry, ctx=ctx)
         delta = after.delta(before)
         if delta.prefix_cache_queries is None:
             raise ResetNotVerifiedError(

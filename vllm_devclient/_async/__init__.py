@@ -1,1 +1,1 @@
-"""The asynchronous surfaces, the source the synchronous ones are generated from (scripts/generate.py)."""
+"""The asynchronous surfaces, the source the synchronous ones are generated from (scripts/unasync.py)."""

@@ -1,8 +1,9 @@
-"""AsyncDevClient: the async face of every route, wait, flow and option. The source of `_sync/client.py`.
+"""AsyncDevClient: every route, wait, flow and option, on one class.
 
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),
 `routes` (one method per route), `waits` (completions, stepping, barrier, waits), `flows` (context managers).
-Behaviour lives in `operations.py` and `endpoints.py`; after a change here run `make generate`.
+Behaviour lives in `operations.py` and `endpoints.py`. `_sync/` is generated from `_async/` (`make
+generate`): edit `_async/`, never `_sync/`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __all__ = ["AsyncDevClient", "AsyncWeightUpdate"]
 
 
 class AsyncDevClient(_AsyncFlows):
-    """Asynchronous client for a vLLM server's development-mode surface (either frontend).
+    """The client for a vLLM server's development-mode surface (either frontend).
 
     Args:
         base_url: the server, e.g. "http://127.0.0.1:8000" (a trailing "/v1" is accepted and dropped).
@@ -34,7 +35,8 @@ class AsyncDevClient(_AsyncFlows):
         cert: a client certificate for servers that ask for one (mTLS), as httpx takes it: a PEM file with
             the certificate and its key, (certificate, key), or (certificate, key, password).
 
-    Use one AsyncDevClient from one event loop at a time; from another loop it opens new connections.
+    Sharing: the blocking client may be shared by many threads (its connection pool is locked); the asyncio
+    one is used from one event loop at a time (from another loop it opens new connections).
     Clients pickle by their configuration (for Ray actors and worker processes).
     """
 

@@ -1,6 +1,6 @@
-"""The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
+"""The plumbing of a client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
+Behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .. import endpoints
 from .. import operations as ops
 from .._base_client import (
     NOT_GIVEN,
-    RAW_MODE,
+    RAW_RESPONSE,
     BaseClient,
     ClientConfig,
     NotGiven,
@@ -33,6 +33,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
+from ..routes import DEV_PATHS
 from ..transports import (
     AsyncTransport,
     CertArg,
@@ -179,7 +180,7 @@ class _AsyncCore(BaseClient):
         except StopIteration as stop:
             result = cast(T, stop.value)
         self._learn(result)
-        if RAW_MODE.get():
+        if options.get(RAW_RESPONSE):
             if sent is None:
                 raise InvalidParameterError("with_raw_response needs a call that sends a request")
             return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
@@ -210,16 +211,12 @@ class _AsyncCore(BaseClient):
             json: a JSON body.
         """
         body = json if json is not None else endpoints.NO_BODY
-        opts = self._options(options)
-        ep = endpoints.raw(method, path, params, body)
+        opts = {**self._options(options), RAW_RESPONSE: True}
+        ep = endpoints.raw(method, path, params, body, dev_paths=DEV_PATHS)
         op = ops.call(
             ep, timeouts=self._timeouts(opts, long_running=False), retry=self._retry, ctx=self._context()
         )
-        token = RAW_MODE.set(True)
-        try:
-            raw = cast(RawResponse[Any], await self._run(op, opts))
-        finally:
-            RAW_MODE.reset(token)
+        raw = cast(RawResponse[Any], await self._run(op, opts))
         return raw.http_response
 
 

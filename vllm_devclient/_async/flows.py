@@ -70,7 +70,7 @@ class _AsyncFlows(_AsyncWaits):
         """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
 
         Takes the WeightUpdateOptions (weight_version, pause_mode, clear_cache, draft). Batches sent with
-        `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are awaited before
+        `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are complete before
         the finish; resume always runs.
 
         When the block fails after the start, the update is still finished, without `weight_version`, and

@@ -1,7 +1,8 @@
 """`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
 
-The table lists every route record (`vllm_devclient/routes.py`, written by `make generate`): one exchange
-each, so one raw response each.
+The table lists every route record (`vllm_devclient/routes/`, written by `make generate`): one exchange
+each, so one raw response each. The call asks for the raw response in its own options, never in ambient
+state.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from .._base_client import (
-    RAW_MODE,
+    RAW_RESPONSE,
     RawResponse,
 )
 from .routes import _AsyncRoutes
@@ -38,11 +39,9 @@ class _AsyncRaw(Generic[P, T]):
         method, client = self._method, obj._client
 
         async def raw(*args: P.args, **kwargs: P.kwargs) -> RawResponse[T]:
-            token = RAW_MODE.set(True)
-            try:
-                return cast(RawResponse[T], await method(client, *args, **kwargs))
-            finally:
-                RAW_MODE.reset(token)
+            # The call's own options carry the request for the raw response (RequestOptions' hidden key).
+            options: dict[str, Any] = {**kwargs, RAW_RESPONSE: True}
+            return cast(RawResponse[T], await cast(Any, method)(client, *args, **options))
 
         raw.__name__ = raw.__qualname__ = method.__name__
         raw.__doc__ = method.__doc__
@@ -55,7 +54,7 @@ class AsyncRawResponses:
     def __init__(self, client: _AsyncRoutes) -> None:
         self._client = client
 
-    # -- generated: raw-response methods (make generate) --
+    # -- generated: the raw-response methods, from vllm_devclient/routes/ --
     health = _AsyncRaw(_AsyncRoutes.health)
     version = _AsyncRaw(_AsyncRoutes.version)
     models = _AsyncRaw(_AsyncRoutes.models)
@@ -63,6 +62,9 @@ class AsyncRawResponses:
     metrics = _AsyncRaw(_AsyncRoutes.metrics)
     load = _AsyncRaw(_AsyncRoutes.load)
     tokenizer_info = _AsyncRaw(_AsyncRoutes.tokenizer_info)
+    server_info = _AsyncRaw(_AsyncRoutes.server_info)
+    kv_event_sources = _AsyncRaw(_AsyncRoutes.kv_event_sources)
+    get_world_size = _AsyncRaw(_AsyncRoutes.get_world_size)
     reset_prefix_cache = _AsyncRaw(_AsyncRoutes.reset_prefix_cache)
     reset_mm_cache = _AsyncRaw(_AsyncRoutes.reset_mm_cache)
     reset_encoder_cache = _AsyncRaw(_AsyncRoutes.reset_encoder_cache)
@@ -75,9 +77,8 @@ class AsyncRawResponses:
     is_paused = _AsyncRaw(_AsyncRoutes.is_paused)
     abort_requests = _AsyncRaw(_AsyncRoutes.abort_requests)
     collective_rpc = _AsyncRaw(_AsyncRoutes.collective_rpc)
-    server_info = _AsyncRaw(_AsyncRoutes.server_info)
-    kv_event_sources = _AsyncRaw(_AsyncRoutes.kv_event_sources)
-    get_world_size = _AsyncRaw(_AsyncRoutes.get_world_size)
+    start_profile = _AsyncRaw(_AsyncRoutes.start_profile)
+    stop_profile = _AsyncRaw(_AsyncRoutes.stop_profile)
     init_weight_transfer_engine = _AsyncRaw(_AsyncRoutes.init_weight_transfer_engine)
     start_weight_update = _AsyncRaw(_AsyncRoutes.start_weight_update)
     start_draft_weight_update = _AsyncRaw(_AsyncRoutes.start_draft_weight_update)
@@ -89,6 +90,4 @@ class AsyncRawResponses:
     shutdown_weight_transfer_engine = _AsyncRaw(_AsyncRoutes.shutdown_weight_transfer_engine)
     load_lora_adapter = _AsyncRaw(_AsyncRoutes.load_lora_adapter)
     unload_lora_adapter = _AsyncRaw(_AsyncRoutes.unload_lora_adapter)
-    start_profile = _AsyncRaw(_AsyncRoutes.start_profile)
-    stop_profile = _AsyncRaw(_AsyncRoutes.stop_profile)
     # -- end generated --

@@ -1,5 +1,5 @@
-# Generated from vllm_devclient/routes.py by scripts/generate.py; do not edit.
-"""The route methods of the async client: one HTTP exchange each, from `routes.py`."""
+# Generated from vllm_devclient/routes/ by scripts/generate.py; do not edit.
+"""The route methods of a client: one HTTP exchange each, built from its record."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import Unpack
 
-from .. import endpoints
 from .._base_client import RequestOptions
+from ..endpoints import Endpoint
 from ..models import (
     AbortRequestsResult,
     KVEventSource,
@@ -27,6 +27,7 @@ from ..models import (
     WeightInfo,
     WeightVersionResult,
 )
+from ..routes import endpoint
 from .core import _AsyncCore
 
 if TYPE_CHECKING:
@@ -36,35 +37,67 @@ __all__ = ["_AsyncRoutes"]
 
 
 class _AsyncRoutes(_AsyncCore):
-    """Every route, one method each (generated from `vllm_devclient/routes.py`)."""
+    """Every route, one method each (generated from `vllm_devclient/routes/`)."""
 
     async def health(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead."""
-        return await self._send(endpoints.health(), options)
+        ep: Endpoint[bool] = endpoint("health")
+        return await self._send(ep, options)
 
     async def version(self, **options: Unpack[RequestOptions]) -> VersionInfo:
         """GET /version: the vLLM version, and (`.frontend`) which frontend serves it."""
-        return await self._send(endpoints.version(), options)
+        ep: Endpoint[VersionInfo] = endpoint("version")
+        return await self._send(ep, options)
 
     async def models(self, **options: Unpack[RequestOptions]) -> ModelList:
         """GET /v1/models: the served models (needs the api_key when the server has one)."""
-        return await self._send(endpoints.models(), options)
+        ep: Endpoint[ModelList] = endpoint("models")
+        return await self._send(ep, options)
 
     async def metrics_text(self, **options: Unpack[RequestOptions]) -> str:
         """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text."""
-        return await self._send(endpoints.metrics_text(), options)
+        ep: Endpoint[str] = endpoint("metrics_text")
+        return await self._send(ep, options)
 
     async def metrics(self, **options: Unpack[RequestOptions]) -> MetricsSnapshot:
         """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra)."""
-        return await self._send(endpoints.metrics(), options)
+        ep: Endpoint[MetricsSnapshot] = endpoint("metrics")
+        return await self._send(ep, options)
 
     async def load(self, **options: Unpack[RequestOptions]) -> LoadInfo:
         """GET /load: how many requests are in flight on the server's GPU routes."""
-        return await self._send(endpoints.load(), options)
+        ep: Endpoint[LoadInfo] = endpoint("load")
+        return await self._send(ep, options)
 
     async def tokenizer_info(self, **options: Unpack[RequestOptions]) -> TokenizerInfo:
         """GET /tokenizer_info: the tokenizer's configuration (Python, --enable-tokenizer-info-endpoint)."""
-        return await self._send(endpoints.tokenizer_info(), options)
+        ep: Endpoint[TokenizerInfo] = endpoint("tokenizer_info")
+        return await self._send(ep, options)
+
+    async def server_info(
+        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
+    ) -> ServerInfo:
+        """GET /server_info: the server's configuration and environment.
+
+        Args:
+            config_format: "json" for a dict, "text" for the config's text form.
+        """
+        ep: Endpoint[ServerInfo] = endpoint("server_info", config_format=config_format)
+        return await self._send(ep, options)
+
+    async def kv_event_sources(self, **options: Unpack[RequestOptions]) -> dict[int, KVEventSource]:
+        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events."""
+        ep: Endpoint[dict[int, KVEventSource]] = endpoint("kv_event_sources")
+        return await self._send(ep, options)
+
+    async def get_world_size(self, *, include_dp: bool = True, **options: Unpack[RequestOptions]) -> int:
+        """GET /get_world_size: the number of workers.
+
+        Args:
+            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+        """
+        ep: Endpoint[int] = endpoint("get_world_size", include_dp=include_dp)
+        return await self._send(ep, options)
 
     async def reset_prefix_cache(
         self,
@@ -79,24 +112,25 @@ class _AsyncRoutes(_AsyncCore):
             reset_running_requests: preempt running requests first, so their blocks can be freed.
             reset_external: also reset the connector's tier (e.g. the CPU offload cache).
         """
-        return await self._send(
-            endpoints.reset_prefix_cache(
-                reset_running_requests=reset_running_requests, reset_external=reset_external
-            ),
-            options,
+        ep: Endpoint[ResetPrefixCacheResult] = endpoint(
+            "reset_prefix_cache", reset_running_requests=reset_running_requests, reset_external=reset_external
         )
+        return await self._send(ep, options)
 
     async def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_mm_cache: drop the multimodal cache."""
-        return await self._send(endpoints.reset_mm_cache(), options)
+        ep: Endpoint[None] = endpoint("reset_mm_cache")
+        return await self._send(ep, options)
 
     async def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> None:
         """POST /reset_encoder_cache: drop the encoder cache."""
-        return await self._send(endpoints.reset_encoder_cache(), options)
+        ep: Endpoint[None] = endpoint("reset_encoder_cache")
+        return await self._send(ep, options)
 
     async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        return await self._send(endpoints.release_kv_cache_memory(), options)
+        ep: Endpoint[StatusResult] = endpoint("release_kv_cache_memory")
+        return await self._send(ep, options)
 
     async def sleep(
         self,
@@ -112,7 +146,8 @@ class _AsyncRoutes(_AsyncCore):
             mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
         """
-        return await self._send(endpoints.sleep(level=level, mode=mode), options)
+        ep: Endpoint[SleepResult] = endpoint("sleep", level=level, mode=mode)
+        return await self._send(ep, options)
 
     async def wake_up(
         self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
@@ -122,11 +157,13 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
         """
-        return await self._send(endpoints.wake_up(tags=tags), options)
+        ep: Endpoint[WakeUpResult] = endpoint("wake_up", tags=tags)
+        return await self._send(ep, options)
 
     async def is_sleeping(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /is_sleeping."""
-        return await self._send(endpoints.is_sleeping(), options)
+        ep: Endpoint[bool] = endpoint("is_sleeping")
+        return await self._send(ep, options)
 
     async def pause(
         self,
@@ -142,15 +179,18 @@ class _AsyncRoutes(_AsyncCore):
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
             clear_cache: also clear the caches (server default when None).
         """
-        return await self._send(endpoints.pause(mode=mode, clear_cache=clear_cache), options)
+        ep: Endpoint[StatusResult] = endpoint("pause", mode=mode, clear_cache=clear_cache)
+        return await self._send(ep, options)
 
     async def resume(self, **options: Unpack[RequestOptions]) -> StatusResult:
         """POST /resume: schedule again after pause()."""
-        return await self._send(endpoints.resume(), options)
+        ep: Endpoint[StatusResult] = endpoint("resume")
+        return await self._send(ep, options)
 
     async def is_paused(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /is_paused."""
-        return await self._send(endpoints.is_paused(), options)
+        ep: Endpoint[bool] = endpoint("is_paused")
+        return await self._send(ep, options)
 
     async def abort_requests(
         self, request_ids: Iterable[str] | None = None, **options: Unpack[RequestOptions]
@@ -160,7 +200,8 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             request_ids: the ids to abort; None: every request in flight.
         """
-        return await self._send(endpoints.abort_requests(request_ids=request_ids), options)
+        ep: Endpoint[AbortRequestsResult] = endpoint("abort_requests", request_ids=request_ids)
+        return await self._send(ep, options)
 
     async def collective_rpc(
         self,
@@ -179,32 +220,38 @@ class _AsyncRoutes(_AsyncCore):
             kwargs: keyword arguments, a JSON object.
             rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
         """
-        return await self._send(
-            endpoints.collective_rpc(method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout),
-            options,
+        ep: Endpoint[list[Any]] = endpoint(
+            "collective_rpc", method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout
         )
+        return await self._send(ep, options)
 
-    async def server_info(
-        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
-    ) -> ServerInfo:
-        """GET /server_info: the server's configuration and environment.
-
-        Args:
-            config_format: "json" for a dict, "text" for the config's text form.
-        """
-        return await self._send(endpoints.server_info(config_format=config_format), options)
-
-    async def kv_event_sources(self, **options: Unpack[RequestOptions]) -> dict[int, KVEventSource]:
-        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events."""
-        return await self._send(endpoints.kv_event_sources(), options)
-
-    async def get_world_size(self, *, include_dp: bool = True, **options: Unpack[RequestOptions]) -> int:
-        """GET /get_world_size: the number of workers.
+    async def start_profile(
+        self,
+        *,
+        profile_prefix: str | None = None,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> None:
+        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
 
         Args:
-            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+            profile_prefix: a prefix for the trace files.
+            delay_iterations: engine steps to skip before recording.
+            max_iterations: engine steps to record at most.
         """
-        return await self._send(endpoints.get_world_size(include_dp=include_dp), options)
+        ep: Endpoint[None] = endpoint(
+            "start_profile",
+            profile_prefix=profile_prefix,
+            delay_iterations=delay_iterations,
+            max_iterations=max_iterations,
+        )
+        return await self._send(ep, options)
+
+    async def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
+        """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
+        ep: Endpoint[None] = endpoint("stop_profile")
+        return await self._send(ep, options)
 
     async def init_weight_transfer_engine(
         self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
@@ -214,15 +261,18 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
         """
-        return await self._send(endpoints.init_weight_transfer_engine(init_info=init_info), options)
+        ep: Endpoint[MessageResult] = endpoint("init_weight_transfer_engine", init_info=init_info)
+        return await self._send(ep, options)
 
     async def start_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
         """POST /start_weight_update (never resent); see also the weight_update() flow."""
-        return await self._send(endpoints.start_weight_update(), options)
+        ep: Endpoint[MessageResult] = endpoint("start_weight_update")
+        return await self._send(ep, options)
 
     async def start_draft_weight_update(self, **options: Unpack[RequestOptions]) -> MessageResult:
         """POST /start_draft_weight_update: begin updating the draft (speculative) model's weights."""
-        return await self._send(endpoints.start_draft_weight_update(), options)
+        ep: Endpoint[MessageResult] = endpoint("start_draft_weight_update")
+        return await self._send(ep, options)
 
     async def update_weights(
         self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]], **options: Unpack[RequestOptions]
@@ -233,7 +283,8 @@ class _AsyncRoutes(_AsyncCore):
             update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
                 IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
         """
-        return await self._send(endpoints.update_weights(update_info=update_info), options)
+        ep: Endpoint[MessageResult] = endpoint("update_weights", update_info=update_info)
+        return await self._send(ep, options)
 
     async def finish_weight_update(
         self, *, weight_version: str | None = None, **options: Unpack[RequestOptions]
@@ -243,7 +294,8 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             weight_version: the version the new weights carry.
         """
-        return await self._send(endpoints.finish_weight_update(weight_version=weight_version), options)
+        ep: Endpoint[MessageResult] = endpoint("finish_weight_update", weight_version=weight_version)
+        return await self._send(ep, options)
 
     async def update_weight_version(
         self, new_version: str, **options: Unpack[RequestOptions]
@@ -253,11 +305,13 @@ class _AsyncRoutes(_AsyncCore):
         Args:
             new_version: the version string to set.
         """
-        return await self._send(endpoints.update_weight_version(new_version=new_version), options)
+        ep: Endpoint[WeightVersionResult] = endpoint("update_weight_version", new_version=new_version)
+        return await self._send(ep, options)
 
     async def weight_info(self, **options: Unpack[RequestOptions]) -> WeightInfo:
         """GET /weight_info: the weight version the server holds."""
-        return await self._send(endpoints.weight_info(), options)
+        ep: Endpoint[WeightInfo] = endpoint("weight_info")
+        return await self._send(ep, options)
 
     async def weight_checker(
         self,
@@ -272,11 +326,13 @@ class _AsyncRoutes(_AsyncCore):
             action: "checksum", "compare" (needs baseline) or "reset" (never resent).
             baseline: the checksums of an earlier "checksum", for "compare".
         """
-        return await self._send(endpoints.weight_checker(action=action, baseline=baseline), options)
+        ep: Endpoint[WeightCheckResult] = endpoint("weight_checker", action=action, baseline=baseline)
+        return await self._send(ep, options)
 
     async def shutdown_weight_transfer_engine(self, **options: Unpack[RequestOptions]) -> MessageResult:
         """POST /shutdown_weight_transfer_engine (never resent)."""
-        return await self._send(endpoints.shutdown_weight_transfer_engine(), options)
+        ep: Endpoint[MessageResult] = endpoint("shutdown_weight_transfer_engine")
+        return await self._send(ep, options)
 
     async def load_lora_adapter(
         self,
@@ -295,15 +351,14 @@ class _AsyncRoutes(_AsyncCore):
             load_inplace: replace an adapter of the same name in place.
             is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
         """
-        return await self._send(
-            endpoints.load_lora_adapter(
-                lora_name=lora_name,
-                lora_path=lora_path,
-                load_inplace=load_inplace,
-                is_3d_lora_weight=is_3d_lora_weight,
-            ),
-            options,
+        ep: Endpoint[MessageResult] = endpoint(
+            "load_lora_adapter",
+            lora_name=lora_name,
+            lora_path=lora_path,
+            load_inplace=load_inplace,
+            is_3d_lora_weight=is_3d_lora_weight,
         )
+        return await self._send(ep, options)
 
     async def unload_lora_adapter(
         self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
@@ -314,34 +369,7 @@ class _AsyncRoutes(_AsyncCore):
             lora_name: the adapter's name.
             lora_int_id: its numeric id, when the name is ambiguous.
         """
-        return await self._send(
-            endpoints.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id), options
+        ep: Endpoint[MessageResult] = endpoint(
+            "unload_lora_adapter", lora_name=lora_name, lora_int_id=lora_int_id
         )
-
-    async def start_profile(
-        self,
-        *,
-        profile_prefix: str | None = None,
-        delay_iterations: int | None = None,
-        max_iterations: int | None = None,
-        **options: Unpack[RequestOptions],
-    ) -> None:
-        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
-
-        Args:
-            profile_prefix: a prefix for the trace files.
-            delay_iterations: engine steps to skip before recording.
-            max_iterations: engine steps to record at most.
-        """
-        return await self._send(
-            endpoints.start_profile(
-                profile_prefix=profile_prefix,
-                delay_iterations=delay_iterations,
-                max_iterations=max_iterations,
-            ),
-            options,
-        )
-
-    async def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
-        """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
-        return await self._send(endpoints.stop_profile(), options)
+        return await self._send(ep, options)

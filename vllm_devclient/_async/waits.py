@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
-from .. import endpoints, reset_check
 from .. import operations as ops
+from .. import reset_check
 from .._base_client import (
     RequestOptions,
     WaitOptions,
@@ -30,6 +30,7 @@ from ..models import (
     Completion,
 )
 from ..reset_check import VerifiedReset
+from ..routes import endpoint as route
 from .routes import _AsyncRoutes
 
 __all__ = ["_AsyncWaits"]
@@ -209,25 +210,25 @@ class _AsyncWaits(_AsyncRoutes):
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        await self._wait_flag(endpoints.is_sleeping(), True, wait)
+        await self._wait_flag(route("is_sleeping"), True, wait)
 
     async def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_sleeping until false.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        await self._wait_flag(endpoints.is_sleeping(), False, wait)
+        await self._wait_flag(route("is_sleeping"), False, wait)
 
     async def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until true.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        await self._wait_flag(endpoints.is_paused(), True, wait)
+        await self._wait_flag(route("is_paused"), True, wait)
 
     async def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until false.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        await self._wait_flag(endpoints.is_paused(), False, wait)
+        await self._wait_flag(route("is_paused"), False, wait)

@@ -1,1 +1,1 @@
-"""The synchronous surfaces, generated from `_async/` by scripts/generate.py (run `make generate`)."""
+"""The synchronous surfaces, generated from `_async/` by scripts/unasync.py (run `make generate`)."""

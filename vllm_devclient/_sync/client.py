@@ -1,9 +1,10 @@
-# Generated from vllm_devclient/_async/client.py by scripts/generate.py; do not edit.
-"""DevClient: the sync face of every route, wait, flow and option. Generated from `_async/client.py`.
+# Generated from vllm_devclient/_async/client.py by scripts/unasync.py; do not edit.
+"""DevClient: every route, wait, flow and option, on one class.
 
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),
 `routes` (one method per route), `waits` (completions, stepping, barrier, waits), `flows` (context managers).
-Behaviour lives in `operations.py` and `endpoints.py`; after a change here run `make generate`.
+Behaviour lives in `operations.py` and `endpoints.py`. `_sync/` is generated from `_async/` (`make
+generate`): edit `_async/`, never `_sync/`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ __all__ = ["DevClient", "WeightUpdate"]
 
 
 class DevClient(_SyncFlows):
-    """Synchronous client for a vLLM server's development-mode surface (either frontend).
+    """The client for a vLLM server's development-mode surface (either frontend).
 
     Args:
         base_url: the server, e.g. "http://127.0.0.1:8000" (a trailing "/v1" is accepted and dropped).
@@ -35,7 +36,8 @@ class DevClient(_SyncFlows):
         cert: a client certificate for servers that ask for one (mTLS), as httpx takes it: a PEM file with
             the certificate and its key, (certificate, key), or (certificate, key, password).
 
-    One DevClient may be shared by many threads: its connection pool is locked.
+    Sharing: the blocking client may be shared by many threads (its connection pool is locked); the asyncio
+    one is used from one event loop at a time (from another loop it opens new connections).
     Clients pickle by their configuration (for Ray actors and worker processes).
     """
 

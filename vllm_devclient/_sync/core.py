@@ -1,7 +1,7 @@
-# Generated from vllm_devclient/_async/core.py by scripts/generate.py; do not edit.
-"""The plumbing of the async client: configuration, lifecycle, running operations, `request()`.
+# Generated from vllm_devclient/_async/core.py by scripts/unasync.py; do not edit.
+"""The plumbing of a client: configuration, lifecycle, running operations, `request()`.
 
-The source of `_sync/core.py` (scripts/generate.py); behaviour lives in `operations.py` and `endpoints.py`.
+Behaviour lives in `operations.py` and `endpoints.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .. import endpoints
 from .. import operations as ops
 from .._base_client import (
     NOT_GIVEN,
-    RAW_MODE,
+    RAW_RESPONSE,
     BaseClient,
     ClientConfig,
     NotGiven,
@@ -34,6 +34,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..errors import InvalidParameterError
 from ..operations import Operation, Sleep
+from ..routes import DEV_PATHS
 from ..transports import (
     CertArg,
     SyncTransport,
@@ -180,7 +181,7 @@ class _SyncCore(BaseClient):
         except StopIteration as stop:
             result = cast(T, stop.value)
         self._learn(result)
-        if RAW_MODE.get():
+        if options.get(RAW_RESPONSE):
             if sent is None:
                 raise InvalidParameterError("with_raw_response needs a call that sends a request")
             return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
@@ -211,16 +212,12 @@ class _SyncCore(BaseClient):
             json: a JSON body.
         """
         body = json if json is not None else endpoints.NO_BODY
-        opts = self._options(options)
-        ep = endpoints.raw(method, path, params, body)
+        opts = {**self._options(options), RAW_RESPONSE: True}
+        ep = endpoints.raw(method, path, params, body, dev_paths=DEV_PATHS)
         op = ops.call(
             ep, timeouts=self._timeouts(opts, long_running=False), retry=self._retry, ctx=self._context()
         )
-        token = RAW_MODE.set(True)
-        try:
-            raw = cast(RawResponse[Any], self._run(op, opts))
-        finally:
-            RAW_MODE.reset(token)
+        raw = cast(RawResponse[Any], self._run(op, opts))
         return raw.http_response
 
 

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/flows.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/_async/flows.py by scripts/unasync.py; do not edit.
 """The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update)."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class _SyncFlows(_SyncWaits):
         """Pause, start a weight update, yield a handle to send batches with, finish it, resume.
 
         Takes the WeightUpdateOptions (weight_version, pause_mode, clear_cache, draft). Batches sent with
-        `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are awaited before
+        `update.start(info)` run beside your own code (e.g. the trainer's NCCL send) and are complete before
         the finish; resume always runs.
 
         When the block fails after the start, the update is still finished, without `weight_version`, and

@@ -1,8 +1,9 @@
-# Generated from vllm_devclient/_async/raw_responses.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/_async/raw_responses.py by scripts/unasync.py; do not edit.
 """`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
 
-The table lists every route record (`vllm_devclient/routes.py`, written by `make generate`): one exchange
-each, so one raw response each.
+The table lists every route record (`vllm_devclient/routes/`, written by `make generate`): one exchange
+each, so one raw response each. The call asks for the raw response in its own options, never in ambient
+state.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from .._base_client import (
-    RAW_MODE,
+    RAW_RESPONSE,
     RawResponse,
 )
 from .routes import _SyncRoutes
@@ -39,11 +40,9 @@ class _SyncRaw(Generic[P, T]):
         method, client = self._method, obj._client
 
         def raw(*args: P.args, **kwargs: P.kwargs) -> RawResponse[T]:
-            token = RAW_MODE.set(True)
-            try:
-                return cast(RawResponse[T], method(client, *args, **kwargs))
-            finally:
-                RAW_MODE.reset(token)
+            # The call's own options carry the request for the raw response (RequestOptions' hidden key).
+            options: dict[str, Any] = {**kwargs, RAW_RESPONSE: True}
+            return cast(RawResponse[T], cast(Any, method)(client, *args, **options))
 
         raw.__name__ = raw.__qualname__ = method.__name__
         raw.__doc__ = method.__doc__
@@ -56,7 +55,7 @@ class RawResponses:
     def __init__(self, client: _SyncRoutes) -> None:
         self._client = client
 
-    # -- generated: raw-response methods (make generate) --
+    # -- generated: the raw-response methods, from vllm_devclient/routes/ --
     health = _SyncRaw(_SyncRoutes.health)
     version = _SyncRaw(_SyncRoutes.version)
     models = _SyncRaw(_SyncRoutes.models)
@@ -64,6 +63,9 @@ class RawResponses:
     metrics = _SyncRaw(_SyncRoutes.metrics)
     load = _SyncRaw(_SyncRoutes.load)
     tokenizer_info = _SyncRaw(_SyncRoutes.tokenizer_info)
+    server_info = _SyncRaw(_SyncRoutes.server_info)
+    kv_event_sources = _SyncRaw(_SyncRoutes.kv_event_sources)
+    get_world_size = _SyncRaw(_SyncRoutes.get_world_size)
     reset_prefix_cache = _SyncRaw(_SyncRoutes.reset_prefix_cache)
     reset_mm_cache = _SyncRaw(_SyncRoutes.reset_mm_cache)
     reset_encoder_cache = _SyncRaw(_SyncRoutes.reset_encoder_cache)
@@ -76,9 +78,8 @@ class RawResponses:
     is_paused = _SyncRaw(_SyncRoutes.is_paused)
     abort_requests = _SyncRaw(_SyncRoutes.abort_requests)
     collective_rpc = _SyncRaw(_SyncRoutes.collective_rpc)
-    server_info = _SyncRaw(_SyncRoutes.server_info)
-    kv_event_sources = _SyncRaw(_SyncRoutes.kv_event_sources)
-    get_world_size = _SyncRaw(_SyncRoutes.get_world_size)
+    start_profile = _SyncRaw(_SyncRoutes.start_profile)
+    stop_profile = _SyncRaw(_SyncRoutes.stop_profile)
     init_weight_transfer_engine = _SyncRaw(_SyncRoutes.init_weight_transfer_engine)
     start_weight_update = _SyncRaw(_SyncRoutes.start_weight_update)
     start_draft_weight_update = _SyncRaw(_SyncRoutes.start_draft_weight_update)
@@ -90,6 +91,4 @@ class RawResponses:
     shutdown_weight_transfer_engine = _SyncRaw(_SyncRoutes.shutdown_weight_transfer_engine)
     load_lora_adapter = _SyncRaw(_SyncRoutes.load_lora_adapter)
     unload_lora_adapter = _SyncRaw(_SyncRoutes.unload_lora_adapter)
-    start_profile = _SyncRaw(_SyncRoutes.start_profile)
-    stop_profile = _SyncRaw(_SyncRoutes.stop_profile)
     # -- end generated --

@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/_async/waits.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/_async/waits.py by scripts/unasync.py; do not edit.
 """Completions, engine stepping, the offload barrier and the waits (operations of several requests)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
-from .. import endpoints, reset_check
 from .. import operations as ops
+from .. import reset_check
 from .._base_client import (
     RequestOptions,
     WaitOptions,
@@ -31,6 +31,7 @@ from ..models import (
     Completion,
 )
 from ..reset_check import VerifiedReset
+from ..routes import endpoint as route
 from .routes import _SyncRoutes
 
 __all__ = ["_SyncWaits"]
@@ -210,25 +211,25 @@ class _SyncWaits(_SyncRoutes):
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        self._wait_flag(endpoints.is_sleeping(), True, wait)
+        self._wait_flag(route("is_sleeping"), True, wait)
 
     def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_sleeping until false.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        self._wait_flag(endpoints.is_sleeping(), False, wait)
+        self._wait_flag(route("is_sleeping"), False, wait)
 
     def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until true.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        self._wait_flag(endpoints.is_paused(), True, wait)
+        self._wait_flag(route("is_paused"), True, wait)
 
     def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until false.
 
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
-        self._wait_flag(endpoints.is_paused(), False, wait)
+        self._wait_flag(route("is_paused"), False, wait)

@@ -2,7 +2,7 @@
 
 Every per-server subcommand runs through `AsyncFleet` (one server is a fleet of one), so the output and the
 exit codes are the same whatever the number of `--url`s. The subcommands are built from the records of the
-client's methods (`vllm_devclient/routes.py`, `calls.py`) by `_generate.py`.
+client's methods (`vllm_devclient/routes/`, `calls.py`) by `_generate.py`.
 
 This module imports no click: the console entry point must be able to say, in one line and with exit 7,
 that the `[cli]` extra is missing.

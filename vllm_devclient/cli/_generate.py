@@ -1,4 +1,4 @@
-"""One subcommand per record of a client method (`routes.py`, `calls.py`): its arguments and options from the
+"""One subcommand per record of a client method (`routes/`, `calls.py`): its arguments and options from the
 record's parameters, its help from their one-line docs, how an answer reads and which answers fail from the
 record's `Cli`.
 

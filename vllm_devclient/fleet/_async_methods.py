@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/routes.py and calls.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/routes/ and calls.py by scripts/generate.py; do not edit.
 """The methods of AsyncFleet that fan a client method out to every target (its signature, its docstring)."""
 
 from __future__ import annotations
@@ -103,6 +103,39 @@ class _AsyncFleetMethods:
         On every target at once: a FleetResult holds each target's answer or error.
         """
         return await self._each(AsyncDevClient.tokenizer_info, dict(**options))
+
+    async def server_info(
+        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
+    ) -> FleetResult[ServerInfo]:
+        """GET /server_info: the server's configuration and environment.
+
+        Args:
+            config_format: "json" for a dict, "text" for the config's text form.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.server_info, dict(config_format=config_format, **options))
+
+    async def kv_event_sources(
+        self, **options: Unpack[RequestOptions]
+    ) -> FleetResult[dict[int, KVEventSource]]:
+        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.kv_event_sources, dict(**options))
+
+    async def get_world_size(
+        self, *, include_dp: bool = True, **options: Unpack[RequestOptions]
+    ) -> FleetResult[int]:
+        """GET /get_world_size: the number of workers.
+
+        Args:
+            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.get_world_size, dict(include_dp=include_dp, **options))
 
     async def reset_prefix_cache(
         self,
@@ -232,38 +265,39 @@ class _AsyncFleetMethods:
             dict(method=method, args=args, kwargs=kwargs, rpc_timeout=rpc_timeout, **options),
         )
 
-    async def server_info(
-        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
-    ) -> FleetResult[ServerInfo]:
-        """GET /server_info: the server's configuration and environment.
+    async def start_profile(
+        self,
+        *,
+        profile_prefix: str | None = None,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[None]:
+        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
 
         Args:
-            config_format: "json" for a dict, "text" for the config's text form.
+            profile_prefix: a prefix for the trace files.
+            delay_iterations: engine steps to skip before recording.
+            max_iterations: engine steps to record at most.
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return await self._each(AsyncDevClient.server_info, dict(config_format=config_format, **options))
+        return await self._each(
+            AsyncDevClient.start_profile,
+            dict(
+                profile_prefix=profile_prefix,
+                delay_iterations=delay_iterations,
+                max_iterations=max_iterations,
+                **options,
+            ),
+        )
 
-    async def kv_event_sources(
-        self, **options: Unpack[RequestOptions]
-    ) -> FleetResult[dict[int, KVEventSource]]:
-        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return await self._each(AsyncDevClient.kv_event_sources, dict(**options))
-
-    async def get_world_size(
-        self, *, include_dp: bool = True, **options: Unpack[RequestOptions]
-    ) -> FleetResult[int]:
-        """GET /get_world_size: the number of workers.
-
-        Args:
-            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+    async def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return await self._each(AsyncDevClient.get_world_size, dict(include_dp=include_dp, **options))
+        return await self._each(AsyncDevClient.stop_profile, dict(**options))
 
     async def init_weight_transfer_engine(
         self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
@@ -415,40 +449,6 @@ class _AsyncFleetMethods:
         return await self._each(
             AsyncDevClient.unload_lora_adapter, dict(lora_name=lora_name, lora_int_id=lora_int_id, **options)
         )
-
-    async def start_profile(
-        self,
-        *,
-        profile_prefix: str | None = None,
-        delay_iterations: int | None = None,
-        max_iterations: int | None = None,
-        **options: Unpack[RequestOptions],
-    ) -> FleetResult[None]:
-        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
-
-        Args:
-            profile_prefix: a prefix for the trace files.
-            delay_iterations: engine steps to skip before recording.
-            max_iterations: engine steps to record at most.
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return await self._each(
-            AsyncDevClient.start_profile,
-            dict(
-                profile_prefix=profile_prefix,
-                delay_iterations=delay_iterations,
-                max_iterations=max_iterations,
-                **options,
-            ),
-        )
-
-    async def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
-        """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return await self._each(AsyncDevClient.stop_profile, dict(**options))
 
     async def reset_prefix_cache_until_success(
         self,

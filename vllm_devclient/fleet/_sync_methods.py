@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/routes.py and calls.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/routes/ and calls.py by scripts/generate.py; do not edit.
 """The methods of Fleet that fan a client method out to every target (its signature, its docstring)."""
 
 from __future__ import annotations
@@ -98,6 +98,37 @@ class _FleetMethods:
         On every target at once: a FleetResult holds each target's answer or error.
         """
         return self._run(self._fleet.tokenizer_info(**options))
+
+    def server_info(
+        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
+    ) -> FleetResult[ServerInfo]:
+        """GET /server_info: the server's configuration and environment.
+
+        Args:
+            config_format: "json" for a dict, "text" for the config's text form.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.server_info(config_format=config_format, **options))
+
+    def kv_event_sources(self, **options: Unpack[RequestOptions]) -> FleetResult[dict[int, KVEventSource]]:
+        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.kv_event_sources(**options))
+
+    def get_world_size(
+        self, *, include_dp: bool = True, **options: Unpack[RequestOptions]
+    ) -> FleetResult[int]:
+        """GET /get_world_size: the number of workers.
+
+        Args:
+            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.get_world_size(include_dp=include_dp, **options))
 
     def reset_prefix_cache(
         self,
@@ -229,36 +260,38 @@ class _FleetMethods:
             )
         )
 
-    def server_info(
-        self, config_format: Literal["text", "json"] = "json", **options: Unpack[RequestOptions]
-    ) -> FleetResult[ServerInfo]:
-        """GET /server_info: the server's configuration and environment.
+    def start_profile(
+        self,
+        *,
+        profile_prefix: str | None = None,
+        delay_iterations: int | None = None,
+        max_iterations: int | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[None]:
+        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
 
         Args:
-            config_format: "json" for a dict, "text" for the config's text form.
+            profile_prefix: a prefix for the trace files.
+            delay_iterations: engine steps to skip before recording.
+            max_iterations: engine steps to record at most.
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return self._run(self._fleet.server_info(config_format=config_format, **options))
+        return self._run(
+            self._fleet.start_profile(
+                profile_prefix=profile_prefix,
+                delay_iterations=delay_iterations,
+                max_iterations=max_iterations,
+                **options,
+            )
+        )
 
-    def kv_event_sources(self, **options: Unpack[RequestOptions]) -> FleetResult[dict[int, KVEventSource]]:
-        """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return self._run(self._fleet.kv_event_sources(**options))
-
-    def get_world_size(
-        self, *, include_dp: bool = True, **options: Unpack[RequestOptions]
-    ) -> FleetResult[int]:
-        """GET /get_world_size: the number of workers.
-
-        Args:
-            include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
+    def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return self._run(self._fleet.get_world_size(include_dp=include_dp, **options))
+        return self._run(self._fleet.stop_profile(**options))
 
     def init_weight_transfer_engine(
         self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
@@ -399,39 +432,6 @@ class _FleetMethods:
         return self._run(
             self._fleet.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id, **options)
         )
-
-    def start_profile(
-        self,
-        *,
-        profile_prefix: str | None = None,
-        delay_iterations: int | None = None,
-        max_iterations: int | None = None,
-        **options: Unpack[RequestOptions],
-    ) -> FleetResult[None]:
-        """POST /start_profile (a server started with --profiler-config); 409 while one runs.
-
-        Args:
-            profile_prefix: a prefix for the trace files.
-            delay_iterations: engine steps to skip before recording.
-            max_iterations: engine steps to record at most.
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return self._run(
-            self._fleet.start_profile(
-                profile_prefix=profile_prefix,
-                delay_iterations=delay_iterations,
-                max_iterations=max_iterations,
-                **options,
-            )
-        )
-
-    def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
-        """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
-
-        On every target at once: a FleetResult holds each target's answer or error.
-        """
-        return self._run(self._fleet.stop_profile(**options))
 
     def reset_prefix_cache_until_success(
         self,

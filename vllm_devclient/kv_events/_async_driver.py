@@ -1,8 +1,8 @@
-"""AsyncKVEventSubscriber, the asyncio driver of the KV-event subscriber. The source of `_sync_driver.py`.
+"""AsyncKVEventSubscriber: the driver of the KV-event subscriber, which waits and loops.
 
 Configuration, sockets and the state machine are shared (`_subscriber.py`, `_stream.py`): this module only
-waits (`_waiting.py`) and loops. After a change here run `make generate` (scripts/generate.py) to
-regenerate the sync subscriber.
+waits (`_waiting.py`) and loops. The blocking driver (`_sync_driver.py`) is generated from the asyncio one
+(`_async_driver.py`) by `make generate`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ class AsyncKVEventSubscriber(SubscriberBase):
     or reported in `EventsLost` (on the next batch of that rank and in `.losses`); a publisher restart is
     reported as `PublisherRestarted` on the new publisher's first batch, not as a gap, also when its first
     batches were missed or read behind the old publisher's last ones. With `raise_on_loss=True` a batch
-    carrying losses raises KVEventsLostError instead. Waits on zmq.asyncio; use it from one event loop
-    (it is not thread-safe) and close it with `async with` or `close()`.
+    carrying losses raises KVEventsLostError instead. Waits on zmq (a zmq.Poller in the blocking
+    driver, zmq.asyncio in the asyncio one); use it from one thread or event loop (it is not thread-safe)
+    and close it with its context manager or `close()`.
     """
 
     _new_poller = staticmethod(new_async_poller)

@@ -1,7 +1,7 @@
 """What KVEventSubscriber and AsyncKVEventSubscriber share: configuration, sockets, one EventStream.
 
 The two subscribers are thin I/O drivers over this base: `_async_driver.py` is written by hand,
-`_sync_driver.py` generated from it (scripts/generate.py). Both open the same sockets (plain pyzmq
+`_sync_driver.py` generated from it (scripts/unasync.py). Both open the same sockets (plain pyzmq
 sockets from one context) and differ only in how they wait: `zmq.Poller.poll` for the sync subscriber,
 `zmq.asyncio.Poller.poll` for the async one (`_waiting.py`). Reading,
 sequence tracking, replay and decoding are shared.

@@ -1,0 +1,139 @@
+"""A route is one record: its request is built from the record (where each parameter goes, its check, the
+facts that depend on the arguments), the dev-route list comes from the records, raw responses ride in the
+call's own options, and the sync code is written by whole-word rules that must all be used."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+import respx
+
+from vllm_devclient import AsyncDevClient, InvalidParameterError, RawResponse, _base_client
+from vllm_devclient.endpoints import NO_BODY
+from vllm_devclient.routes import DEV_PATHS, ROUTES, endpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = "http://vllm.test"
+
+# The hand-kept list this replaced (endpoints.DEV_PATHS before the records said it).
+OLD_DEV_PATHS = {
+    "/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache", "/sleep", "/wake_up",
+    "/is_sleeping", "/release_kv_cache_memory", "/pause", "/resume", "/is_paused", "/abort_requests",
+    "/collective_rpc", "/server_info", "/get_world_size", "/init_weight_transfer_engine",
+    "/shutdown_weight_transfer_engine", "/start_weight_update", "/start_draft_weight_update",
+    "/update_weights", "/finish_weight_update", "/update_weight_version", "/weight_info",
+    "/weight_checker",
+}  # fmt: skip
+
+
+def _unasync() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("unasync_script", ROOT / "scripts" / "unasync.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_route_parameter_says_where_it_goes_and_the_dev_paths_come_from_the_records() -> None:
+    for route in ROUTES:
+        for p in route.params:
+            assert p.send in ("query", "body"), (route.name, p.name)
+            assert p.check is not None, (route.name, p.name)
+    assert DEV_PATHS == OLD_DEV_PATHS
+
+
+def test_the_request_follows_the_record() -> None:
+    sleep = endpoint("sleep", level=2, mode="wait")
+    assert (sleep.method, sleep.path, sleep.params) == ("POST", "/sleep", (("level", "2"), ("mode", "wait")))
+    assert sleep.long_running and not endpoint("sleep", level=1, mode="abort").long_running
+    assert endpoint("wake_up", tags=["weights", "kv_cache"]).params == (
+        ("tags", "weights"),
+        ("tags", "kv_cache"),
+    )
+    assert endpoint("reset_prefix_cache", reset_running_requests=True, reset_external=False).params == (
+        ("reset_running_requests", "true"),
+        ("reset_external", "false"),
+    )
+    every = endpoint("abort_requests", request_ids=None)
+    assert every.body == {"request_ids": []} and not every.idempotent
+    assert endpoint("abort_requests", request_ids=["a"]).idempotent
+    rpc = endpoint("collective_rpc", method="m", args=(), kwargs=None, rpc_timeout=3)
+    assert rpc.body == {"method": "m", "args": [], "kwargs": {}, "timeout": 3.0} and rpc.long_running
+    no_override = endpoint("start_profile", profile_prefix=None, delay_iterations=None, max_iterations=None)
+    assert no_override.body is NO_BODY
+    assert endpoint("finish_weight_update", weight_version=None).body == {}
+    assert not endpoint("weight_checker", action="reset", baseline=None).idempotent
+    assert endpoint("weight_checker", action="checksum", baseline=None).idempotent
+    # A bodiless request of the same arguments is made once (the barrier sends it every try).
+    assert endpoint("health") is endpoint("health")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("sleep", {"level": 5, "mode": "abort"}, "sleep level must be 0, 1 or 2, got 5"),
+        ("sleep", {"level": 1, "mode": None}, "mode must be one of abort, wait, keep; got None"),
+        ("pause", {"mode": "abort", "clear_cache": 1}, "clear_cache must be True or False, got 1"),
+        ("server_info", {"config_format": "yaml"}, "config_format must be 'text' or 'json', got 'yaml'"),
+        ("weight_checker", {"action": "compare", "baseline": None}, "action='compare' needs baseline="),
+        (
+            "weight_checker",
+            {"action": "x", "baseline": None},
+            "action must be 'checksum', 'reset' or 'compare'",
+        ),
+        ("update_weights", {"update_info": 3}, "update_info must be a dict, or a list of per-worker dicts"),
+        (
+            "start_profile",
+            {"profile_prefix": None, "delay_iterations": -1, "max_iterations": None},
+            "delay_iter",
+        ),
+    ],
+)
+def test_a_bad_argument_is_refused_with_its_message(
+    name: str, arguments: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidParameterError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        endpoint(name, **arguments)
+
+
+def test_a_raw_response_is_asked_for_in_the_calls_own_options() -> None:
+    assert not hasattr(_base_client, "RAW_MODE")
+    assert "ContextVar" not in (ROOT / "vllm_devclient" / "_base_client.py").read_text()
+
+    async def both() -> tuple[object, object]:
+        async with AsyncDevClient(BASE, http_client=httpx.AsyncClient()) as client:
+            return await asyncio.gather(client.with_raw_response.health(), client.health())
+
+    with respx.mock(base_url=BASE) as router:
+        router.get("/health").mock(return_value=httpx.Response(200))
+        raw, plain = asyncio.run(both())
+    assert isinstance(raw, RawResponse) and raw.parsed is True and plain is True
+
+
+def test_the_unasync_rules_are_whole_words_and_leave_prose_alone() -> None:
+    unasync = _unasync()
+    used: set[int] = set()
+    line = "class _AsyncRoutes(AsyncDevClient): the async client, awaited; MyAsyncDevClientX\n"
+    assert unasync.unasync_line(line, used) == (
+        "class _SyncRoutes(DevClient): the async client, awaited; MyAsyncDevClientX\n"
+    )
+    assert unasync.unasync_line("    x = await self.aclose()\n", used) == "    x = self.close()\n"
+    assert unasync.unasync_line("    y = self.aclosed\n", used) == "    y = self.aclosed\n"
+
+
+def test_a_rule_that_matches_nothing_stops_the_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    unasync = _unasync()
+    monkeypatch.setattr(unasync, "SUBS", [*unasync.SUBS, ("NoSuchName", "Other")])
+    monkeypatch.setattr(
+        unasync, "COMPILED_SUBS", [*unasync.COMPILED_SUBS, (unasync._whole_word("NoSuchName"), "")]
+    )
+    monkeypatch.setattr(unasync, "ruff", lambda text, path: text)
+    with pytest.raises(SystemExit, match="NoSuchName"):
+        unasync.wanted()
