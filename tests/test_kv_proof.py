@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gpu_tests.kv_proof.book import Book, chain_keys, differing_regions
 from gpu_tests.kv_proof.catalogue import MUTATIONS, applicable, target_group
@@ -203,6 +204,11 @@ def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> No
     (files.root / "defects-9.json").write_text(json.dumps({"applied": {"cpu_slot_shared": 2}}))
     (files.root / "defects-10.json").write_text(json.dumps({"applied": {"cpu_slot_shared": 1}}))
     assert files.defects_applied() == {"cpu_slot_shared": 3}
+    assert not any("could not act" in e for e in files.instrument_errors())
+    # An armed defect another release's internals refuse is an instrument error, not a silent miss.
+    failed = {"applied": {}, "failed": {"load_plan_permuted": "AttributeError('TransferJob has no dst_spec')"}}
+    (files.root / "defects-11.json").write_text(json.dumps(failed))
+    assert "defect load_plan_permuted could not act: AttributeError" in " ".join(files.instrument_errors())
     files.order(MutationOrder(name="zero_fill", group=1, token=3))
     assert read_order(files.root) == MutationOrder(name="zero_fill", group=1, token=3)
     files.order(None)
@@ -314,3 +320,18 @@ def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_
     assert len({p.token_ids[:size] for p in cut}) == len(cut)  # still no block shared
     # No room for two blocks: no probe of that size, rather than one that can load nothing.
     assert probes(0, 1, 2 * size - 1) == []
+
+
+def test_the_load_plan_log_reads_each_release_s_load_jobs() -> None:
+    """vLLM 0.25+ holds ``TransferJob.dst_spec``, 0.22-0.24 ``transfer_spec``, 0.20 ``(src, dst)`` per
+    request: the recorder finds each load's GPU destinations in all three (issue 35 serves them all)."""
+    from types import SimpleNamespace
+
+    recorder = pytest.importorskip("gpu_tests.kv_proof.recorder")
+    dst = SimpleNamespace(block_ids=[7, 8], group_sizes=[2], block_indices=[0])
+    new = SimpleNamespace(_current_batch_load_jobs={3: SimpleNamespace(dst_spec=dst)})
+    mid = SimpleNamespace(_current_batch_load_jobs={3: SimpleNamespace(transfer_spec=("cpu", dst))})
+    old = SimpleNamespace(_reqs_to_load={"req-1": ("cpu", dst)})
+    assert recorder._load_jobs(new) == {3: dst} and recorder._load_jobs(mid) == {3: dst}
+    assert recorder._load_jobs(old) == {"req-1": dst}
+    assert recorder._load_jobs(SimpleNamespace()) == {}

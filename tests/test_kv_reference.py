@@ -141,3 +141,62 @@ def test_groups_that_share_memory_each_keep_their_regions(tmp_path: Path) -> Non
     proof = Proof(config, context, tmp_path)
     assert [len(g.regions) for g in proof.groups] == [1, 1]
     assert proof.poison() == {"blocks": BLOCKS - 1, "regions": 1}  # the memory is poisoned once
+
+
+@dataclass
+class PaddedSpec:
+    """vLLM 0.25's attention spec in a hybrid: its page padded up to the recurrent page, no unpadded size."""
+
+    block_size: int = B
+    page_size_padded: int | None = PAGE
+    real_page: int = PAGE // 2
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded if self.page_size_padded is not None else self.real_page
+
+
+def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Path) -> None:
+    """vLLM 0.20-0.22's FLASH_ATTN lays every K block before every V block: a block is a row in each half.
+    Read as one block-major region, a block's row would be two other blocks' K."""
+    kv = torch.zeros((2, BLOCKS, PAGE // 2), dtype=torch.int8)
+    groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+    assert [r.width for r in proof.groups[0].regions] == [PAGE // 2, PAGE // 2]
+
+    def step(rid: str, blocks: list[int], cached: int) -> None:
+        out = SimpleNamespace(
+            finished_req_ids=set(),
+            scheduled_new_reqs=[
+                SimpleNamespace(
+                    req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
+                )
+            ],
+            scheduled_cached_reqs=SimpleNamespace(
+                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+            ),
+            num_scheduled_tokens={rid: len(PROMPT) - cached},
+        )
+        proof.after_step(out)
+
+    gen = torch.Generator().manual_seed(1)
+    kv[:, 1:3] = torch.randint(-100, 100, (2, 2, PAGE // 2), generator=gen, dtype=torch.int8)
+    step("a", [1, 2, 3], 0)
+    kv[:, 5:7] = kv[:, 1:3]  # a whole copy of both blocks
+    kv[0, 9:11] = kv[0, 1:3]  # a copy of the K halves only
+    step("b", [5, 6, 7], 8)
+    step("c", [9, 10, 11], 8)
+    uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
+    assert uses["b"].groups[0].verdicts == "vv"
+    assert uses["c"].groups[0].verdicts == "xx" and uses["c"].examples[0].regions_differ == 1
+
+
+def test_a_padded_page_is_digested_without_its_padding(tmp_path: Path) -> None:
+    """Before vLLM 0.26 an attention spec has no unpadded size: the padding (bytes no kernel writes) must not
+    enter the digest, or a block copied whole but for its padding would read as corrupt."""
+    kv = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
+    groups = [SimpleNamespace(kv_cache_spec=PaddedSpec(), layer_names=["l0"])]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+    assert proof.groups[0].regions[0].width == PAGE // 2

@@ -51,6 +51,7 @@ class _Arming:
         self.root = root
         self.path = root / f"defects-{os.getpid()}.json"
         self.applied: dict[str, int] = {}
+        self.failed: dict[str, str] = {}
         self._name: str | None = None
         self._read_at = 0.0
 
@@ -65,9 +66,19 @@ class _Arming:
     def acted(self, name: str) -> None:
         with _lock:
             self.applied[name] = self.applied.get(name, 0) + 1
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(json.dumps({"applied": self.applied}))
-            os.replace(tmp, self.path)
+            self._write()
+
+    def could_not(self, name: str, exc: BaseException) -> None:
+        """A defect whose vLLM internals differ (another release) does nothing, says why, and never stops
+        the engine."""
+        with _lock:
+            self.failed[name] = repr(exc)
+            self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps({"applied": self.applied, "failed": self.failed}))
+        os.replace(tmp, self.path)
 
 
 def _wrap(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -161,11 +172,14 @@ def _offloading_manager(arm: _Arming) -> None:
             if not entries or not arm.armed("stale_slot_after_reset"):
                 return
             kept = 0
-            for key, block in entries.items():
-                if block.block_id % 2 == 0 and block.is_ready:
-                    policy.insert(key, block)
-                    self._num_evictable_cache_blocks += 1
-                    kept += 1
+            try:
+                for key, block in entries.items():
+                    if block.block_id % 2 == 0 and block.is_ready:
+                        policy.insert(key, block)
+                        self._num_evictable_cache_blocks += 1
+                        kept += 1
+            except AttributeError as exc:  # vLLM before 0.24 counts evictable blocks elsewhere
+                arm.could_not("stale_slot_after_reset", exc)
             if kept:
                 arm.acted("stale_slot_after_reset")
 
@@ -198,7 +212,11 @@ def _offloading_scheduler(arm: _Arming) -> None:
             if not arm.armed("load_plan_permuted"):
                 return
             for job_id in set(self._current_batch_load_jobs) - before:
-                spec = self._current_batch_load_jobs[job_id].dst_spec
+                job = self._current_batch_load_jobs[job_id]
+                if not hasattr(job, "dst_spec"):  # vLLM before 0.25: transfer_spec, read-only here
+                    arm.could_not("load_plan_permuted", AttributeError("TransferJob has no dst_spec"))
+                    return
+                spec = job.dst_spec
                 ids = np.asarray(spec.block_ids).copy()
                 start = 0
                 for size in spec.group_sizes:

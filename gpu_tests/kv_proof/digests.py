@@ -2,7 +2,8 @@
 only; ``reference.py`` hooks it into vLLM's worker). See ``reference.py`` for what it proves and when.
 
 - :func:`regions`: every layer's blocks as rows of bytes (block-major, as vLLM lays them out; a recurrent
-  layer through its first state tensor), by KV-cache group; one region per distinct memory region.
+  layer through its first state tensor; a K/V-outermost layer, vLLM 0.20-0.22's FLASH_ATTN, as a K region and
+  a V region), by KV-cache group; one region per distinct memory region.
 - :class:`Proof`: after each step, records the digest of every prompt block the step completed and checks
   every request at its first step against the book (``book.py``), writing ``firstuse-<pid>.jsonl``; and the
   poison.
@@ -67,12 +68,20 @@ class _Request:
 
 
 def _unpadded(spec: Any) -> int:
+    """The bytes of a page a kernel writes (a hybrid pads attention pages up to the recurrent page size)."""
     try:
-        if "Mamba" in type(spec).__name__:
+        if "Mamba" not in type(spec).__name__ and hasattr(spec, "unpadded_page_size_bytes"):
+            return int(spec.unpadded_page_size_bytes)
+        if getattr(spec, "page_size_padded", None) is not None:  # before vLLM 0.26 for attention too
             return int(replace(spec, page_size_padded=None).page_size_bytes)
-        return int(getattr(spec, "unpadded_page_size_bytes", spec.page_size_bytes))
+        return int(spec.page_size_bytes)
     except Exception:
         return int(spec.page_size_bytes)
+
+
+def _kv_outermost(kv: torch.Tensor) -> bool:
+    """FLASH_ATTN's (2, num_blocks, ...) layout in vLLM 0.20-0.22: all K blocks, then all V blocks."""
+    return kv.dim() >= 3 and kv.shape[0] == 2 and kv.stride(0) > kv.stride(1)
 
 
 def _rows(tensor: torch.Tensor, num_blocks: int, page: int, stride: int) -> torch.Tensor:
@@ -110,6 +119,16 @@ def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Grou
                     continue
                 first = kv[0]
                 rows = _rows(first, num_blocks, page, page)
+            elif _kv_outermost(kv):  # a block is a K row in one half and a V row in the other
+                half = kv.stride(1) * kv.element_size()
+                width = _unpadded(lspec) // 2 // 4 * 4
+                for part in (kv[0], kv[1]):
+                    rows = _rows(part, num_blocks, half, half)
+                    ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
+                    if ident not in seen:
+                        seen.add(ident)
+                        regions.append(_Region(rows=rows, width=width, layer=layer))
+                continue
             else:
                 stride = kv.stride(0) * kv.element_size() if layer in packed else page
                 rows = _rows(kv, num_blocks, page, stride)

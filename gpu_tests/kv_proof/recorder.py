@@ -95,6 +95,15 @@ class RecordingScheduler(AsyncScheduler):  # type: ignore[misc]
 _logged = False
 
 
+def _load_jobs(sched: Any) -> dict[Any, Any]:
+    """The load jobs the scheduler side holds, job id -> its GPU destination spec: vLLM 0.25+ keeps
+    ``TransferJob.dst_spec``, 0.22-0.24 ``transfer_spec[1]``, 0.20 one ``(src, dst)`` per request id."""
+    jobs = getattr(sched, "_current_batch_load_jobs", None)
+    if jobs is None:
+        return {rid: specs[1] for rid, specs in getattr(sched, "_reqs_to_load", {}).items()}
+    return {k: j.dst_spec if hasattr(j, "dst_spec") else j.transfer_spec[1] for k, j in jobs.items()}
+
+
 def _log_load_plans(root: Path) -> None:
     """Wrap the OffloadingConnector's scheduler side so that every load job it plans is logged."""
     global _logged
@@ -113,35 +122,34 @@ def _log_load_plans(root: Path) -> None:
 
     def update_state_after_alloc(self: Any, request: Any, blocks: Any, num_external_tokens: int) -> None:
         nonlocal seq
-        before = set(self._current_batch_load_jobs)
+        before = _load_jobs(self)
         real_after_alloc(self, request, blocks, num_external_tokens)
         try:
-            for job_id in set(self._current_batch_load_jobs) - before:
-                job = self._current_batch_load_jobs[job_id]
+            for job_id, dst in _load_jobs(self).items():
+                if job_id in before and before[job_id] is dst:
+                    continue
                 status = self._req_status[request.request_id]
                 groups = [
                     {
                         "group": int(cfg.group_idx),
                         "first_block": int(first),
                         "blocks": int(size),
-                        "tokens_per_block": int(cfg.tokens_per_block),
+                        # vLLM 0.26 renamed gpu_block_size to tokens_per_block
+                        "tokens_per_block": int(getattr(cfg, "tokens_per_block", None) or cfg.gpu_block_size),
                     }
                     for cfg, size, first in zip(
-                        self.config.kv_group_configs,
-                        job.dst_spec.group_sizes,
-                        job.dst_spec.block_indices,
-                        strict=False,
+                        self.config.kv_group_configs, dst.group_sizes, dst.block_indices, strict=False
                     )
                 ]
                 record = {
                     "seq": seq,
                     "pid": os.getpid(),
                     "request_id": str(request.request_id),
-                    "job_id": int(job_id),
+                    "job_id": job_id if isinstance(job_id, int) else -1,
                     "local": int(status.num_locally_computed_tokens),
                     "external": int(num_external_tokens),
                     "groups": groups,
-                    "gpu_block_ids": [int(b) for b in job.dst_spec.block_ids],
+                    "gpu_block_ids": [int(b) for b in dst.block_ids],
                 }
                 seq += 1
                 with path.open("a") as fh:

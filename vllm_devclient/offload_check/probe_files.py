@@ -299,21 +299,31 @@ class ProbeFiles:
         return out
 
     def instrument_errors(self) -> list[str]:
-        """What the instruments could not do (a load-plan line that failed, a reference error)."""
+        """What the instruments could not do (a load-plan line that failed, a reference error, an armed defect
+        that could not act on this release's internals)."""
         errors = [str(r["error"]) for r in self._lines("loads") if "error" in r]
         errors += [str(r["error"]) for r in self._lines("firstuse") if "error" in r]
         for ref in self.references():
             errors += ref.errors
+        for data in self._defect_files():
+            errors += [
+                f"defect {name} could not act: {why}" for name, why in (data.get("failed") or {}).items()
+            ]
         return errors
+
+    def _defect_files(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.root.glob("defects-*.json")):
+            try:
+                out.append(json.loads(path.read_text()))
+            except (OSError, ValueError):  # being rewritten: the next read gets it
+                continue
+        return out
 
     def defects_applied(self) -> dict[str, int]:
         """How often each armed defect acted, by name, over every process."""
         counts: dict[str, int] = {}
-        for path in self.root.glob("defects-*.json"):
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
+        for data in self._defect_files():
             for name, n in (data.get("applied") or {}).items():
                 counts[name] = counts.get(name, 0) + int(n)
         return counts
