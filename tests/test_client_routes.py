@@ -148,6 +148,18 @@ async def test_flags(
     assert await getattr(dc, route_name)() is value
 
 
+async def test_release_kv_cache_memory_bare_200_is_a_release_that_says_nothing(
+    dc: Either, mock: respx.MockRouter, answer: Any
+) -> None:
+    """vLLM 0.31.0 answers a bare 200 once the memory is released: no error, and no status made up."""
+    route = mock.post("/release_kv_cache_memory")
+    route.mock(return_value=answer(200))
+    assert (await dc.release_kv_cache_memory()).status is None
+    route.mock(return_value=answer(200, json={"released": True}))  # a shape nobody sends: not empty
+    with pytest.raises(ResponseValidationError, match="status"):
+        await dc.release_kv_cache_memory()
+
+
 async def test_flag_of_wrong_type_is_an_error(dc: Either, mock: respx.MockRouter) -> None:
     mock.get("/is_sleeping").mock(return_value=python(200, json={"is_sleeping": "false"}))
     with pytest.raises(ResponseValidationError, match="is_sleeping"):

@@ -206,7 +206,10 @@ def test_the_probe_folder_carries_splits_orders_and_errors(tmp_path: Path) -> No
     assert files.defects_applied() == {"cpu_slot_shared": 3}
     assert not any("could not act" in e for e in files.instrument_errors())
     # An armed defect another release's internals refuse is an instrument error, not a silent miss.
-    failed = {"applied": {}, "failed": {"load_plan_permuted": "AttributeError('TransferJob has no dst_spec')"}}
+    failed = {
+        "applied": {},
+        "failed": {"load_plan_permuted": "AttributeError('TransferJob has no dst_spec')"},
+    }
     (files.root / "defects-11.json").write_text(json.dumps(failed))
     assert "defect load_plan_permuted could not act: AttributeError" in " ".join(files.instrument_errors())
     files.order(MutationOrder(name="zero_fill", group=1, token=3))

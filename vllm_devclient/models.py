@@ -12,6 +12,7 @@ __all__ = [
     "Completion",
     "CompletionChoice",
     "CompletionUsage",
+    "KVCacheReleaseResult",
     "KVEventSource",
     "LoadInfo",
     "MessageResult",
@@ -84,6 +85,13 @@ class WakeUpResult(_Model):
 
 class StatusResult(_Model):
     status: str
+
+
+class KVCacheReleaseResult(_Model):
+    """`status` ("kv_cache_released") is None only when a server answered a bare 200 (vLLM 0.31.0): the
+    engine released the memory and the server could not say so."""
+
+    status: str | None = None
 
 
 class AbortRequestsResult(_Model):

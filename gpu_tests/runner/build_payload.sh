@@ -36,7 +36,7 @@ mkdir -p stage/payload stage/opt && cd site
 # _moe_C.abi3.so.
 mv vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so ../stage/opt/
 [ -f vllm/vllm-rs ] && mv vllm/vllm-rs ../stage/opt/
-ls vllm/_moe_C_stable_libtorch.abi3.so vllm/_moe_C.abi3.so >/dev/null 2>&1 \
+[ -f vllm/_moe_C_stable_libtorch.abi3.so ] || [ -f vllm/_moe_C.abi3.so ] \
   || { echo "no MoE extension in the wheel" >&2; exit 1; }
 rm -rf bin vllm/third_party/deep_gemm vllm/third_party/fmha_sm100; find . -name __pycache__ -prune -exec rm -rf {} +
 tar -cf - . | xz -9 -T2 > ../stage/payload/core.tar.xz

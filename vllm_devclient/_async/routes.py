@@ -12,6 +12,7 @@ from .._base_client import RequestOptions
 from ..endpoints import Endpoint
 from ..models import (
     AbortRequestsResult,
+    KVCacheReleaseResult,
     KVEventSource,
     LoadInfo,
     MessageResult,
@@ -127,9 +128,9 @@ class _AsyncRoutes(_AsyncCore):
         ep: Endpoint[None] = endpoint("reset_encoder_cache")
         return await self._send(ep, options)
 
-    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
+    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> KVCacheReleaseResult:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        ep: Endpoint[StatusResult] = endpoint("release_kv_cache_memory")
+        ep: Endpoint[KVCacheReleaseResult] = endpoint("release_kv_cache_memory")
         return await self._send(ep, options)
 
     async def sleep(

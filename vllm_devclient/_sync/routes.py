@@ -13,6 +13,7 @@ from .._base_client import RequestOptions
 from ..endpoints import Endpoint
 from ..models import (
     AbortRequestsResult,
+    KVCacheReleaseResult,
     KVEventSource,
     LoadInfo,
     MessageResult,
@@ -128,9 +129,9 @@ class _SyncRoutes(_SyncCore):
         ep: Endpoint[None] = endpoint("reset_encoder_cache")
         return self._send(ep, options)
 
-    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> StatusResult:
+    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> KVCacheReleaseResult:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        ep: Endpoint[StatusResult] = endpoint("release_kv_cache_memory")
+        ep: Endpoint[KVCacheReleaseResult] = endpoint("release_kv_cache_memory")
         return self._send(ep, options)
 
     def sleep(

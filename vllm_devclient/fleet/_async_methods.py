@@ -14,6 +14,7 @@ from ..models import (
     AbortRequestsResult,
     BarrierResult,
     Completion,
+    KVCacheReleaseResult,
     KVEventSource,
     LoadInfo,
     MessageResult,
@@ -171,7 +172,9 @@ class _AsyncFleetMethods:
         """
         return await self._each(AsyncDevClient.reset_encoder_cache, dict(**options))
 
-    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
+    async def release_kv_cache_memory(
+        self, **options: Unpack[RequestOptions]
+    ) -> FleetResult[KVCacheReleaseResult]:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
 
         On every target at once: a FleetResult holds each target's answer or error.

@@ -13,6 +13,7 @@ from ..models import (
     AbortRequestsResult,
     BarrierResult,
     Completion,
+    KVCacheReleaseResult,
     KVEventSource,
     LoadInfo,
     MessageResult,
@@ -165,7 +166,7 @@ class _FleetMethods:
         """
         return self._run(self._fleet.reset_encoder_cache(**options))
 
-    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
+    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[KVCacheReleaseResult]:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
 
         On every target at once: a FleetResult holds each target's answer or error.

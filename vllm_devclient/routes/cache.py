@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import arguments as check
 from ..answers import model_reader, nothing, read_reset
-from ..models import ResetPrefixCacheResult, StatusResult
+from ..models import KVCacheReleaseResult, ResetPrefixCacheResult
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]
@@ -26,6 +26,10 @@ def _reset_refused(value: ResetPrefixCacheResult, given: Mapping[str, Any]) -> s
             "retry with `barrier`"
         )
     return None
+
+
+def _released(value: KVCacheReleaseResult) -> str:
+    return value.status or "done (this server answered a bare 200: it cannot say more)"
 
 
 ROUTES: tuple[Route, ...] = (
@@ -82,9 +86,10 @@ ROUTES: tuple[Route, ...] = (
         name="release_kv_cache_memory",
         method="POST",
         path="/release_kv_cache_memory",
-        reader=model_reader(StatusResult),
+        # vLLM 0.31.0 answers a bare 200 once the memory is released: that is a success that says nothing.
+        reader=model_reader(KVCacheReleaseResult, empty_ok=True),
         doc="POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).",
-        answer=StatusResult,
-        cli=Cli(topic="cache"),
+        answer=KVCacheReleaseResult,
+        cli=Cli(topic="cache", render=_released),
     ),
 )

@@ -70,7 +70,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "release_kv_cache_memory",
         "POST /release_kv_cache_memory",
         lambda c: c.release_kv_cache_memory(),
-        returns_model("StatusResult", {"status": "kv_cache_released"}),
+        returns_model("KVCacheReleaseResult", {"status": "kv_cache_released"}),
         (call("release_kv_cache_memory"),),
     ),
     Scenario(
