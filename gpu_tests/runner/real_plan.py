@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
-from vllm_devclient.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
+from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
 
 from .run_matrix import Job, _case_args, _case_id
 

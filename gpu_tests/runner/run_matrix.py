@@ -1,7 +1,7 @@
 """Run many offload-check cases at once on one GPU: every tiny family x connector x frontend, and per family
 one case that runs the whole mutation catalogue.
 
-Each case is its own ``python -m vllm_devclient.offload_check`` process (one ``vllm serve`` each, started
+Each case is its own ``python -m gpu_tests.offload_check`` process (one ``vllm serve`` each, started
 once for all its iterations) with the engine-side instruments of ``gpu_tests/kv_proof`` and a fixed small KV
 cache, so that many servers share the GPU. ``--parallel`` bounds how many run at once (CPU cores, not GPU
 memory, are what tiny servers compete for). A family whose safetensors the server cannot load is retried
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.profiles import PROFILES, CheckCase, connector_by_name, gpu_count
-from vllm_devclient.offload_check.tiny import TINY_FAMILIES
+from gpu_tests.offload_check.profiles import PROFILES, CheckCase, connector_by_name, gpu_count
+from gpu_tests.offload_check.tiny import TINY_FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = REPO_ROOT / "gpu_tests" / "results"
@@ -327,7 +327,7 @@ def split_parts(
 Launcher = Callable[[Job, Path], "subprocess.Popen[bytes]"]
 
 
-CASE_COMMAND = (sys.executable, "-m", "vllm_devclient.offload_check")
+CASE_COMMAND = (sys.executable, "-m", "gpu_tests.offload_check")
 
 
 def default_launcher(env: dict[str, str], gpus: int = 1, command: Sequence[str] = CASE_COMMAND) -> Launcher:
