@@ -17,18 +17,8 @@ import pytest
 from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import tables
 from gpu_tests.runner.collect import read_report, report_paths
-from gpu_tests.runner.run_matrix import (
-    Cost,
-    Job,
-    default_launcher,
-    expected_costs,
-    makespan,
-    plan,
-    run_jobs,
-    split_parts,
-    summarize,
-    verdict,
-)
+from gpu_tests.runner.jobs import Cost, Job, expected_costs, makespan, plan, split_parts
+from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
 from vllm_devclient.testing.processes import spawn
 
 FAKE_CASE = """

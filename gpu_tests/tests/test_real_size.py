@@ -24,7 +24,8 @@ from gpu_tests.offload_check.profiles import (
 )
 from gpu_tests.offload_check.server import build_command
 from gpu_tests.runner import real_models, real_plan
-from gpu_tests.runner.run_matrix import Job, run_jobs
+from gpu_tests.runner.jobs import Job
+from gpu_tests.runner.launch import run_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = list(REAL_SIZE_ARGS)
