@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # The offload check (one case: measure, judge, report), the engine-side instruments, the device runner
     # (plans, runs, collects, tables), the RL runner, then the suites and their setup.
     "gpu_tests": (
-        ("offload_check",),
+        ("offload_check", "upstream"),
         ("kv_proof",),
         ("runner",),
         ("rl",),

@@ -5,9 +5,9 @@ Source: ``tests/evals/gsm8k/test_gsm8k_offloading.py`` and the ``kv-offload-*`` 
 vLLM main; ``vllm-project/vllm`` itself was stored only at older commits, whose matrices had no
 DeepSeek-V2-Lite case and one threshold per model). Values are copied as written there, nothing derived.
 
-:mod:`.profiles` must agree with this table (``gpu_tests/tests/test_offload_profiles.py`` checks it), so a
-change of a threshold or CPU size in the profiles without a new recorded copy fails CI, and re-recording from
-a newer upstream shows the drift in one diff.
+:mod:`.profiles` builds the real profiles from this table; ``gpu_tests/tests/test_offload_profiles.py`` checks
+them against the values parsed from upstream's file itself (``gpu_tests/upstream/test_gsm8k_offloading.json``,
+written by ``python -m gpu_tests.upstream.parse``), so a wrong value here or in the profiles fails CI.
 """
 
 from __future__ import annotations

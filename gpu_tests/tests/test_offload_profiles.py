@@ -1,8 +1,9 @@
-"""The profile table against the recorded copy of upstream's matrix, the tiny families, the CI steps.
+"""The profile table against upstream's matrix, the tiny families, the CI steps.
 
-`gpu_tests/offload_check/upstream.py` is a verbatim record of vLLM's test (with its source commit);
-the profiles must say the same thing. Changing a threshold or a CPU size in the profiles without
-re-recording upstream fails here, and so does a re-recorded upstream that the profiles do not follow.
+The profiles are built from `gpu_tests/offload_check/upstream.py`, a hand copy of vLLM's test; they are
+checked against `gpu_tests/upstream/test_gsm8k_offloading.json`, the values parsed from that test's file
+(`gpu_tests/upstream/parse.py`, with the file's address and digest). A wrong value in the copy or in the
+profiles fails here, and so does a re-parsed upstream that the profiles do not follow.
 """
 
 from __future__ import annotations
@@ -26,27 +27,78 @@ from gpu_tests.offload_check.profiles import (
 )
 from gpu_tests.offload_check.server import build_command
 from gpu_tests.offload_check.tiny import TINY_FAMILIES, tiny_config_kwargs
+from gpu_tests.upstream.parse import RECORD, parse
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = {name: p for name, p in PROFILES.items() if not p.tiny and name != "small" and p.real_size_of is None}
 
 
+UPSTREAM = json.loads(RECORD.read_text())  # parsed from upstream's file, not from offload_check/upstream.py
+
+
 def test_every_upstream_case_is_a_profile_case_with_the_same_values() -> None:
+    # The profiles are built from offload_check/upstream.py (a hand copy); this compares them with the values
+    # parsed from upstream's file itself, so a wrong copy or a wrong profile fails here.
+    constants, defaults = UPSTREAM["constants"], UPSTREAM["defaults"]
+    kv_config = UPSTREAM["server_args"].index("--kv-transfer-config")
+    common = tuple(a for i, a in enumerate(UPSTREAM["server_args"]) if i not in (kv_config, kv_config + 1))
+    assert common[-1] == "*cfg.extra_server_args"
     seen = set()
-    for case in upstream.UPSTREAM_CASES:
-        (profile,) = [p for p in REAL.values() if p.model == case.model]
-        settings = profile.connectors[case.connector]  # type: ignore[index]
-        assert settings.upstream_id == case.id
-        assert settings.threshold == case.accuracy_threshold, case.id
-        assert settings.cpu_gib == case.cpu_offload_gib, case.id
-        assert (settings.spec_name or "CPUOffloadingSpec") == case.spec_name, case.id
-        assert profile.tolerance == case.tolerance
-        assert profile.startup_timeout == case.startup_timeout
-        assert profile.server_args == (*upstream.COMMON_SERVER_ARGS, *case.extra_server_args)
-        assert profile.num_questions == upstream.NUM_QUESTIONS and profile.num_shots == upstream.NUM_FEWSHOT
-        seen.add((profile.name, case.connector))
+    for written in UPSTREAM["models"]:
+        case = {**defaults, **written}
+        (profile,) = [p for p in REAL.values() if p.model == case["model"]]
+        settings = profile.connectors[case["connector"]]
+        assert settings.upstream_id == case["id"]
+        assert settings.threshold == case["accuracy_threshold"], case["id"]
+        assert settings.cpu_gib == case["cpu_offload_gib"], case["id"]
+        assert (settings.spec_name or "CPUOffloadingSpec") == case["spec_name"], case["id"]
+        assert profile.tolerance == case["tolerance"]
+        assert profile.startup_timeout == case["startup_timeout"]
+        assert profile.server_args == (*common[:-1], *case["extra_server_args"])
+        assert profile.num_questions == constants["NUM_QUESTIONS"]
+        assert profile.num_shots == constants["NUM_FEWSHOT"]
+        assert not case["env_dict"]  # the profiles set no environment of their own
+        seen.add((profile.name, case["connector"]))
     # ...and no profile case that upstream does not have.
     assert seen == {(p.name, c) for p in REAL.values() for c in p.connectors}
+    assert upstream.OFFLOAD_SYNC_TIMEOUT == constants["_OFFLOAD_SYNC_TIMEOUT"]
+
+
+def test_the_record_names_the_file_it_was_parsed_from() -> None:
+    source = UPSTREAM["source"]
+    assert (source["repo"], source["commit"], source["path"]) == (
+        upstream.SOURCE.repo,
+        upstream.SOURCE.commit,
+        upstream.SOURCE.test_path,
+    )
+    assert source["url"].endswith(f"/{source['commit']}/{source['path']}") and len(source["sha256"]) == 64
+
+
+def test_the_parser_reads_what_upstream_writes() -> None:
+    # The shapes parse.py relies on: keyword configs, field(default_factory=...), a starred server_args tail.
+    text = """
+NUM_QUESTIONS = 7
+NUM_FEWSHOT = 2
+_OFFLOAD_SYNC_TIMEOUT = 5
+
+@dataclass
+class OffloadingModelConfig:
+    id: str
+    tolerance: float = 0.1
+    extra_server_args: list[str] = field(default_factory=list)
+
+MODELS = [OffloadingModelConfig(id="a", accuracy_threshold=0.5, extra_server_args=["--x", "1"])]
+
+def test_it(cfg):
+    server_args = ["--y", _cfg(cfg.connector), *cfg.extra_server_args]
+"""
+    data = parse(text)
+    assert data["constants"] == {"NUM_QUESTIONS": 7, "NUM_FEWSHOT": 2, "_OFFLOAD_SYNC_TIMEOUT": 5}
+    assert data["defaults"] == {"tolerance": 0.1, "extra_server_args": []}
+    assert data["models"] == [{"id": "a", "accuracy_threshold": 0.5, "extra_server_args": ["--x", "1"]}]
+    assert data["server_args"] == ["--y", "<_cfg(...)>", "*cfg.extra_server_args"]
+    with pytest.raises(ValueError, match="models"):
+        parse(text.replace("MODELS", "OTHER"))
 
 
 def test_upstream_thresholds_and_cpu_sizes_as_read() -> None:
