@@ -25,9 +25,9 @@ from vllm_devclient.gsm8k import evaluate_gsm8k_async, load_gsm8k
 from vllm_devclient.metrics import MetricsSnapshot
 from vllm_devclient.models import BarrierResult, VersionInfo
 
-from .check import MutationPlan, run_check, settle
+from .check import CheckIO, MutationPlan, run_check, settle
 from .events import EventWatcher, GroupEventAccount, open_event_watcher
-from .judge import CheckSettings, judge_case
+from .judge import judge_case
 from .probe_files import (
     PROBE_DIR_ENV,
     FirstUse,
@@ -41,6 +41,7 @@ from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probe
 from .profiles import CheckCase, gpu_count, resolve_model
 from .report import Answer, OffloadCheckReport, Run, SettleResult, Split
 from .server import KVEventsSettings, ServerConfig, VllmServer
+from .settings import CheckSettings
 
 # Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
 # clean iterations send a second warm run spread over this many seconds (the batch control, judge.py).
@@ -369,6 +370,26 @@ def _mutation_plans(
     return plans, skipped
 
 
+def measure_and_judge(
+    io: CheckIO,
+    settings: CheckSettings,
+    probes: Sequence[Probe],
+    layout: Sequence[GroupLayout],
+    *,
+    on_iteration: Callable[[OffloadCheckReport], None] | None = None,
+    **measure: Any,
+) -> OffloadCheckReport:
+    """The two stages of one case on a server: measure (``check.run_check``), then judge
+    (``judge.judge_case``); each partial report handed to ``on_iteration`` is judged too."""
+
+    def judged(report: OffloadCheckReport) -> None:
+        if on_iteration is not None:
+            on_iteration(judge_case(settings, report))
+
+    report = run_check(io, settings, probes, layout, on_iteration=judged, **measure)
+    return judge_case(settings, report)
+
+
 def run_case(
     case: CheckCase,
     *,
@@ -496,11 +517,11 @@ def run_case(
             report_path = out_dir / f"{case.id}.json"
 
             def partial(report: OffloadCheckReport) -> None:
-                # A case stopped half-way (a deadline) still leaves what it measured.
+                # A case stopped half-way (a deadline) still leaves what it measured, judged.
                 report_path.write_text(report.model_dump_json(indent=1) + "\n")
 
             try:
-                report = run_check(
+                report = measure_and_judge(
                     io, settings, probes, layout, mutations=plans, report_fields=fields, on_iteration=partial
                 )
             finally:

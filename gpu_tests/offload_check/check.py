@@ -37,10 +37,10 @@ from vllm_devclient.metrics import MetricsSnapshot
 from vllm_devclient.models import BarrierResult, VersionInfo
 
 from .events import GroupEventAccount
-from .judge import CheckSettings, judge_case
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
 from .probes import SHAPES, Probe, fingerprint
 from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
+from .settings import CheckSettings
 
 __all__ = ["CheckIO", "CheckStopped", "MutationPlan", "run_check", "settle"]
 
@@ -266,8 +266,9 @@ def run_check(
     clock: Callable[[], float] = time.monotonic,
     on_iteration: Callable[[OffloadCheckReport], None] | None = None,
 ) -> OffloadCheckReport:
-    """Run the iterations against ``io`` and judge them. Never raises on a failed assertion (see
-    ``.status``); an exception half-way gives ``status="error"`` with what was measured until then."""
+    """Run the iterations against ``io``: what they measured, not judged (``judge.judge_case`` gives the
+    verdicts; ``case.measure_and_judge`` runs both). An exception half-way leaves ``error`` set with what
+    was measured until then."""
     st = _State()
 
     def partial() -> OffloadCheckReport:
@@ -387,7 +388,7 @@ def _report(
     }
     fields.update(report_fields or {})
     fields["timings"] = {**fields.get("timings", {}), **timings}
-    return judge_case(settings, OffloadCheckReport(**fields))
+    return OffloadCheckReport(**fields)
 
 
 def settle(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpu_tests.offload_check.judge import moved_by_the_batch, same_split_pairs
+from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
 from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 
 from . import budget, proof_tables

@@ -13,11 +13,13 @@ from functools import cache
 import pytest
 
 from gpu_tests.kv_proof.instruments import INSTRUMENTS
+from gpu_tests.offload_check.case import measure_and_judge
 from gpu_tests.offload_check.check import MutationPlan, run_check
-from gpu_tests.offload_check.judge import CheckSettings, rejudge
+from gpu_tests.offload_check.judge import judge_case, rejudge
 from gpu_tests.offload_check.probe_files import GroupLayout, MutationOrder
 from gpu_tests.offload_check.probes import Probe, boundary_sizes, build_probes
 from gpu_tests.offload_check.report import OffloadCheckReport
+from gpu_tests.offload_check.settings import CheckSettings
 from vllm_devclient.gsm8k import load_gsm8k
 
 from .conftest import GSM8K_DIR
@@ -54,7 +56,7 @@ def _probes(per_size: int = 2) -> tuple[Probe, ...]:
 
 def _check(server: FakeServer, layout: list[GroupLayout], **settings: object) -> OffloadCheckReport:
     kw: dict[str, object] = {"reference_digests": True, "mutation_expectations": EXPECT, **settings}
-    return run_check(server, CheckSettings(**kw), list(_probes()), layout)  # type: ignore[arg-type]
+    return measure_and_judge(server, CheckSettings(**kw), list(_probes()), layout)  # type: ignore[arg-type]
 
 
 def test_a_correct_sliding_window_reload_passes_when_only_same_split_answers_are_compared() -> None:
@@ -140,7 +142,7 @@ def test_every_applicable_mutation_is_caught_by_the_assertion_the_catalogue_name
             MutationPlan(order, _probes()[:4] + tuple(p for p in _probes() if p.kind != "gsm8k")[:2])
         )
     server = FakeServer(layout=layout, fixed=True)
-    report = run_check(
+    report = measure_and_judge(
         server,
         CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=0),
         list(_probes()),
@@ -148,7 +150,7 @@ def test_every_applicable_mutation_is_caught_by_the_assertion_the_catalogue_name
     )
     assert report.iterations == []  # nothing to judge without a pass: an error, not a pass
     assert report.status == "error"
-    report = run_check(
+    report = measure_and_judge(
         server,
         CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=0),
         list(_probes()),
@@ -173,7 +175,7 @@ def test_every_applicable_mutation_is_caught_by_the_assertion_the_catalogue_name
 def test_a_mutation_that_never_ran_is_not_caught() -> None:
     server = FakeServer(layout=FULL, fixed=True)
     plan = MutationPlan(MutationOrder(name="not_an_instrument", token=1), _probes()[:2])
-    report = run_check(
+    report = measure_and_judge(
         server,
         CheckSettings(
             reference_digests=True, mutation_expectations={"not_an_instrument": ("kv_bytes_identical",)}
@@ -228,7 +230,7 @@ def test_probes_whose_blocks_an_earlier_probe_loaded_do_not_count_as_reaching_th
         Probe(f"c16-{p.id}", "control", p.token_ids[: p.length // 16 * 16 - 3], p.question, None, 8, 16)
         for p in whole[2:4]
     ]
-    report = run_check(
+    report = measure_and_judge(
         FakeServer(layout=SLIDING), CheckSettings(reference_digests=True), whole + shared, SLIDING
     )
     reached = report.iterations[0].assertion("boundaries_reached")
@@ -294,13 +296,17 @@ def test_a_byte_mutation_iteration_names_the_defect_its_untouched_splits_show_an
         for token, name in enumerate(("zero_fill", "state_ahead"), 1)
     ]
     settings = CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=0)
-    report = run_check(FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans)
+    report = measure_and_judge(FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans)
     (defect,) = report.defects
     assert defect.id == "vllm#51094" and defect.evidence
     assert all(e.startswith("mutation-zero_fill ") for e in defect.evidence), defect.evidence
-    only_state = run_check(FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans[1:])
+    only_state = measure_and_judge(
+        FakeServer(layout=MAMBA), settings, list(_probes()), MAMBA, mutations=plans[1:]
+    )
     assert only_state.defects == []
-    fixed = run_check(FakeServer(layout=MAMBA, fixed=True), settings, list(_probes()), MAMBA, mutations=plans)
+    fixed = measure_and_judge(
+        FakeServer(layout=MAMBA, fixed=True), settings, list(_probes()), MAMBA, mutations=plans
+    )
     assert fixed.defects == []
 
 
@@ -313,7 +319,7 @@ def test_the_simple_connectors_cpu_evictions_sent_as_gpu_removes_fail_the_stream
     def check(server: FakeServer, connector: str) -> OffloadCheckReport:
         settings = CheckSettings(reference_digests=False, iterations=1)
         fields = {"connector": connector}
-        return run_check(server, settings, list(_probes()), FULL, report_fields=fields)
+        return measure_and_judge(server, settings, list(_probes()), FULL, report_fields=fields)
 
     def evicting(connector: str) -> FakeServer:
         return FakeServer(
@@ -344,7 +350,7 @@ def test_failed_requests_make_the_iteration_an_error_and_a_crash_keeps_what_was_
     assert report.status == "error"
     partial: list[OffloadCheckReport] = []
     server = FakeServer(layout=FULL, raise_in="reload")
-    report = run_check(
+    report = measure_and_judge(
         server, CheckSettings(reference_digests=True), list(_probes()), FULL, on_iteration=partial.append
     )
     (it,) = report.iterations
@@ -444,7 +450,9 @@ def test_a_stopped_check_keeps_what_it_measured_and_runs_nothing_more() -> None:
     partial: list[OffloadCheckReport] = []
     plans = [MutationPlan(MutationOrder(name="zero_fill", group=0, token=1), _probes())]
     settings = CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=2)
-    report = run_check(server, settings, list(_probes()), FULL, mutations=plans, on_iteration=partial.append)
+    report = measure_and_judge(
+        server, settings, list(_probes()), FULL, mutations=plans, on_iteration=partial.append
+    )
     assert [it.label for it in report.iterations] == ["clean-1"] and partial
     (it,) = report.iterations
     assert it.error is not None and "SIGTERM" in it.error and {"cold", "warm"} <= set(it.runs)
@@ -466,3 +474,14 @@ def test_rejudge_adds_information_but_never_turns_a_committed_failure_into_a_pas
     assert again.status == "failed" and not again.passed
     kept = next(a for a in again.assertions if a.name == "device_verdict_kept")
     assert "the device's failed stands" in kept.message
+
+
+def test_measuring_gives_measurements_only_and_judging_them_gives_the_verdicts() -> None:
+    # The stages apart: run_check never judges; judge_case reads the same report without a server.
+    settings = CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=1)
+    measured = run_check(FakeServer(layout=FULL, noise={"reload": {"q03"}}), settings, list(_probes()), FULL)
+    assert measured.iterations and measured.assertions == [] and measured.defects == []
+    assert all(not it.assertions and not it.comparisons for it in measured.iterations)
+    judged = judge_case(settings, measured)
+    assert judged.status == "failed" and judged.iterations[0].comparisons
+    assert judge_case(settings, measured) == judged  # the same measurements, the same verdicts

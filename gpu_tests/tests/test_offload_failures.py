@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from gpu_tests.offload_check.assertions import requests_ok
 from gpu_tests.offload_check.case import ServerIO
-from gpu_tests.offload_check.judge import requests_ok
 from gpu_tests.offload_check.probes import Probe
 from gpu_tests.offload_check.report import Run
 from vllm_devclient.testing.engine import Raise, Return, ScriptedEngine

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_tests.offload_check.check import run_check
-from gpu_tests.offload_check.judge import CheckSettings
+from gpu_tests.offload_check.case import measure_and_judge
 from gpu_tests.offload_check.profiles import PROFILES
 from gpu_tests.offload_check.report import Answer, Iteration, OffloadCheckReport, Run
+from gpu_tests.offload_check.settings import CheckSettings
 from gpu_tests.runner import budget, real_plan, tables
 from vllm_devclient.models import BarrierResult
 
@@ -24,7 +24,7 @@ NEMOTRON = "nemotron-h-8b-real"
 
 def _report(*, capacity: int | None = None, events: bool = True, case: str = "a") -> OffloadCheckReport:
     server = FakeServer(layout=FULL, cpu_events=events, cpu_capacity=capacity)
-    report = run_check(server, CheckSettings(iterations=1), list(_probes()), FULL)
+    report = measure_and_judge(server, CheckSettings(iterations=1), list(_probes()), FULL)
     return report.model_copy(
         update={
             "case_id": f"{NEMOTRON}-{case}",
@@ -145,7 +145,7 @@ class _LateResetEvents(FakeServer):
 
 def test_entries_a_reset_left_unannounced_are_said_not_read_as_evictions() -> None:
     server = _LateResetEvents(layout=FULL, cpu_events=True)
-    report = run_check(server, CheckSettings(iterations=2), list(_probes()), FULL)
+    report = measure_and_judge(server, CheckSettings(iterations=2), list(_probes()), FULL)
     first, second = (it.cpu_tier for it in report.clean())
     assert first is not None and second is not None
     assert first.held_at_cold == 0 and second.held_at_cold == first.live > 0
@@ -163,7 +163,7 @@ def test_a_catalogue_run_as_its_own_case_is_counted_on_its_models_row() -> None:
     order = MutationOrder(name="load_wrong_cpu_block", group=0, token=1)
     plan = MutationPlan(order, tuple(_probes()[:4]))
     settings = CheckSettings(reference_digests=True, mutation_expectations=EXPECT, iterations=0)
-    catalogue = run_check(FakeServer(layout=FULL), settings, list(_probes()), FULL, mutations=[plan])
+    catalogue = measure_and_judge(FakeServer(layout=FULL), settings, list(_probes()), FULL, mutations=[plan])
     assert [it.mutation for it in catalogue.iterations] == ["load_wrong_cpu_block"] and INSTRUMENTS.mutations
     clean = _report()
     own = catalogue.model_copy(
