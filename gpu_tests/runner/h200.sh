@@ -25,13 +25,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export TRITON_CACHE_DIR=/tmp/triton-cache
 # The judge's commit, fixed before the run (the caller passes `git rev-parse HEAD`), goes into every report.
 export VLLM_DEVCLIENT_JUDGE_COMMIT=${JUDGE_COMMIT:-unknown}
-mkdir -p "$out" /tmp/matrix "$TRITON_CACHE_DIR"
+# MATRIX_OUT lets two matrices (a tiny and a real-size one) share a call, each in its own folder.
+m=${MATRIX_OUT:-/tmp/matrix}
+mkdir -p "$out" "$m" "$TRITON_CACHE_DIR"
 echo "setup ${setup_s} s"
 part=$(printf '%s\n' "$@" | awk 'prev=="--part"{print; exit} {prev=$0}'); part=${part:-1}
 # The device tool allows 600 s a command: the deadline leaves room for the setup and the packing.
 deadline=$(( 575 - setup_s ))
-python3 -m gpu_tests.runner.run_matrix --out /tmp/matrix --families all --deadline-s "$deadline" "$@"
+python3 -m gpu_tests.runner.run_matrix --out "$m" --families all --deadline-s "$deadline" "$@"
 status=$?
-echo "{\"setup_s\": ${setup_s}, \"part\": \"${part}\", \"call_s\": $(( $(date +%s) - t0 ))}" > /tmp/matrix/call_part${part}.json
-tar czf "$out/results-part${part}.tgz" -C /tmp matrix
+echo "{\"setup_s\": ${setup_s}, \"part\": \"${part}\", \"call_s\": $(( $(date +%s) - t0 ))}" > "$m/call_part${part}.json"
+tar czf "$out/results-part${part}.tgz" -C "$(dirname "$m")" "$(basename "$m")"
 exit $status

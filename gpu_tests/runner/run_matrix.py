@@ -61,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="--gpu-memory-utilization 0.05 --kv-cache-memory-bytes 1073741824",
         help="vllm serve flags for every case (fixed KV cache: skips memory profiling that others disturb)",
     )
-    p.add_argument("--only", default="", help="comma list: run only the cases whose id contains one of these")
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma list: run only the cases whose id contains one of these (one ending in $ ends the id)",
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--gpu-mem-gib", type=float, default=None, help="real size: GPU memory the cases share")
     p.add_argument(
@@ -130,9 +134,14 @@ def _main_real(args: argparse.Namespace, out: Path) -> int:
 
 
 def _only(jobs: Sequence[Job], only: str) -> list[Job]:
-    """``--only a,b``: the jobs whose case id contains one of the comma-separated parts (all without it)."""
+    """``--only a,b``: the jobs whose case id contains one of the comma-separated parts (all without it); a
+    part ending in ``$`` must end the id (``tiny-llama-simple-python$`` is not its catalogue)."""
     wanted = [w.strip() for w in only.split(",") if w.strip()]
-    return [j for j in jobs if not wanted or any(w in j.case_id for w in wanted)]
+
+    def matches(w: str, case_id: str) -> bool:
+        return case_id.endswith(w[:-1]) if w.endswith("$") else w in case_id
+
+    return [j for j in jobs if not wanted or any(matches(w, j.case_id) for w in wanted)]
 
 
 def _kv_overrides(items: Sequence[str]) -> dict[str, float]:

@@ -340,3 +340,16 @@ def test_rejudge_rewrites_only_the_reports_a_judge_change_moves_and_never_passes
     kept = read_report(failure)
     assert kept.status == "failed" and kept.assertions[-1].name == "device_verdict_kept"
     assert {p.name: p.read_bytes() for p in (agreeing, other)} == before
+
+
+def test_only_picks_cases_by_part_of_their_id_and_a_dollar_ends_it(tmp_path: Path) -> None:
+    from gpu_tests.runner.run_matrix import _only
+
+    jobs = plan(["llama"], report_dir=tmp_path, costs=COSTS)
+    ids = {j.case_id for j in _only(jobs, "llama-simple-python")}
+    assert ids == {"tiny-llama-simple-python", "tiny-llama-simple-python-mutations"}
+    assert {j.case_id for j in _only(jobs, "llama-simple-python$,offloading-python-mutations")} == {
+        "tiny-llama-simple-python",
+        "tiny-llama-offloading-python-mutations",
+    }
+    assert len(_only(jobs, "")) == len(jobs)
