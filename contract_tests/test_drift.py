@@ -1,5 +1,5 @@
-"""The drift check against the installed vllm: re-recording gives exactly the committed fixtures, and a
-deliberately changed fixture is reported with its scenario and field (exit status 1)."""
+"""The drift check (tools/fixtures) against the installed vllm: re-recording gives exactly the committed
+fixtures, and a deliberately changed fixture is reported with its scenario and field (exit status 1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tools.fixtures import diff_fixture_trees, drift, installed_vllm_version
-from vllm_devclient.cli import cli
+from tools.fixtures.cli import cli
 from vllm_devclient.testing.contract import ScenarioRun
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
