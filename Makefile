@@ -51,11 +51,12 @@ figures: setup
 	$(PY) scripts/figures.py
 
 # Re-record rust_fixtures/ for every installed release (.venv's vLLM, then each .venv-vllm-*/ of
-# docs/releases.md), or re-record them and fail on any difference from the committed fixtures.
+# docs/releases.md), or re-record them and fail on any difference from the committed fixtures (repository
+# tooling: tools/fixtures/, not part of the wheel).
 RELEASES := $(PY) $(wildcard .venv-vllm-*/bin/python)
 
 record: setup
-	$(VENV)/bin/vllm-devclient record $(addprefix --python ,$(RELEASES))
+	$(PY) -m tools.fixtures record $(addprefix --python ,$(RELEASES))
 
 drift: setup
-	$(VENV)/bin/vllm-devclient drift $(addprefix --python ,$(RELEASES))
+	$(PY) -m tools.fixtures drift $(addprefix --python ,$(RELEASES))

@@ -349,7 +349,6 @@ class Case:
 def _cases(tmp: Path) -> list[Case]:
     """In an order that keeps the stateful engine consistent (sleep before wait-sleeping, ...)."""
     gsm8k = ("--num-questions", "2", "--num-shots", "0", "--max-tokens", "8", "--data-dir", str(GSM8K_DIR))
-    fixtures = str(ROOT / "rust_fixtures")
     return [
         Case("health"),
         Case("version"),
@@ -400,16 +399,7 @@ def _cases(tmp: Path) -> list[Case]:
         Case("request", ("GET", "/health")),
         Case("gsm8k", gsm8k),
         Case("parity", ("--report", str(tmp / "parity.md")), urls="two"),
-        Case(
-            "record",
-            ("--out", str(tmp / "fixtures"), "--frontends", "rust", "--scenarios", "health"),
-            urls="none",
-        ),
-        Case("drift", ("--fixtures", fixtures, "--against", fixtures), urls="none"),
-        Case("fixtures-summary", ("--fixtures", fixtures), urls="none"),
         Case("support", ("--route", "/reset_prefix_cache"), urls="none"),
-        # No GPU here: the check stops on its argument (exit 2), which is the JSON this test can see.
-        Case("offload-check", ("--frontend", "nosuch"), code=2, urls="none"),
         # The scripted engine publishes no KV events: the server says so (exit 1).
         Case("kv-events tail", ("--count", "1", "--deadline", "2"), code=1),
     ]

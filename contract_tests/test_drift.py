@@ -1,5 +1,5 @@
-"""The drift check against the installed vllm: re-recording gives exactly the committed fixtures, and a
-deliberately changed fixture is reported with its scenario and field (exit status 1)."""
+"""The drift check (tools/fixtures) against the installed vllm: re-recording gives exactly the committed
+fixtures, and a deliberately changed fixture is reported with its scenario and field (exit status 1)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vllm_devclient.cli import cli
+from tools.fixtures import diff_fixture_trees, drift, installed_vllm_version
+from tools.fixtures.cli import cli
 from vllm_devclient.testing.contract import ScenarioRun
-from vllm_devclient.testing.fixtures import diff_fixture_trees, drift, installed_vllm_version
 
 pytestmark = [pytest.mark.frontend, pytest.mark.frontend_pool(harness=True)]
 
@@ -26,7 +26,7 @@ def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
     version = installed_vllm_version()
     committed = ROOT / version
     assert committed.is_dir(), (
-        f"no fixtures for the installed vllm {version}: record them with vllm-devclient record"
+        f"no fixtures for the installed vllm {version}: record them with python -m tools.fixtures record"
     )
 
     # A copy of the committed fixtures with one answer changed, as if the server used to say otherwise.

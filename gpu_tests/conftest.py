@@ -33,7 +33,7 @@ def environment_skip_reason() -> str | None:
     """Why the GPU suite cannot run on this machine at all (None: it can)."""
     if importlib.util.find_spec("vllm") is None:
         return "vllm is not installed: the GPU suite starts real `vllm serve` processes"
-    from vllm_devclient.offload_check import gpu_count
+    from gpu_tests.offload_check import gpu_count
 
     if gpu_count() == 0:
         return "no NVIDIA GPU visible (nvidia-smi is missing or lists none)"

@@ -23,7 +23,7 @@ from gpu_tests.conftest import (
     server_args,
     server_env,
 )
-from vllm_devclient.offload_check import (
+from gpu_tests.offload_check import (
     PROFILES,
     CheckCase,
     OffloadCheckReport,

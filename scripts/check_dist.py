@@ -6,8 +6,10 @@
   point (the pytest plugin is opt-in), the CLI's JSON schema inside, a core install without click, rich or
   pytest, and an `[all]` extra that brings no
   test-only package (pytest, tokenizers, huggingface_hub), read from the metadata itself;
+- the wheel carries the client only: no GPU suite (`gpu_tests/`, `offload_check/`) and no fixture tooling
+  (`tools/`: record, drift);
 - the sdist carries what its tests read (tests/, rust_fixtures/, the root conftest.py, the figures'
-  generator and artifacts);
+  generator and artifacts, tools/fixtures/) and not gpu_tests/, which none of them imports;
 - `pip install --dry-run 'wheel[all]'` resolves without pytest (needs the package index: skipped, with a
   line saying so, when it cannot be reached);
 - in a fresh venv with only the core install, `vllm-devclient --help` exits 7 with one line naming
@@ -38,6 +40,7 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "vllm-devclient"
 TEST_ONLY = {"pytest", "tokenizers", "huggingface-hub", "cryptography"}
+GPU_IMPORT = re.compile(r"^\s*(from|import) gpu_tests\b", re.M)
 problems: list[str] = []
 
 
@@ -91,6 +94,9 @@ def check_wheel(wheel: Path) -> None:
     check("pytest11" not in entry_points, "wheel: no pytest11 entry point (the plugin is opt-in)")
     check("vllm_devclient/cli/schema.json" in names, "wheel: the CLI's JSON schema is installed")
     check("vllm_devclient/route_support.json" in names, "wheel: the route support matrix is installed")
+    # The wheel is the client: the GPU suite and the fixture tooling stay in the repository.
+    campaign = sorted(n for n in names if re.search(r"(^|/)(offload_check|gpu_tests|tools|fixtures)/", n))
+    check(not campaign, f"wheel: no GPU suite or fixture tooling ({campaign[:3]})")
     requires = [Requirement(r) for r in meta.get_all("Requires-Dist") or []]
     core = extra_closure(requires)
     check(
@@ -106,7 +112,10 @@ def check_sdist(sdist: Path) -> None:
     with tarfile.open(sdist) as tf:
         names = {"/".join(n.split("/")[1:]) for n in tf.getnames()}
     # tests/test_doc_figures.py reads the generator and the artifacts the docs' figures come from.
-    needed_files = ("LICENSE", "conftest.py", "tests/conftest.py", "tests/test_replay.py", "docs/cli.md")
+    needed_files = (
+        "LICENSE", "conftest.py", "tests/conftest.py", "tests/test_replay.py", "docs/cli.md",
+        "tools/fixtures/replay.py",  # the replay tests' fixture library
+    )  # fmt: skip
     artifacts = (
         "scripts/figures.py",
         "docs/parity.json",
@@ -119,6 +128,18 @@ def check_sdist(sdist: Path) -> None:
         any(n.startswith("rust_fixtures/") and n.endswith(".json") for n in names),
         "sdist: has rust_fixtures/",
     )
+    # It leaves the GPU suite out, so none of its tests may import it.
+    check(not any(n.startswith("gpu_tests/") for n in names), "sdist: no gpu_tests/")
+    tests = [n for n in names if n.startswith("tests/") and n.endswith(".py")]
+    importers = sorted(n for n in tests if GPU_IMPORT.search(_text(sdist, n)))
+    check(not importers, f"sdist: no test of tests/ imports gpu_tests ({importers})")
+
+
+def _text(sdist: Path, name: str) -> str:
+    with tarfile.open(sdist) as tf:
+        member = next(m for m in tf.getmembers() if "/".join(m.name.split("/")[1:]) == name)
+        handle = tf.extractfile(member)
+        return handle.read().decode() if handle else ""
 
 
 def check_resolution(wheel: Path) -> None:

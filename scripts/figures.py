@@ -80,7 +80,7 @@ def _json(relative: str) -> Any:
 def fixture_summary() -> dict[str, Any]:
     """What rust_fixtures/summary.json must hold (and the fixtures.* figures show): the summary of the
     fixture tree as it is."""
-    from vllm_devclient.testing.fixtures.summary import summary_data
+    from tools.fixtures.summary import summary_data
 
     return summary_data(ROOT / "rust_fixtures")
 
@@ -89,7 +89,7 @@ def fixture_summary() -> dict[str, Any]:
 def support_summary() -> dict[str, Any]:
     """What vllm_devclient/route_support.json must hold (and the support.* figures show): the support
     matrix of the fixture tree as it is."""
-    from vllm_devclient.testing.fixtures.support import support_data
+    from tools.fixtures.support import support_data
 
     return support_data(ROOT / "rust_fixtures")
 
@@ -365,14 +365,14 @@ def _fixture_miss(_: str) -> str:
 
 @figure("fixtures.matrix")
 def _fixture_matrix(frontend: str) -> str:
-    from vllm_devclient.testing.fixtures.summary import matrix
+    from tools.fixtures.summary import matrix
 
     return matrix(fixture_summary(), frontend).rstrip("\n")
 
 
 @figure("history.changes")
 def _history(_: str) -> str:
-    from vllm_devclient.testing.fixtures.history import CHANGES
+    from tools.fixtures.history import CHANGES
 
     lines = [
         "| releases | frontends | scenarios | what the SDK gives | why |",
@@ -413,7 +413,7 @@ def _support_releases(_: str) -> str:
 
 @figure("support.changes")
 def _support_changes(_: str) -> str:
-    from vllm_devclient.testing.fixtures.support import release_changes
+    from tools.fixtures.support import release_changes
 
     lines = [
         "| from | to | frontend | routes that changed | answers that changed |",
@@ -433,7 +433,7 @@ def _support_changes(_: str) -> str:
 
 @figure("support.parity")
 def _support_parity(_: str) -> str:
-    from vllm_devclient.testing.fixtures.support import parity_by_release
+    from tools.fixtures.support import parity_by_release
 
     lines = [
         "| release | alike on both frontends | the SDK's outcome differs |",
@@ -503,7 +503,7 @@ def _progress_delay(_: str) -> str:
 
 @figure("default.gsm8k-timeout")
 def _gsm8k_timeout(_: str) -> str:
-    from vllm_devclient.offload_check.gsm8k import evaluate_gsm8k_async
+    from vllm_devclient.gsm8k import evaluate_gsm8k_async
 
     return _seconds(_default(evaluate_gsm8k_async, "request_timeout"))
 

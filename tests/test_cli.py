@@ -5,7 +5,6 @@ frontends in contract_tests/test_cli_live.py."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import types
@@ -705,7 +704,7 @@ def test_parity_without_the_harness_exits_seven(monkeypatch: pytest.MonkeyPatch)
     assert "pip install 'vllm-devclient[testing]'" in result.stderr
 
 
-# ---- gsm8k, record, drift, fixtures-summary, offload-check -------------------------------------------------
+# ---- gsm8k -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason="no GSM8K copy beside the checkout")
@@ -771,125 +770,9 @@ def test_gsm8k_without_its_data_is_one_error_of_the_command(tmp_path: Path) -> N
 
 
 def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "vllm_devclient.offload_check.gsm8k", None)
+    monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
-
-
-def test_fixture_tools_summary_and_drift_against_a_tree(tmp_path: Path) -> None:
-    fixtures = ROOT / "rust_fixtures"
-    summary = invoke("--json", "fixtures-summary", "--fixtures", str(fixtures))
-    assert summary.exit_code == 0
-    assert doc(summary)["result"]["markdown"].startswith("| scenario |")
-    same = invoke("--json", "drift", "--fixtures", str(fixtures), "--against", str(fixtures))
-    assert same.exit_code == 0 and doc(same)["result"] == {"drifts": []}
-    changed = tmp_path / "fresh"
-    shutil.copytree(fixtures, changed)
-    victim = sorted(changed.glob("*/rust/*.json"))[0]
-    victim.write_text(json.dumps({**json.loads(victim.read_text()), "vllm_version": "9.9.9"}))
-    drifted = invoke("drift", "--fixtures", str(fixtures), "--against", str(changed))
-    assert drifted.exit_code == ExitCode.FAILED and "DRIFT in 1 fixture(s), 1 field(s)" in drifted.stdout
-    data = doc(invoke("-o", "json", "drift", "--fixtures", str(fixtures), "--against", str(changed)))
-    assert data["result"]["drifts"][0]["field"] == "vllm_version"
-    missing = invoke("--json", "fixtures-summary", "--fixtures", str(tmp_path / "none"))
-    assert missing.exit_code == ExitCode.USAGE and doc(missing)["error"]["type"] == "InvalidParameterError"
-
-
-def test_record_calls_the_recorder_once_per_release(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from vllm_devclient.cli._tools import _recording
-
-    recording = _recording()
-    calls: list[dict[str, Any]] = []
-
-    def record(out: str, **kw: Any) -> Path:
-        calls.append({"out": out, **kw})
-        base = Path(out) / ("0.33.0" if kw["python"] is None else "0.28.0")
-        (base / "rust").mkdir(parents=True, exist_ok=True)
-        (base / "rust" / "health.json").write_text("{}")
-        return base
-
-    monkeypatch.setattr(recording, "record", record)
-    result = invoke(
-        "--json", "record", "--out", str(tmp_path), "--frontends", "rust", "--scenarios", "health"
-    )
-    assert result.exit_code == 0, result.output
-    assert doc(result)["result"] == {
-        "out": str(tmp_path), "frontends": ["rust"],
-        "releases": [{"version": "0.33.0", "python": sys.executable, "fixtures": 1}],
-    }  # fmt: skip
-    assert calls[0]["frontends"] == ["rust"] and [s.name for s in calls[0]["scenarios"]] == ["health"]
-    # Every --python is one release; naming this interpreter is the installed vLLM.
-    older = tmp_path / "old" / "bin" / "python"
-    calls.clear()
-    both = invoke(
-        "--json", "record", "--out", str(tmp_path), "--python", sys.executable, "--python", str(older)
-    )
-    assert both.exit_code == 0, both.output
-    assert [c["python"] for c in calls] == [None, str(older)]
-    assert [r["version"] for r in doc(both)["result"]["releases"]] == ["0.33.0", "0.28.0"]
-    bad = invoke("record", "--scenarios", "no_such_scenario")
-    assert bad.exit_code == ExitCode.USAGE
-    two = invoke("record", "--python", "a", "--python", "b", "--vllm-rs", "x")
-    assert two.exit_code == ExitCode.USAGE and "one --python" in two.stderr
-
-
-@pytest.mark.parametrize(("status", "exit_code"), [("passed", 0), ("failed", 1), ("error", 2)])
-def test_offload_check_has_one_parser_and_puts_its_cases_in_the_envelope(
-    monkeypatch: pytest.MonkeyPatch, status: str, exit_code: int
-) -> None:
-    import vllm_devclient.offload_check.cli as check_cli
-    from vllm_devclient.offload_check import OffloadCheckReport
-
-    seen: list[dict[str, Any]] = []
-
-    def run_case(case: Any, **kwargs: Any) -> OffloadCheckReport:
-        seen.append({"case": case.id, **kwargs})
-        print("a report line")
-        return OffloadCheckReport(
-            case_id=case.id,
-            profile=case.profile.name,
-            model="m",
-            connector=case.connector,
-            frontend=case.frontend,
-            num_questions=1,
-            concurrency=1,
-            accuracy_threshold=None,
-            tolerance=0.05,
-            status=status,  # type: ignore[arg-type]
-            error="boom" if status == "error" else None,
-        )
-
-    monkeypatch.setattr(check_cli, "run_case", run_case)
-    argv = (
-        "--profile",
-        "small",
-        "--frontend",
-        "python,rust",
-        "--iterations",
-        "2",
-        "--server-arg",
-        "--dtype half",
-    )
-    human = invoke("offload-check", *argv)
-    assert human.exit_code == exit_code and [s["case"] for s in seen] == [
-        "small-offloading-python",
-        "small-offloading-rust",
-    ]
-    assert seen[0]["iterations"] == 2 and seen[0]["extra_args"] == ["--dtype", "half"]
-    assert "a report line" in human.stdout
-    as_json = invoke("--json", "offload-check", *argv)
-    data = json.loads(as_json.stdout)  # the check's own lines went to stderr
-    check_schema(data)
-    assert as_json.exit_code == exit_code and data["ok"] is (exit_code == 0)
-    cases = data["result"]["cases"]
-    assert [c["case_id"] for c in cases] == ["small-offloading-python", "small-offloading-rust"]
-    assert {c["status"] for c in cases} == {status}
-    # `python -m vllm_devclient.offload_check` is the same parser: same options, same exit code.
-    seen.clear()
-    assert check_cli.main(list(argv)) == exit_code and len(seen) == 2
-    bad = invoke("offload-check", "--frontend", "nosuch")
-    assert bad.exit_code == ExitCode.USAGE and "nosuch" in bad.stderr
-    assert invoke("offload-check", "--no-such-option").exit_code == ExitCode.USAGE
 
 
 # ---- kv-events tail, with the subscriber replaced (the real publisher is in contract_tests) ----------------

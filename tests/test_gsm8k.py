@@ -1,4 +1,4 @@
-"""offload_check.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
+"""vllm_devclient.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
 
 Nothing here reaches the internet: the data comes from the shared copy through VLLM_DEVCLIENT_GSM8K_DIR,
 and the download path is served by respx (which also refuses any request it was not told about).
@@ -19,7 +19,7 @@ import respx
 
 from vllm_devclient import DevClient
 from vllm_devclient.errors import DevClientError, InvalidParameterError
-from vllm_devclient.offload_check.gsm8k import (
+from vllm_devclient.gsm8k import (
     DATA_DIR_ENV,
     GSM8K_SHA256,
     GSM8K_URLS,

@@ -1,5 +1,6 @@
-"""Scenarios of one's own beside the built-in ones (issue 37): `--scenarios-from` for parity, record and
-drift, `drift` taking record's selection, its fix hint repeating the options used. On the real vllm-rs."""
+"""Scenarios of one's own beside the built-in ones (issue 37): `--scenarios-from` for parity and for the
+fixture tools' record and drift (`python -m tools.fixtures`), `drift` taking record's selection, its fix hint
+repeating the options used. On the real vllm-rs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from vllm_devclient.cli import ExitCode, cli
+from tools.fixtures.cli import cli
+from vllm_devclient.cli import ExitCode
 from vllm_devclient.testing.own_scenarios import ScenarioSourceError, catalogue, load, select
 from vllm_devclient.testing.scenarios import SCENARIOS
 
@@ -36,8 +38,7 @@ def pins(tmp_path: Path) -> Path:
 
 
 def invoke(*args: str) -> Result:
-    env = {"VLLM_DEVCLIENT_URL": "", "VLLM_API_KEY": "", "VLLM_DEVCLIENT_TIMEOUT": ""}
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_a_module_of_ones_own_joins_the_built_in_scenarios(pins: Path, tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_record_then_drift_of_ones_own_selection_repeats_the_options_in_the_hint
     drifted = invoke("drift", "--fixtures", out, *selection)
     assert drifted.exit_code == ExitCode.FAILED
     hint = next(line for line in drifted.stdout.splitlines() if line.startswith("re-record with:"))
-    assert f"vllm-devclient record --out {out} " + " ".join(selection) in hint
+    assert f"python -m tools.fixtures record --out {out} " + " ".join(selection) in hint
     # --against compares two trees with the same selection.
     against = invoke("drift", "--fixtures", out, "--against", out, "--scenarios", "health")
     assert against.exit_code == ExitCode.OK

@@ -96,7 +96,7 @@ def test_an_sdist_skips_only_what_needs_the_checkouts_setup() -> None:
     assert spec is not None and spec.loader is not None
     root = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(root)
-    from vllm_devclient.offload_check.gsm8k import GSM8KDataError
+    from vllm_devclient.gsm8k import GSM8KDataError
     from vllm_devclient.testing.frontends import VllmNotInstalledError
 
     # In a checkout (no PKG-INFO) a missing vLLM fails the tests; only an unpacked sdist skips them.

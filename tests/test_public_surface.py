@@ -68,7 +68,8 @@ def test_the_kv_event_subscriber_has_one_home() -> None:
 # The package was never published: names that moved are not aliased, options have one name.
 GONE_MODULES = (
     "vllm_devclient.server",
-    "vllm_devclient.gsm8k",
+    "vllm_devclient.offload_check",  # the GPU suite's, gpu_tests/offload_check/
+    "vllm_devclient.testing.fixtures",  # the repository's fixture tooling, tools/fixtures/
     "vllm_devclient.testing.recording",
     "vllm_devclient.testing._moved",
 )
@@ -77,9 +78,6 @@ GONE_NAMES = (
     ("vllm_devclient.metrics", "fetch_metrics"),
     ("vllm_devclient.metrics", "afetch_metrics"),
     ("vllm_devclient.testing.scenarios", "__getattr__"),
-    ("vllm_devclient.offload_check", "StoreWatcher"),
-    ("vllm_devclient.offload_check", "open_store_watcher"),
-    ("vllm_devclient.offload_check", "compare_answers"),
 )
 
 

@@ -1,10 +1,10 @@
 """The SDK against every recorded exchange in rust_fixtures/ (no server, no vllm): sync and async clients.
 
-Each fixture was recorded from a real frontend by `vllm-devclient record` (`make record`). The replayed call
-must give the typed result or error the live run gave (the recorded outcome), and that outcome must meet a
-contract written down beforehand, never the recording itself: the scenario's expectation where the release
-meets the current contract, else the expectation of the release change that explains it
-(`vllm_devclient.testing.fixtures.history`). A fake clock makes the deadline scenarios instant.
+Each fixture was recorded from a real frontend by `python -m tools.fixtures record` (`make record`). The
+replayed call must give the typed result or error the live run gave (the recorded outcome), and that outcome
+must meet a contract written down beforehand, never the recording itself: the scenario's expectation where the
+release meets the current contract, else the expectation of the release change that explains it
+(`tools.fixtures.history`). A fake clock makes the deadline scenarios instant.
 """
 
 from __future__ import annotations
@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient import operations
-from vllm_devclient._sync import _support as sync_support
-from vllm_devclient.testing.contract import ScenarioRun
-from vllm_devclient.testing.fixtures import (
+from tools.fixtures import (
     REPLAY_URL,
     ReplayError,
     diff_fixture_trees,
@@ -31,8 +28,11 @@ from vllm_devclient.testing.fixtures import (
     replay_async,
     replay_transport,
 )
-from vllm_devclient.testing.fixtures.history import CHANGES, change_for
-from vllm_devclient.testing.fixtures.releases import RELEASES
+from tools.fixtures.history import CHANGES, change_for
+from tools.fixtures.releases import RELEASES
+from vllm_devclient import operations
+from vllm_devclient._sync import _support as sync_support
+from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
 from vllm_devclient.transports import httpx_adapter
 
@@ -233,7 +233,7 @@ def test_replay_needs_no_vllm() -> None:
     import sys
 
     code = (
-        "import sys, vllm_devclient.testing.fixtures; "
+        "import sys, tools.fixtures; "
         "bad = sorted(m for m in ('vllm', 'torch') if m in sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -12,13 +12,13 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from tools.fixtures import load_fixtures, replay
+from tools.fixtures.releases import RELEASES, ReleaseProfile, release, version_tuple
+from tools.fixtures.support import release_changes, route_of, support_data
 from vllm_devclient import NotFoundError, RouteNotServedError
 from vllm_devclient.cli import cli
 from vllm_devclient.errors import error_from_response
 from vllm_devclient.support import FORMAT, load_support, markdown, parse
-from vllm_devclient.testing.fixtures import load_fixtures, replay
-from vllm_devclient.testing.fixtures.releases import RELEASES, ReleaseProfile, release, version_tuple
-from vllm_devclient.testing.fixtures.support import release_changes, route_of, support_data
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "rust_fixtures"
@@ -158,7 +158,7 @@ def test_the_command_refuses_an_unknown_route() -> None:
 def test_a_release_starts_its_vllm_rs_without_the_args_it_refuses() -> None:
     """0.22.0's vllm-rs exits on `api_key`, `enable_lora` and `enable_tokenizer_info_endpoint`: its row
     says so, and the launcher leaves them out (the routes they turn on are then recorded as absent)."""
-    from vllm_devclient.testing.fixtures.releases import release_pool
+    from tools.fixtures.releases import release_pool
 
     args = {"enable_lora": True, "max_lora_rank": 16, "enable_tokenizer_info_endpoint": True}
     old = release_pool("0.22.0", python=None, vllm_rs=None, frontends=["rust"]).rust_class

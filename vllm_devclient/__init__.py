@@ -1,6 +1,6 @@
 """Typed sync and async client for vLLM's development-mode endpoints, on the Python and the Rust frontend.
 
-Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.fleet`, `.offload_check`,
+Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.fleet`, `.gsm8k`,
 `.testing`), so importing the package costs little more than importing httpx and pydantic.
 """
 

@@ -1,7 +1,7 @@
 """Which vLLM releases serve which route, on each frontend: the support matrix drawn from the recorded
 fixtures (`rust_fixtures/`), shipped as `route_support.json` beside this module.
 
-`make figures` writes the file from the fixture tree (`vllm_devclient.testing.fixtures.support`); a test
+`make figures` writes the file from the fixture tree (`tools.fixtures.support`); a test
 fails while it is out of step. The errors of a route the connected release does not serve name the first
 release that serves it (`added_in`); `vllm-devclient support` prints the matrix.
 

@@ -8,7 +8,7 @@ defect catalogue they are graded on.
 - ``defects`` (a vLLM plugin) injects the catalogue (``catalogue.py``) into vLLM's own offloading code.
 
 They talk to the check through the folder named by ``VLLM_DEVCLIENT_PROBE_DIR``
-(``vllm_devclient.offload_check.probe_files``). ``instruments.INSTRUMENTS`` is what the check is given
+(``gpu_tests.offload_check.probe_files``). ``instruments.INSTRUMENTS`` is what the check is given
 (``--instruments gpu_tests.kv_proof.instruments:INSTRUMENTS``); this package imports neither vLLM nor torch.
 """
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vllm_devclient.offload_check.probe_files import GroupLayout
+from gpu_tests.offload_check.probe_files import GroupLayout
 
 __all__ = ["MUTATIONS", "Mutation", "applicable", "target_group"]
 

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.probe_files import PROBE_DIR_ENV, read_order
+from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV, read_order
 
 _lock = threading.Lock()
 _installed = False

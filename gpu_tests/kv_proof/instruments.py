@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_devclient.offload_check.case import Instruments, MutationSpec
+from gpu_tests.offload_check.case import Instruments, MutationSpec
 
 from . import POISON_RPC, SERVER_ARGS
 from .catalogue import MUTATIONS, applicable, target_group

@@ -23,7 +23,7 @@ from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
-from vllm_devclient.offload_check.probe_files import LAYOUT_FILE, PROBE_DIR_ENV, prompt_key
+from gpu_tests.offload_check.probe_files import LAYOUT_FILE, PROBE_DIR_ENV, prompt_key
 
 
 def _kind(spec: Any) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 from vllm.v1.worker.gpu_worker import Worker
 
 from gpu_tests.kv_proof.digests import Proof
-from vllm_devclient.offload_check.probe_files import PROBE_DIR_ENV
+from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV
 
 
 def _root() -> Path | None:

@@ -39,10 +39,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpu_tests.offload_check.case import _gpu_name
+from gpu_tests.offload_check.profiles import PROFILES, resolve_model
+from gpu_tests.offload_check.server import Frontend, ServerConfig, VllmServer
 from vllm_devclient import DevClient
-from vllm_devclient.offload_check.case import _gpu_name
-from vllm_devclient.offload_check.profiles import PROFILES, resolve_model
-from vllm_devclient.offload_check.server import Frontend, ServerConfig, VllmServer
 from vllm_devclient.testing.processes import is_running
 
 from . import gpu_memory

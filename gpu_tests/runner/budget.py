@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from vllm_devclient.offload_check.profiles import PROFILES
-from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport, Run
+from gpu_tests.offload_check.profiles import PROFILES
+from gpu_tests.offload_check.report import Iteration, OffloadCheckReport, Run
 
 from .real_plan import ESTIMATES, OVERHEAD_GIB
 

@@ -1,4 +1,4 @@
-"""Build the tiny seeded models on the GPU machine (see vllm_devclient.offload_check.tiny).
+"""Build the tiny seeded models on the GPU machine (see gpu_tests.offload_check.tiny).
 
 python -m gpu_tests.runner.build_tiny_models --out /tmp/tiny --tokenizer /tmp/models/smollm2 [--families a,b]
 """
@@ -12,7 +12,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
-from vllm_devclient.offload_check.tiny import TINY_FAMILIES, build_tiny_model
+from gpu_tests.offload_check.tiny import TINY_FAMILIES, build_tiny_model
 
 
 def main(argv: Sequence[str] | None = None) -> int:

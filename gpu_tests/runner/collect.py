@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.judge import rejudge
-from vllm_devclient.offload_check.report import OffloadCheckReport
+from gpu_tests.offload_check.judge import rejudge
+from gpu_tests.offload_check.report import OffloadCheckReport
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # A run's reports: ``<case>.json.xz`` (a real-size report holds its 200 answers' texts, about 1.7 MB; xz keeps

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_devclient.offload_check.probe_files import FirstUse
-from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport
+from gpu_tests.offload_check.probe_files import FirstUse
+from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 
 __all__ = ["catalogue_table", "clean_table"]
 

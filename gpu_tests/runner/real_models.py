@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.tiny import COMMON_CONFIG, TOKENIZER_FILES
+from gpu_tests.offload_check.tiny import COMMON_CONFIG, TOKENIZER_FILES
 
 REAL_CONFIGS = Path(__file__).resolve().parents[1] / "real_configs"
 STAND_IN_VOCAB = int(COMMON_CONFIG["vocab_size"])  # the SmolLM2 tokenizer

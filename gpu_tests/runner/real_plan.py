@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
-from vllm_devclient.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
+from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
 
-from .run_matrix import Job, _case_args, _case_id
+from .jobs import Job, case_args, make_case_id
 
 GIB = 1 << 30
 H200_GIB = 139.0  # what the device tool reports for one H200
@@ -121,7 +121,7 @@ def plan_real(
             catalogue = kind == "mutations"
             # A catalogue sends a few short requests at a time: a small KV lets it share the GPU.
             size = replace(est, kv_gib=min(est.kv_gib, CATALOGUE_KV_GIB)) if catalogue else est
-            args = _case_args(
+            args = case_args(
                 name,
                 connector,
                 frontend,
@@ -135,7 +135,7 @@ def plan_real(
                 concurrency=PROFILES[name].concurrency,
             )
             expected = case_s(est, cold=rank == 0, kind=kind, defects=catalogue_size(connector))
-            case_id = _case_id(name, connector, frontend, "mutations" if catalogue else "")
+            case_id = make_case_id(name, connector, frontend, "mutations" if catalogue else "")
             job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]

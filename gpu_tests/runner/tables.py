@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.offload_check.judge import moved_by_the_batch, same_split_pairs
-from vllm_devclient.offload_check.report import Iteration, OffloadCheckReport
+from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
+from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 
 from . import budget, proof_tables
 from .collect import read_report, report_paths

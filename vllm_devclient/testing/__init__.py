@@ -16,7 +16,7 @@ By concern: ``engine`` (the scripted engine core), ``frontends`` (the launchers)
 (ports, child processes, process groups), ``pytest_plugin`` (the fixtures); the contract harness
 in ``contract`` (expectations, recording transport, ``make_client``, runner, masking),
 ``scenarios`` (the data, one module per route family), ``pool`` (frontends by setup),
-``parity`` (the report) and ``fixtures`` (releases, recording, replay, drift of rust_fixtures/); for
+``parity`` (the report); for
 TLS tests ``certificates`` (a CA and its certificates, made on the spot) and ``tls_proxy`` (https in front
 of any plain-http server); the frontends serve https themselves with ``tls=``.
 """

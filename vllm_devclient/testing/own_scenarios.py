@@ -1,4 +1,5 @@
-"""Scenarios of your own, run beside the built-in ones by `parity`, `record` and `drift`.
+"""Scenarios of your own, run beside the built-in ones by `parity` (and, in this repository's checkout, by the
+fixture tools' `record` and `drift`).
 
 Pin what your code relies on: a module with a `SCENARIOS` tuple of
 :class:`~vllm_devclient.testing.contract.Scenario` (the call, what each frontend must give, the engine calls
@@ -17,9 +18,8 @@ importable module (`my_project.vllm_pins`) or a file (`tests/vllm_pins.py`)::
         ),
     )
 
-then `vllm-devclient record --out pins --scenarios-from tests/vllm_pins.py --scenarios my_pause_is_seen` and,
-after upgrading vLLM, `vllm-devclient drift --fixtures pins --scenarios-from tests/vllm_pins.py --scenarios
-my_pause_is_seen`. A name may not repeat a built-in scenario's (or another module's).
+then `vllm-devclient parity --scenarios-from tests/vllm_pins.py --scenarios my_pause_is_seen`. A name may not
+repeat a built-in scenario's (or another module's).
 """
 
 from __future__ import annotations

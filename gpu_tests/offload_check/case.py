@@ -1,0 +1,556 @@
+"""One case end to end: start ``vllm serve`` for it, build its probes, run the check, write the report.
+
+:class:`ServerIO` is the real :class:`.check.CheckIO`: the client for the running server, the KV-events
+watcher, and the probe folder the engine-side instruments write (``probe_files.py``). The instruments
+themselves are named by an :class:`Instruments` value (the repository's ``gpu_tests.kv_proof.INSTRUMENTS``):
+the server arguments that load them (a scheduler class recording each request's split, a worker extension
+taking reference digests and checking them at first use), the poison's RPC, and the defect catalogue. Without
+them the check still runs, with the splits it can read from ``usage`` and without byte proof ("not proven").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from vllm_devclient.errors import InvalidParameterError
+from vllm_devclient.gsm8k import evaluate_gsm8k_async, load_gsm8k
+from vllm_devclient.metrics import MetricsSnapshot
+from vllm_devclient.models import BarrierResult, VersionInfo
+
+from .check import CheckIO, MutationPlan, run_check, settle
+from .events import EventWatcher, GroupEventAccount, open_event_watcher
+from .judge import judge_case
+from .probe_files import (
+    PROBE_DIR_ENV,
+    FirstUse,
+    GroupLayout,
+    LoadPlan,
+    MutationOrder,
+    ProbeFiles,
+    match_splits,
+)
+from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
+from .profiles import CheckCase, gpu_count, resolve_model
+from .report import Answer, OffloadCheckReport, Run, SettleResult, Split
+from .server import KVEventsSettings, ServerConfig, VllmServer
+from .settings import CheckSettings
+
+# Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
+# clean iterations send a second warm run spread over this many seconds (the batch control, judge.py).
+BATCH_CONTROL_S = 2.0
+JUDGE_COMMIT_ENV = "VLLM_DEVCLIENT_JUDGE_COMMIT"
+# The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
+DECODE_IN_FLIGHT = 8
+
+__all__ = ["Instruments", "MutationSpec", "ServerIO", "hf_encoder", "run_case", "server_config_for"]
+
+
+@dataclass(frozen=True)
+class MutationSpec:
+    """A mutation of the catalogue, as the check needs it: what must catch it, and where it applies."""
+
+    name: str
+    caught_by: tuple[str, ...]
+    # why it cannot apply to a server with this layout and connector (None: it applies)
+    not_applicable: Callable[[Sequence[GroupLayout], str], str | None]
+    target_group: Callable[[Sequence[GroupLayout]], int | None] = lambda layout: None
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """Engine-side instruments to start a server with (see the module docstring)."""
+
+    server_args: tuple[str, ...] = ()
+    poison_rpc: str = ""  # the worker method that poisons every free GPU block (``/collective_rpc``)
+    mutations: Mapping[str, MutationSpec] = field(default_factory=dict)
+
+
+def hf_encoder(model: str) -> Encode:
+    """The model's own tokenizer (what the server applies to a text prompt), as ``text -> token ids``."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise InvalidParameterError(
+            "the offload check sends token ids and needs transformers to make them"
+        ) from exc
+    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer(text)["input_ids"])
+
+    return encode
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class ServerIO:
+    """:class:`.check.CheckIO` over the client for a running server and its probe folder."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        concurrency: int | None = 1,
+        num_shots: int,
+        model: str | None = None,
+        watcher: EventWatcher | None = None,
+        store_events: bool = True,
+        files: ProbeFiles | None = None,
+        settle_timeout: float = 180.0,
+        barrier_timeout: float = 60.0,
+        request_timeout: float = 600.0,
+        poison_rpc: str = "",
+    ) -> None:
+        from vllm_devclient.client import DevClient
+
+        self.base_url = base_url
+        self.concurrency = concurrency
+        self.num_shots = num_shots
+        self.model = model
+        self.watcher = watcher
+        # Settle on KV events only where the connector announces its CPU stores (vLLM 0.26's Simple one
+        # does not): otherwise on /metrics, or a few engine steps when nothing is exported.
+        self.store_events = store_events and watcher is not None
+        self.files = files
+        self.settle_timeout = settle_timeout
+        self.barrier_timeout = barrier_timeout
+        self.request_timeout = request_timeout
+        self.poison_rpc = poison_rpc
+        self.client = DevClient(base_url, timeout=120.0, model=model)
+        self.texts: dict[str, str] = {}
+        self._store_mark: float | None = None
+
+    def close(self) -> None:
+        self.client.close()
+
+    def version(self) -> VersionInfo:
+        return self.client.version()
+
+    def metrics(self) -> MetricsSnapshot:
+        return self.client.metrics()
+
+    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        before = len(self.files.splits()) if self.files is not None else 0
+        t0 = time.perf_counter()
+        result = asyncio.run(self._evaluate(probes, spread_s))
+        latency = time.perf_counter() - t0
+        records = self.files.splits() if self.files is not None else []
+        matched = match_splits([p.key for p in probes], records, after=before)
+        answers = []
+        correct = graded = 0
+        for q in result.questions:
+            probe, rec = probes[q.index], matched[q.index]
+            text = None
+            if q.error is None:
+                text = _digest(q.text)
+                self.texts[text] = q.text
+            if probe.kind == "gsm8k":
+                graded += 1
+                correct += q.prediction is not None and q.prediction == probe.label
+            answers.append(
+                Answer(
+                    probe=probe.id,
+                    text=text,
+                    output_tokens=q.output_tokens,
+                    finish_reason=q.finish_reason,
+                    prediction=q.prediction if probe.kind == "gsm8k" else None,
+                    error=q.error,
+                    split=Split(prompt=rec.prompt, local=rec.local, external=rec.external) if rec else None,
+                    usage_cached=q.cached_tokens,
+                    request_id=rec.request_id if rec else None,
+                )
+            )
+        return Run(
+            label=label,
+            concurrency=self.concurrency,
+            latency_s=round(latency, 3),
+            answers=answers,
+            accuracy=correct / graded if graded else None,
+            failed_requests=result.failed_requests,
+        )
+
+    async def _evaluate(self, probes: Sequence[Probe], spread_s: float) -> Any:
+        from vllm_devclient.client import AsyncDevClient
+
+        async with AsyncDevClient(self.base_url, timeout=self.request_timeout, model=self.model) as client:
+            return await evaluate_gsm8k_async(
+                client=client,
+                prompts=[p.as_prompt(i) for i, p in enumerate(probes)],
+                concurrency=self.concurrency,
+                max_tokens=max((p.max_tokens for p in probes), default=1),
+                num_shots=self.num_shots,
+                model=self.model,
+                request_timeout=self.request_timeout,
+                progress=False,
+                spread_s=spread_s,
+            )
+
+    def step_engine(self) -> None:
+        self.client.step_engine()
+
+    def cpu_blocks_stored(self) -> int | None:
+        return None if self.watcher is None else self.watcher.cpu_blocks()
+
+    def events(self) -> GroupEventAccount | None:
+        return None if self.watcher is None else self.watcher.drain()
+
+    def _store_progress(self) -> float | None:
+        if self.store_events and self.watcher is not None:
+            return float(self.watcher.cpu_blocks())
+        return self.metrics().gpu_to_cpu_bytes
+
+    def mark_stores(self) -> None:
+        self._store_mark = self._store_progress()
+
+    def settle_stores(self) -> SettleResult:
+        return settle(
+            self._store_progress,
+            self.step_engine,
+            method="kv_events" if self.store_events else "metrics",
+            timeout=self.settle_timeout,
+            baseline=self._store_mark,
+        )
+
+    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
+        return self.client.reset_prefix_cache_until_success(
+            deadline=self.barrier_timeout, reset_external=reset_external
+        )
+
+    def first_uses(self) -> list[FirstUse]:
+        return self.files.first_uses() if self.files is not None else []
+
+    def poison(self) -> int | None:
+        if not self.poison_rpc:
+            return None
+        answers = self.client.collective_rpc(self.poison_rpc, timeout=120.0)
+        return sum(int(a.get("blocks", 0)) for a in answers if isinstance(a, dict))
+
+    def loads(self) -> list[LoadPlan]:
+        return self.files.loads() if self.files is not None else []
+
+    def defects_applied(self) -> dict[str, int]:
+        return self.files.defects_applied() if self.files is not None else {}
+
+    def arm(self, order: MutationOrder | None) -> None:
+        if self.files is not None:
+            self.files.order(order)
+
+
+def server_config_for(
+    case: CheckCase,
+    *,
+    model: str | None = None,
+    served_model_name: str | None = None,
+    cpu_gib: float | None = None,
+    offload_block_size: int | None = None,
+    kv_events: KVEventsSettings | None = None,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    startup_timeout: float | None = None,
+) -> ServerConfig:
+    """The :class:`ServerConfig` for a case: the profile's flags (upstream's, which already hold
+    ``--enforce-eager``, ``--max-model-len`` and ``--enable-prefix-caching``), overridable."""
+    p = case.profile
+    args = (*p.server_args, *extra_args)
+    offloading = case.connector == "OffloadingConnector"
+    extra = dict(case.connector_extra)
+    if case.self_describing_events and offloading:
+        extra.setdefault("self_describing_kv_events", True)
+    return ServerConfig(
+        model=model or resolve_model(p),
+        served_model_name=served_model_name or p.served_model_name,
+        connector=case.connector,
+        cpu_gib=cpu_gib if cpu_gib is not None else case.settings.cpu_gib,
+        offload_block_size=(offload_block_size if offload_block_size is not None else p.offload_block_size)
+        if offloading
+        else None,
+        spec_name=case.settings.spec_name if offloading and "spec_name" not in extra else None,
+        connector_extra=extra,
+        kv_events=kv_events,
+        frontend=case.frontend,
+        enforce_eager="--enforce-eager" not in args,
+        max_model_len=None if "--max-model-len" in args else 4096,
+        enable_prefix_caching="--enable-prefix-caching" not in args,
+        extra_args=args,
+        env={**p.env, **case.env, **(env or {})},
+        startup_timeout=startup_timeout if startup_timeout is not None else p.startup_timeout,
+        log_path=log_path,
+    )
+
+
+def _gpu_name() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = sorted({line.strip() for line in out.splitlines() if line.strip()})
+    return ", ".join(names) or None
+
+
+def _case_fields(case: CheckCase) -> dict[str, Any]:
+    p = case.profile
+    return {
+        "case_id": case.id,
+        "profile": p.name,
+        "family": p.family,
+        "architectures": list(p.architectures),
+        "connector": case.connector,
+        "frontend": case.frontend,
+        "connector_extra": dict(case.connector_extra),
+    }
+
+
+def _probe_room(command: Sequence[str]) -> int | None:
+    """The longest probe the server takes: its ``--max-model-len`` less a probe's tokens (None: not given)."""
+    args = list(command)
+    if "--max-model-len" not in args:
+        return None
+    return int(args[args.index("--max-model-len") + 1]) - PROBE_MAX_TOKENS
+
+
+def _mutation_plans(
+    names: Sequence[str],
+    connector: str,
+    instruments: Instruments,
+    layout: Sequence[GroupLayout],
+    probes: Sequence[Probe],
+    questions: int,
+) -> tuple[list[MutationPlan], dict[str, str]]:
+    # Each defect gets questions of its own (in turn through the list): what an earlier iteration left in the
+    # CPU tier belongs to other prompts, so a stale slot can never pass for a store that did not happen.
+    asked = [p for p in probes if p.kind == "gsm8k"]
+    # One boundary probe and one control per size, the longest first, in turn as well: a block of real size
+    # can be longer than every question (whose one full block is then the few-shot prefix all questions
+    # share), so the probes are the prompts a defect's iteration stores, and the iteration before it must have
+    # left other ones in the CPU slots a full reset hands out again. Only a load of two blocks or more of one
+    # group lets a mutation such as load_plan_permuted act: the longest come first.
+    by_size: dict[tuple[int | None, str], list[Probe]] = {}
+    for p in probes:
+        if p.kind in ("boundary", "control"):
+            by_size.setdefault((p.boundary, p.kind), []).append(p)
+    ranked = [sorted(group, key=lambda p: -p.length) for group in by_size.values()]
+
+    def chosen(turn: int) -> tuple[Probe, ...]:
+        start = (turn * questions) % len(asked) if asked else 0
+        own = (asked[start:] + asked[:start])[:questions]
+        cut = [group[turn % len(group)] for group in ranked]
+        # Caught by the bytes and the restored state, not by the answers: a few tokens will do.
+        return tuple(replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *cut])
+
+    plans: list[MutationPlan] = []
+    skipped: dict[str, str] = {}
+    for token, name in enumerate(names, 1):
+        spec = instruments.mutations.get(name)
+        if spec is None:
+            raise InvalidParameterError(
+                f"unknown mutation {name!r}: known are {sorted(instruments.mutations)}"
+            )
+        why = spec.not_applicable(layout, connector)
+        if why is not None:
+            skipped[name] = why
+            continue
+        order = MutationOrder(name=name, group=spec.target_group(layout), token=token)
+        plans.append(MutationPlan(order, chosen(len(plans))))
+    return plans, skipped
+
+
+def measure_and_judge(
+    io: CheckIO,
+    settings: CheckSettings,
+    probes: Sequence[Probe],
+    layout: Sequence[GroupLayout],
+    *,
+    on_iteration: Callable[[OffloadCheckReport], None] | None = None,
+    **measure: Any,
+) -> OffloadCheckReport:
+    """The two stages of one case on a server: measure (``check.run_check``), then judge
+    (``judge.judge_case``); each partial report handed to ``on_iteration`` is judged too."""
+
+    def judged(report: OffloadCheckReport) -> None:
+        if on_iteration is not None:
+            on_iteration(judge_case(settings, report))
+
+    report = run_check(io, settings, probes, layout, on_iteration=judged, **measure)
+    return judge_case(settings, report)
+
+
+def run_case(
+    case: CheckCase,
+    *,
+    report_dir: str | os.PathLike[str] | None = None,
+    num_questions: int | None = None,
+    concurrency: int | None = 1,
+    max_tokens: int | None = None,
+    accuracy_threshold: float | Literal["profile"] | None = "profile",
+    iterations: int = 3,
+    mutations: Sequence[str] = (),
+    instruments: Instruments | None = None,
+    boundary_probes: int = 4,
+    mutation_questions: int = 4,
+    use_kv_events: bool = True,
+    kv_events_bind: Literal["subscriber", "publisher"] = "subscriber",
+    gsm8k_dir: str | os.PathLike[str] | None = None,
+    encoder: Callable[[str], Encode] = hf_encoder,
+    **server_overrides: Any,
+) -> OffloadCheckReport:
+    """Start the server for ``case`` once, run the check on it, stop it, write ``{case.id}.json``.
+
+    ``mutations`` (names of ``instruments.mutations``) run after the clean iterations, each on a reload of a
+    few probes; ``server_overrides`` go to :func:`server_config_for`.
+    """
+    p = case.profile
+    n = num_questions if num_questions is not None else p.num_questions
+    threshold = case.settings.threshold if accuracy_threshold == "profile" else accuracy_threshold
+    if mutations and instruments is None:
+        raise InvalidParameterError("mutations need the instruments (--instruments)")
+    train, test = load_gsm8k(data_dir=gsm8k_dir)
+    out_dir = Path(report_dir) if report_dir is not None else Path("offload-check-reports")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    server_overrides.setdefault("log_path", out_dir / f"{case.id}.server.log")
+    files = ProbeFiles(out_dir / f"{case.id}.probe")
+    files.prepare()
+    offloading = case.connector == "OffloadingConnector"
+    env = dict(server_overrides.pop("env", None) or {})
+    env[PROBE_DIR_ENV] = str(files.root.resolve())
+    extra_args = list(server_overrides.pop("extra_args", ()))
+    extra_args.append("--enable-prompt-tokens-details")
+    if instruments is not None:
+        extra_args += instruments.server_args
+    watcher: EventWatcher | None = None
+    kv_settings: KVEventsSettings | None = None
+    if use_kv_events:
+        kv_settings = KVEventsSettings.on_free_port(bind=kv_events_bind)
+        # The subscriber is up before the server starts, so no early event is missed.
+        watcher = open_event_watcher(kv_settings, self_describing=case.self_describing_events)
+    config = server_config_for(
+        case, kv_events=kv_settings, extra_args=extra_args, env=env, **server_overrides
+    )
+    settings = CheckSettings(
+        accuracy_threshold=threshold,
+        tolerance=p.tolerance,
+        expect_cpu_store_events=use_kv_events and offloading,
+        expected_frontend=case.frontend,
+        iterations=iterations,
+        reference_digests=instruments is not None and bool(instruments.poison_rpc),
+        batch_control_s=BATCH_CONTROL_S if p.real_size_of is not None else 0.0,
+        decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
+        mutation_expectations={
+            k: m.caught_by for k, m in (instruments.mutations.items() if instruments else ())
+        },
+    )
+    chunk = server_overrides.get("offload_block_size") or p.offload_block_size
+    fields: dict[str, Any] = {
+        **_case_fields(case),
+        "model": config.model,
+        "num_questions": n,
+        "num_shots": p.num_shots,
+        "max_tokens": max_tokens if max_tokens is not None else p.max_tokens,
+        "concurrency": concurrency,
+        "cpu_gib": config.cpu_gib,
+        "gpus": gpu_count(),
+        "gpus_used": p.gpus,
+        "gpu_name": _gpu_name(),
+        "server_env": {k: v for k, v in config.env.items() if k.startswith("VLLM_")},
+        # the commit of the judge that gives this report's verdicts, fixed before the run (the runner sets it)
+        "judge_commit": os.environ.get(JUDGE_COMMIT_ENV),
+        "extra": {
+            "reference_digests": settings.reference_digests,
+            "expect_cpu_store_events": settings.expect_cpu_store_events,
+            "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
+            "probe_dir": files.root.name,
+        },
+    }
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    try:
+        with VllmServer(config) as server:
+            timings["server_startup_s"] = round(time.monotonic() - t0, 3)
+            fields["timings"] = dict(timings)  # a report written half-way (a deadline) keeps the startup
+            fields["server_args"] = server.command[len(config.launcher) :]
+            layout = files.layout() or []
+            block = min((g.block_size for g in layout), default=0)
+            bpc = chunk // block if chunk and block else 1
+            fields["blocks_per_chunk"] = bpc
+            probes = build_probes(
+                train,
+                test,
+                encoder(config.model),
+                num_questions=n,
+                num_shots=p.num_shots,
+                max_tokens=fields["max_tokens"],
+                sizes=boundary_sizes((g.block_size for g in layout), bpc),
+                per_size=boundary_probes,
+                max_length=_probe_room(server.command),
+            )
+            plans, skipped = (
+                _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)
+                if instruments is not None
+                else ([], {})
+            )
+            fields["extra"]["mutations_not_applicable"] = skipped
+            io = ServerIO(
+                server.base_url,
+                concurrency=concurrency,
+                num_shots=p.num_shots,
+                model=config.served_model_name,
+                watcher=watcher,
+                store_events=settings.expect_cpu_store_events,
+                files=files,
+                poison_rpc=instruments.poison_rpc if instruments is not None else "",
+            )
+            report_path = out_dir / f"{case.id}.json"
+
+            def partial(report: OffloadCheckReport) -> None:
+                # A case stopped half-way (a deadline) still leaves what it measured, judged.
+                report_path.write_text(report.model_dump_json(indent=1) + "\n")
+
+            try:
+                report = measure_and_judge(
+                    io, settings, probes, layout, mutations=plans, report_fields=fields, on_iteration=partial
+                )
+            finally:
+                io.close()
+            errors = files.instrument_errors()
+            if instruments is not None and not layout:
+                errors.insert(0, "no layout.json: the recording scheduler did not run (--scheduler-cls)")
+            if settings.reference_digests and not files.references():
+                errors.insert(
+                    0, "no reference digests: the worker extension did not run (--worker-extension-cls)"
+                )
+            report = judge_case(settings, report.model_copy(update={"instrument_errors": errors}))
+    except Exception as exc:  # the server never came up: an error report, not a crash of the matrix
+        timings["server_startup_s"] = round(time.monotonic() - t0, 3)
+        report = OffloadCheckReport(
+            **fields,
+            accuracy_threshold=threshold,
+            tolerance=p.tolerance,
+            status="error",
+            error=f"{type(exc).__name__}: {exc}"[-4000:],
+        )
+    finally:
+        if watcher is not None:
+            watcher.close()
+    timings["case_s"] = round(time.monotonic() - t0, 3)
+    all_timings = {**report.timings, **timings}
+    total = all_timings.get("case_s", 0.0)
+    shares = {k: round(v / total, 3) for k, v in all_timings.items() if total and k != "case_s"}
+    report = report.model_copy(update={"timings": all_timings, "phase_shares": shares})
+    (out_dir / f"{case.id}.json").write_text(report.model_dump_json(indent=1) + "\n")
+    return report

@@ -1,0 +1,112 @@
+"""vLLM's known defects, in one shape: a :class:`KnownDefect` names the defect and how its fingerprint shows,
+either in a reload answer (a comparison and its split) or in the case's KV-event stream. The judgement names
+each one a case shows (``Defect`` in the report); a known defect explains a failure, it never passes one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .report import Comparison, Defect, Iteration, OffloadCheckReport, Split
+
+__all__ = ["KNOWN_DEFECTS", "KnownDefect", "named_defects"]
+
+ProbeMatch = Callable[[Comparison, Split], bool]
+StreamMatch = Callable[[OffloadCheckReport], list[str]]
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    """A vLLM defect and its fingerprint: in a reload answer (``probe``: a comparison and its split match)
+    or in the case's KV-event stream (``stream``: the evidence lines it finds, none when absent)."""
+
+    id: str
+    title: str
+    url: str
+    probe: ProbeMatch | None = None
+    stream: StreamMatch | None = None
+
+
+def _simple_evictions_as_gpu_removes(report: OffloadCheckReport) -> list[str]:
+    """Removes of never-stored hashes from a server whose CPU tier is the Simple connector's BlockPool (vLLM
+    0.26 labels that pool's events GPU). ``kv_events_consistent`` still fails: the stream is wrong; this
+    names why."""
+    events = report.events
+    if events is None or report.connector != "SimpleCPUOffloadConnector":
+        return []
+    removes = [p for p in events.refcount_problems if p.startswith("GPU ") and "not stored" in p]
+    return [f"vLLM {report.vllm_version}: {p}" for p in removes[:12]]
+
+
+KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
+    KnownDefect(
+        "vllm#51094",
+        "OffloadingConnector restores a recurrent state that already holds the last prompt token at an exact "
+        "chunk boundary, then computes that token again (mamba_cache_mode=all; fixed after 0.26.0 by #51100)",
+        "https://github.com/vllm-project/vllm/issues/51094",
+        probe=lambda c, s: c.restored_ahead == 1 and s.cached == s.prompt - 1,
+    ),
+    KnownDefect(
+        "vllm#54325",
+        "SimpleCPUOffloadConnector puts its CPU tier's evictions on the KV-event stream as GPU BlockRemoved "
+        "events, for hashes whose stores it never announced (its CPU BlockPool emits with medium GPU; fixed "
+        "by #54325, which labels them CPU and sends the BlockStored)",
+        "https://github.com/vllm-project/vllm/pull/54325",
+        stream=_simple_evictions_as_gpu_removes,
+    ),
+)
+
+
+def named_defects(report: OffloadCheckReport, iterations: Sequence[Iteration]) -> list[Defect]:
+    """Every known defect whose fingerprint ``report`` shows: in ``iterations`` (those whose splits are
+    vLLM's own, the judge chooses them) or in its stream."""
+    found: list[Defect] = []
+    for known in KNOWN_DEFECTS:
+        probes, evidence = _probe_evidence(known.probe, iterations) if known.probe else ([], [])
+        if known.stream is not None:
+            evidence += known.stream(report)
+        if probes or evidence:
+            found.append(
+                Defect(id=known.id, title=known.title, url=known.url, probes=probes, evidence=evidence)
+            )
+    return found
+
+
+def _probe_evidence(matches: ProbeMatch, iterations: Sequence[Iteration]) -> tuple[list[str], list[str]]:
+    """The probes whose reload answer matches, and up to 12 lines of evidence."""
+    probes: list[str] = []
+    evidence: list[str] = []
+    for it in iterations:
+        reload = it.runs.get("reload")
+        answers = reload.by_probe() if reload else {}
+        plans = {p.request_id: p for p in it.loads}
+        for c in it.comparisons:
+            split = answers[c.probe].split if c.probe in answers else None
+            if split is not None and matches(c, split):
+                if c.probe not in probes:
+                    probes.append(c.probe)
+                if len(evidence) < 12:
+                    plan = plans.get(answers[c.probe].request_id or "")
+                    blocks = (
+                        "; loaded "
+                        + ", ".join(
+                            f"group {g.group} blocks {g.first_block}..{g.first_block + g.blocks - 1}"
+                            for g in plan.groups
+                            if g.blocks
+                        )
+                        + (f" into GPU blocks {plan.gpu_block_ids}" if plan.gpu_block_ids else "")
+                        if plan is not None
+                        else ""
+                    )
+                    evidence.append(
+                        f"{it.label} {c.probe}: prompt {split.prompt}, cached {split.cached} "
+                        f"(GPU {split.local}, loaded {split.external}), "
+                        f"state restored at {split.cached + (c.restored_ahead or 0)}; "
+                        + (
+                            f"answer equals the {c.shape} fingerprint"
+                            if c.shape
+                            else "no fingerprint matched"
+                        )
+                        + blocks
+                    )
+    return probes, evidence

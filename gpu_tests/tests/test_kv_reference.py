@@ -1,0 +1,202 @@
+"""The reference instrument (``gpu_tests/kv_proof/digests.py``) on CPU tensors, driven the way vLLM's worker
+drives it: scheduler outputs (new requests with their block tables and cached prefix, cached requests with
+their new blocks) and KV tensors the test writes as a forward would. What it writes is what the check reads
+(``probe_files.FirstUse``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpu_tests.kv_proof.digests import Proof  # noqa: E402
+from gpu_tests.offload_check.probe_files import ProbeFiles  # noqa: E402
+
+B = 4
+PAGE = 32
+BLOCKS = 16
+
+
+@dataclass
+class AttentionSpec:
+    block_size: int = B
+    page_size_bytes: int = PAGE
+
+
+@dataclass
+class MambaSpec:
+    block_size: int = B
+    page_size_bytes: int = PAGE
+    mamba_cache_mode: str = "align"
+    page_size_padded: int | None = None
+
+
+@dataclass
+class Engine:
+    """KV tensors of two layers (attention) and one recurrent layer, and the scheduler outputs."""
+
+    tmp: Path
+    recurrent: bool = False
+    kv: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kv = {name: torch.zeros((BLOCKS, PAGE), dtype=torch.int8) for name in ("l0", "l1")}
+        groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0", "l1"])]
+        if self.recurrent:
+            self.kv["m0"] = [torch.zeros((BLOCKS, PAGE // 2), dtype=torch.int16)]
+            groups.append(SimpleNamespace(kv_cache_spec=MambaSpec(), layer_names=["m0"]))
+        config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+        context = {name: SimpleNamespace(kv_cache=kv) for name, kv in self.kv.items()}
+        self.proof = Proof(config, context, self.tmp)
+
+    def write(self, block: int, prompt: list[int], end: int, variant: int = 0) -> None:
+        """What a forward leaves in a block that holds ``prompt[:end]``'s last block."""
+        gen = torch.Generator().manual_seed(hash((tuple(prompt[:end]), variant)) % 2**31)
+        for name in ("l0", "l1"):
+            self.kv[name][block] = torch.randint(-100, 100, (PAGE,), generator=gen, dtype=torch.int8)
+
+    def step(
+        self, new: list[tuple[str, list[int], tuple[list[int], ...], int]], scheduled: dict[str, int]
+    ) -> None:
+        out = SimpleNamespace(
+            finished_req_ids=set(),
+            scheduled_new_reqs=[
+                SimpleNamespace(req_id=r, prompt_token_ids=p, block_ids=ids, num_computed_tokens=c)
+                for r, p, ids, c in new
+            ],
+            scheduled_cached_reqs=SimpleNamespace(
+                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+            ),
+            num_scheduled_tokens=scheduled,
+        )
+        self.proof.after_step(out)
+
+
+PROMPT = list(range(1, 11))  # 10 tokens: two whole blocks of 4
+
+
+def _compute(engine: Engine, rid: str, blocks: list[int], variant: int = 0) -> None:
+    for k, block in enumerate(blocks[:2]):
+        engine.write(block, PROMPT, (k + 1) * B, variant)
+    engine.step([(rid, PROMPT, (blocks,), 0)], {rid: len(PROMPT)})
+
+
+def test_blocks_a_request_starts_from_are_checked_against_what_the_model_computed(tmp_path: Path) -> None:
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    _compute(engine, "b", [4, 5, 6], variant=1)  # the same prefix, other bytes (another batch)
+    assert engine.proof.book.variants == 2 and engine.proof.book.recorded == 4
+    # GPU prefix-cache hits on either computation: as computed.
+    engine.step([("c", PROMPT, ([1, 2, 7],), 8), ("d", PROMPT, ([4, 5, 8],), 8)], {"c": 2, "d": 2})
+    # A load into fresh blocks with the destinations exchanged: right bytes, wrong places.
+    engine.kv["l0"][9], engine.kv["l1"][9] = engine.kv["l0"][2].clone(), engine.kv["l1"][2].clone()
+    engine.kv["l0"][10], engine.kv["l1"][10] = engine.kv["l0"][1].clone(), engine.kv["l1"][1].clone()
+    engine.step([("e", PROMPT, ([9, 10, 11],), 8)], {"e": 2})
+    uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
+    assert uses["c"].groups[0].verdicts == "vv" and uses["d"].groups[0].verdicts == "vv"
+    assert uses["e"].groups[0].verdicts == "xx" and uses["e"].groups[0].regions == 2
+    assert uses["e"].examples[0].holds == "the bytes of another prefix"
+    assert uses["e"].examples[0].gpu_block == 9
+
+
+def test_after_the_poison_a_block_nothing_was_copied_into_reads_as_poison(tmp_path: Path) -> None:
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    assert engine.proof.poison() == {"blocks": BLOCKS - 1, "regions": 2}
+    assert int(engine.kv["l0"][0].abs().sum()) == 0  # the null block is left alone
+    engine.step([("b", PROMPT, ([4, 5, 6],), 8)], {"b": 2})  # a load that copied nothing into 4 and 5
+    (use,) = ProbeFiles(tmp_path).first_uses()
+    assert use.groups[0].verdicts == "pp" and use.bad() == 2
+
+
+def test_a_recurrent_state_is_checked_only_where_a_snapshot_exists(tmp_path: Path) -> None:
+    engine = Engine(tmp_path, recurrent=True)
+    prompt = list(range(1, 9))  # 8 tokens: the step ends on a boundary, its state is kept in block 2
+    engine.kv["m0"][0][2] = 7
+    for k, block in enumerate([1, 2]):
+        engine.write(block, prompt, (k + 1) * B)
+    engine.step([("a", prompt, ([1, 2], [0, 2]), 0)], {"a": 8})
+    blocks = ([1, 2, 3], [0, 2, 5])
+    engine.step([("b", [*prompt, 9], blocks, 8), ("c", [*prompt, 9], blocks, 6)], {"b": 1, "c": 3})
+    uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
+    assert uses["b"].groups[1].verdicts == "v"  # the state at 8 tokens, as computed
+    assert uses["c"].groups[1].verdicts == "s"  # 6 tokens: between snapshots, never counted as verified
+    assert uses["c"].groups[0].verdicts == "v" and uses["c"].bad() == 0
+
+
+def test_groups_that_share_memory_each_keep_their_regions(tmp_path: Path) -> None:
+    """A hybrid model's groups own different blocks of the same tensors: every group digests its layers."""
+    shared = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
+    groups = [
+        SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["full.0"]),
+        SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["sliding.0"]),
+    ]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    context = {name: SimpleNamespace(kv_cache=shared) for name in ("full.0", "sliding.0")}
+    proof = Proof(config, context, tmp_path)
+    assert [len(g.regions) for g in proof.groups] == [1, 1]
+    assert proof.poison() == {"blocks": BLOCKS - 1, "regions": 1}  # the memory is poisoned once
+
+
+@dataclass
+class PaddedSpec:
+    """vLLM 0.25's attention spec in a hybrid: its page padded up to the recurrent page, no unpadded size."""
+
+    block_size: int = B
+    page_size_padded: int | None = PAGE
+    real_page: int = PAGE // 2
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded if self.page_size_padded is not None else self.real_page
+
+
+def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Path) -> None:
+    """vLLM 0.20-0.22's FLASH_ATTN lays every K block before every V block: a block is a row in each half.
+    Read as one block-major region, a block's row would be two other blocks' K."""
+    kv = torch.zeros((2, BLOCKS, PAGE // 2), dtype=torch.int8)
+    groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+    assert [r.width for r in proof.groups[0].regions] == [PAGE // 2, PAGE // 2]
+
+    def step(rid: str, blocks: list[int], cached: int) -> None:
+        out = SimpleNamespace(
+            finished_req_ids=set(),
+            scheduled_new_reqs=[
+                SimpleNamespace(
+                    req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
+                )
+            ],
+            scheduled_cached_reqs=SimpleNamespace(
+                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+            ),
+            num_scheduled_tokens={rid: len(PROMPT) - cached},
+        )
+        proof.after_step(out)
+
+    gen = torch.Generator().manual_seed(1)
+    kv[:, 1:3] = torch.randint(-100, 100, (2, 2, PAGE // 2), generator=gen, dtype=torch.int8)
+    step("a", [1, 2, 3], 0)
+    kv[:, 5:7] = kv[:, 1:3]  # a whole copy of both blocks
+    kv[0, 9:11] = kv[0, 1:3]  # a copy of the K halves only
+    step("b", [5, 6, 7], 8)
+    step("c", [9, 10, 11], 8)
+    uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
+    assert uses["b"].groups[0].verdicts == "vv"
+    assert uses["c"].groups[0].verdicts == "xx" and uses["c"].examples[0].regions_differ == 1
+
+
+def test_a_padded_page_is_digested_without_its_padding(tmp_path: Path) -> None:
+    """Before vLLM 0.26 an attention spec has no unpadded size: the padding (bytes no kernel writes) must not
+    enter the digest, or a block copied whole but for its padding would read as corrupt."""
+    kv = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
+    groups = [SimpleNamespace(kv_cache_spec=PaddedSpec(), layer_names=["l0"])]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+    assert proof.groups[0].regions[0].width == PAGE // 2

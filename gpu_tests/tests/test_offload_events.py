@@ -1,0 +1,192 @@
+"""Per-cache-group KV event accounting, fed with vLLM's own event classes (vllm 0.33.0, CPU build).
+
+Events are built with ``vllm.distributed.kv_events`` exactly as vLLM's GPU block pool and its offloading
+connector build them (GPU stores carry ``group_idx`` and ``kv_cache_spec_kind``; CPU placeholders one hash,
+no tokens, ``block_size=0``; self-describing CPU stores the chunk's tokens), encoded with vLLM's own
+``KVEventBatch`` and msgpack, decoded by this package, and accounted per (medium, group).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+kv_events = pytest.importorskip("vllm.distributed.kv_events")
+
+from gpu_tests.offload_check.events import GroupEventAccount  # noqa: E402
+from vllm_devclient.kv_events import decode_payload  # noqa: E402
+
+BLOCK = 16
+
+
+def gpu_store(group: int, kind: str, hashes: list[int], parent: int | None = None) -> Any:
+    return kv_events.BlockStored(
+        block_hashes=hashes,
+        parent_block_hash=parent,
+        token_ids=list(range(BLOCK * len(hashes))),
+        block_size=BLOCK,
+        lora_id=None,
+        medium="GPU",
+        lora_name=None,
+        group_idx=group,
+        kv_cache_spec_kind=kind,
+    )
+
+
+def cpu_placeholder(group: int, chunk_hash: int) -> Any:
+    # OffloadingEventsTracker._placeholder_stored: one hash per chunk, no tokens, block_size 0.
+    return kv_events.BlockStored(
+        block_hashes=[chunk_hash],
+        parent_block_hash=None,
+        token_ids=[],
+        block_size=0,
+        lora_id=None,
+        medium="CPU",
+        lora_name=None,
+        group_idx=group,
+    )
+
+
+def cpu_self_describing(group: int, kind: str, hashes: list[int], tokens: int | None = None) -> Any:
+    return kv_events.BlockStored(
+        block_hashes=hashes,
+        parent_block_hash=None,
+        token_ids=list(range(BLOCK * len(hashes) if tokens is None else tokens)),
+        block_size=BLOCK,
+        lora_id=None,
+        medium="CPU",
+        lora_name=None,
+        group_idx=group,
+        kv_cache_spec_kind=kind,
+    )
+
+
+def removed(medium: str, group: int, hashes: list[int]) -> Any:
+    return kv_events.BlockRemoved(block_hashes=hashes, medium=medium, group_idx=group)
+
+
+def over_the_wire(events: list[Any]) -> list[Any]:
+    """vLLM's batch -> msgpack bytes -> this package's decoder."""
+    payload = msgspec.msgpack.encode(kv_events.KVEventBatch(ts=1.0, events=events))
+    return decode_payload(payload).events
+
+
+# A hybrid layout like a tiny Nemotron-H or Gemma 4: two full-attention groups and a non-attention group.
+GPU = [
+    gpu_store(0, "mamba", [1, 2]),
+    gpu_store(1, "full_attention", [11, 12]),
+    gpu_store(2, "full_attention", [21, 22]),
+]
+
+
+@pytest.mark.parametrize("wire", [False, True], ids=["vllm-objects", "decoded"])
+def test_cpu_stores_must_cover_every_full_attention_group(wire: bool) -> None:
+    feed = over_the_wire if wire else (lambda events: events)
+    account = GroupEventAccount()
+    account.add(feed([*GPU, cpu_placeholder(0, 2), cpu_placeholder(1, 12)]))
+    assert account.gpu_full_attention_groups() == [1, 2]
+    assert account.missing_cpu_groups() == [2]  # "some CPU store" is not enough
+    account.add(feed([cpu_placeholder(2, 22)]))
+    summary = account.summary()
+    assert summary.missing_cpu_groups == []
+    assert summary.cpu_stored_groups == [0, 1, 2]
+    assert summary.group_kinds == {0: "mamba", 1: "full_attention", 2: "full_attention"}
+    # The CPU placeholders name no kind; the group's kind comes from the GPU events.
+    assert [(g.medium, g.group_idx, g.kind, g.stored_blocks) for g in summary.groups] == [
+        ("CPU", 0, "mamba", 1),
+        ("CPU", 1, "full_attention", 1),
+        ("CPU", 2, "full_attention", 1),
+        ("GPU", 0, "mamba", 2),
+        ("GPU", 1, "full_attention", 2),
+        ("GPU", 2, "full_attention", 2),
+    ]
+    assert summary.payload_problems == []  # placeholders everywhere, as asked
+    assert summary.cpu_blocks_by_group() == {0: 1, 1: 1, 2: 1}
+
+
+def test_mla_groups_count_as_full_attention() -> None:
+    account = GroupEventAccount()
+    account.add([gpu_store(0, "mla_attention", [1])])
+    assert account.missing_cpu_groups() == [0]
+    account.add([cpu_placeholder(0, 1)])
+    assert account.missing_cpu_groups() == []
+
+
+def test_self_describing_payloads_full_attention_carry_tokens_others_stay_placeholders() -> None:
+    account = GroupEventAccount(self_describing=True)
+    account.add(
+        over_the_wire(
+            [
+                *GPU,
+                cpu_self_describing(1, "full_attention", [11, 12]),  # 2 hashes x 16 tokens
+                cpu_placeholder(0, 2),  # the mamba group keeps the placeholder
+            ]
+        )
+    )
+    assert account.summary().payload_problems == []
+    account.add(over_the_wire([cpu_self_describing(2, "full_attention", [21, 22], tokens=17)]))
+    account.add(over_the_wire([cpu_self_describing(0, "mamba", [1])]))  # a non-attention group with tokens
+    problems = account.summary().payload_problems
+    assert len(problems) == 2
+    assert any(
+        "group 2 (full_attention) expected self-describing" in p and "tokens=17" in p for p in problems
+    )
+    assert any("group 0 (mamba) expected placeholder" in p for p in problems)
+
+
+def test_without_self_describing_every_cpu_store_must_be_a_placeholder() -> None:
+    account = GroupEventAccount(self_describing=False)
+    account.add([*GPU, cpu_self_describing(1, "full_attention", [11, 12])])
+    (problem,) = account.summary().payload_problems
+    assert "expected placeholder" in problem
+
+
+def test_repeated_hashes_are_reference_counted() -> None:
+    # Chunks overlapping a shared prefix re-announce the shared hashes once per chunk.
+    account = GroupEventAccount(self_describing=True)
+    account.add(
+        [
+            *GPU,
+            cpu_self_describing(1, "full_attention", [11, 12]),
+            cpu_self_describing(1, "full_attention", [12, 13]),
+        ]
+    )
+    group1 = next(g for g in account.summary().groups if g.medium == "CPU" and g.group_idx == 1)
+    assert (group1.stored_blocks, group1.live_blocks, group1.repeated_stores) == (4, 3, 1)
+    account.add([removed("CPU", 1, [12])])  # one of two references goes: 12 stays live
+    group1 = next(g for g in account.summary().groups if g.medium == "CPU" and g.group_idx == 1)
+    assert group1.live_blocks == 3 and account.summary().refcount_problems == []
+    account.add([removed("CPU", 1, [12, 11, 13])])
+    group1 = next(g for g in account.summary().groups if g.medium == "CPU" and g.group_idx == 1)
+    assert group1.live_blocks == 0 and group1.removed_blocks == 4
+    account.mark("clean-1:reload")
+    account.add([removed("CPU", 1, [12])])  # one remove too many: where in the sequence is said
+    (problem,) = account.summary().refcount_problems
+    assert (
+        "removed hash 12 that is not stored" in problem
+        and "after clean-1:reload, 0 AllBlocksCleared" in problem
+    )
+
+
+def test_a_full_reset_shows_as_all_blocks_cleared_or_removes() -> None:
+    account = GroupEventAccount()
+    account.add(over_the_wire([*GPU, cpu_placeholder(1, 12)]))
+    account.mark("before")
+    assert account.since("before").cleared == 0
+    account.add(over_the_wire([kv_events.AllBlocksCleared()]))
+    delta = account.since("before")
+    assert delta.cleared == 1 and delta.removed("GPU") == 0
+    # The GPU pool is empty after the clear; the CPU tier's entries stay.
+    live = {(g.medium, g.group_idx): g.live_blocks for g in account.summary().groups}
+    assert live[("GPU", 1)] == 0 and live[("CPU", 1)] == 1
+    account.mark("again")
+    account.add(over_the_wire([removed("CPU", 1, [12])]))
+    assert account.since("again").removed("CPU") == 1 and account.since("again").cleared == 0
+
+
+def test_conflicting_kinds_for_one_group_are_reported() -> None:
+    account = GroupEventAccount()
+    account.add([gpu_store(0, "full_attention", [1]), gpu_store(0, "sliding_window", [2])])
+    assert account.summary().payload_problems == ["group 0 announced as full_attention and as sliding_window"]

@@ -1,7 +1,0 @@
-"""``python -m vllm_devclient.offload_check``: the check's own command (``cli.py``)."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
