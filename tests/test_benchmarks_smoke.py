@@ -35,7 +35,7 @@ from benchmarks._common import (
 _results: dict[str, dict[str, Any]] = {}
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "benchmarks" / "results.json"
-NEEDS_RUST = {"overhead", "transport", "barrier"}
+NEEDS_RUST = {"overhead", "transport", "barrier", "reset_check"}
 
 
 @pytest.fixture(autouse=True)
