@@ -3,13 +3,14 @@
 
 1. `codegen/methods.py`: the route methods of the async client (`_async/routes.py`), one per record of
    `vllm_devclient/routes/`, and the `with_raw_response` table (between `# -- generated: ... --` markers).
-2. `codegen/fleet.py`: both fleets' methods (`fleet/_async_methods.py`, `fleet/_sync_methods.py`), one per
-   route and call record.
+2. `codegen/fleet.py`: both fleets' methods (`fleet/_async_methods/`, `fleet/_sync_methods/`), one per
+   route and call record, a module per topic.
 3. `codegen/schema.py`: each command's `result` schema in `cli/schema.json`.
 4. `codegen/docs.py`: the route table of `docs/frontends.md`.
 5. `unasync.py`: the sync code from the async code (whole-word rules, as httpcore's).
 
-`--check` changes nothing and exits 1 naming every file that is not what the generator would write.
+`--check` changes nothing and exits 1 naming every file that is not what the generator would write, and
+every generated module of the package it no longer writes (a plain run deletes those).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import unasync
 from codegen import PKG, ROOT, GenerateError, docs, fleet, methods, schema
 
 ASYNC_DIR = PKG / "_async"
-FLEET_ASYNC, FLEET_SYNC = PKG / "fleet" / "_async_methods.py", PKG / "fleet" / "_sync_methods.py"
 
 
 def wanted() -> dict[Path, str]:
@@ -34,8 +34,8 @@ def wanted() -> dict[Path, str]:
         raise GenerateError("two records have the same name")
     routes = ASYNC_DIR / "routes.py"
     out: dict[Path, str] = {routes: unasync.ruff(methods.routes_module(), routes)}
-    for kind, path in (("async", FLEET_ASYNC), ("sync", FLEET_SYNC)):
-        out[path] = unasync.ruff(fleet.fleet_module(kind), path)
+    for path, text in fleet.fleet_modules().items():
+        out[path] = unasync.ruff(text, path)
     filled = methods.tables()
     for path in sorted(ASYNC_DIR.glob("*.py")):
         text = out.get(path, path.read_text())
@@ -47,13 +47,23 @@ def wanted() -> dict[Path, str]:
     return out
 
 
+def orphans(out: dict[Path, str]) -> list[Path]:
+    """The package's generated modules that the generator no longer writes (a sync twin whose source is
+    gone, a fleet topic that has no method left, a module since split)."""
+    return [
+        p for p in sorted(PKG.rglob("*.py"))
+        if p not in out and p.read_text().startswith("# Generated from ")
+    ]  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    stale = unasync.orphans()
+    out = wanted()
+    stale = orphans(out)
     if not check:
         for path in stale:
             path.unlink()
-    for path, text in wanted().items():
+    for path, text in out.items():
         current = path.read_text() if path.exists() else ""
         if current == text:
             continue
@@ -64,6 +74,7 @@ def main(argv: list[str]) -> int:
             )
             print("\n".join(list(diff)[:40]))
         else:
+            path.parent.mkdir(exist_ok=True)
             path.write_text(text)
     if check and stale:
         print(f"out of date: {', '.join(str(p.relative_to(ROOT)) for p in stale)}; run `make generate`")

@@ -1,11 +1,14 @@
 """A route is one record: its request is built from the record (where each parameter goes, its check, the
 facts that depend on the arguments), the dev-route list comes from the records, raw responses ride in the
-call's own options, and the sync code is written by whole-word rules that must all be used."""
+call's own options, the sync code is written by whole-word rules that must all be used, and the generator
+leaves no generated module behind that it no longer writes (the fleets' methods, one module per topic)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -141,3 +144,43 @@ def test_a_rule_that_matches_nothing_stops_the_generation(monkeypatch: pytest.Mo
     monkeypatch.setattr(unasync, "ruff", lambda text, path: text)
     with pytest.raises(SystemExit, match="NoSuchName"):
         unasync.wanted()
+
+
+def _generate(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    script = root / "scripts" / "generate.py"
+    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, cwd=root)
+
+
+def test_a_generated_module_left_behind_or_stale_fails_the_check_and_a_run_deletes_or_rewrites_it(
+    tmp_path: Path,
+) -> None:
+    for part in ("scripts", "vllm_devclient"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "frontends.md", tmp_path / "docs")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    fleet = tmp_path / "vllm_devclient" / "fleet"
+    left = fleet / "_async_methods.py"  # the module the topics' modules replaced
+    left.write_text("# Generated from vllm_devclient/routes/ and calls.py by scripts/generate.py.\n")
+    topic = fleet / "_sync_methods" / "cache.py"
+    fresh = topic.read_text()
+    topic.write_text(fresh.replace("On every target at once", "On each target"))
+    hand_written = fleet / "notes.py"
+    hand_written.write_text('"""Not generated: the generator leaves it alone."""\n')
+
+    check = _generate(tmp_path, "--check")
+    assert check.returncode == 1
+    assert "vllm_devclient/fleet/_async_methods.py" in check.stdout
+    assert "vllm_devclient/fleet/_sync_methods/cache.py" in check.stdout
+    assert "notes.py" not in check.stdout
+    assert _generate(tmp_path).returncode == 0
+    assert not left.exists() and topic.read_text() == fresh and hand_written.exists()
+    assert _generate(tmp_path, "--check").returncode == 0
+
+
+def test_each_fleet_methods_module_is_one_topic_under_600_lines() -> None:
+    for kind in ("_async_methods", "_sync_methods"):
+        modules = sorted((ROOT / "vllm_devclient" / "fleet" / kind).glob("*.py"))
+        assert {p.stem for p in modules} >= {"__init__", "cache", "server", "weights"}, modules
+        for path in modules:
+            assert len(path.read_text().splitlines()) < 600, path

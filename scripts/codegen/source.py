@@ -19,16 +19,16 @@ class Imports:
         self.package: dict[str, set[str]] = {}  # module (relative to the package) -> names
         self.modules: set[str] = set()  # imported whole (httpx)
 
-    def lines(self, *, runtime: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    def lines(self, *, runtime: tuple[str, ...], package: str = "..") -> tuple[list[str], list[str]]:
         """(imports at run time, imports for type checkers only): the package's `runtime` modules load
-        anyway; any other (metrics) only for annotations."""
+        anyway; any other (metrics) only for annotations. `package`: the package, relative to the module."""
         now: list[str] = []
         later: list[str] = []
         if self.abc:
             now.append(f"from collections.abc import {', '.join(sorted(self.abc))}")
         later += [f"import {module}" for module in sorted(self.modules)]
         for module, names in sorted(self.package.items()):
-            line = f"from ..{module} import {', '.join(sorted(names))}"
+            line = f"from {package}{module} import {', '.join(sorted(names))}"
             (now if module in runtime else later).append(line)
         names = self.typing | ({"TYPE_CHECKING"} if later else set())
         if names:

@@ -5,9 +5,9 @@ one shared connection pool). `Fleet` is the synchronous face of the same object:
 on a private event-loop thread, so both behave identically.
 
 Every client method is a real method of both fleets, with the client's own signature and docstring
-(generated from the records by scripts/generate.py into `_async_methods.py` and `_sync_methods.py`), plus
-`call("method_name", ...)` for any client method by name and `map(fn)` for anything else. Results are a
-`FleetResult`: target URL -> `TargetOutcome`.
+(generated from the records by scripts/generate.py into `_async_methods/` and `_sync_methods/`, a module
+per topic), plus `call("method_name", ...)` for any client method by name and `map(fn)` for anything else.
+Results are a `FleetResult`: target URL -> `TargetOutcome`.
 """
 
 from ..constants import DEFAULT_MAX_CONCURRENCY

@@ -322,7 +322,7 @@ class AsyncFleet(_AsyncFleetMethods):
             )
             finish.raise_for_errors()
 
-    # ---- every other client method: generated with its signature (`_async_methods.py`) ---------------
+    # ---- every other client method: generated with its signature (`_async_methods/`) -----------------
 
     async def _each(
         self,

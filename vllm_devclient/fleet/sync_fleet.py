@@ -197,7 +197,7 @@ class Fleet(_FleetMethods):
         with self._flow(self._fleet.weight_update(**options)) as update:
             yield FleetWeightUpdate(self, update)
 
-    # Every other client method: generated with its signature (`_sync_methods.py`).
+    # Every other client method: generated with its signature (`_sync_methods/`).
     barrier = _FleetMethods.reset_prefix_cache_until_success
 
 

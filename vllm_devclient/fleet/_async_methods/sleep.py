@@ -1,0 +1,69 @@
+# Generated from vllm_devclient/routes/sleep.py by scripts/generate.py; do not edit.
+"""The sleep methods of AsyncFleet, each on every target (the client method's signature and docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from typing_extensions import Unpack
+
+from ..._base_client import RequestOptions
+from ...client import AsyncDevClient
+from ...models import SleepResult, WakeUpResult
+from ..results import FleetResult
+
+__all__ = ["_AsyncSleepMethods"]
+
+T = TypeVar("T")
+
+
+class _AsyncSleepMethods:
+    """The sleep client methods on every target of the AsyncFleet."""
+
+    if TYPE_CHECKING:
+
+        async def _each(
+            self,
+            method: Callable[..., Awaitable[T]],
+            arguments: dict[str, Any],
+            *,
+            shared_deadline: bool = False,
+        ) -> FleetResult[T]: ...
+
+    async def sleep(
+        self,
+        level: int = 1,
+        *,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[SleepResult]:
+        """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
+
+        Args:
+            level: 0 pauses, 1 offloads the weights, 2 discards them.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.sleep, dict(level=level, mode=mode, **options))
+
+    async def wake_up(
+        self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[WakeUpResult]:
+        """POST /wake_up; `.awake` is False on a partial wake (no HTTP timeout by default).
+
+        Args:
+            tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.wake_up, dict(tags=tags, **options))
+
+    async def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
+        """GET /is_sleeping.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(AsyncDevClient.is_sleeping, dict(**options))

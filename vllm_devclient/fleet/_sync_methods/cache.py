@@ -1,0 +1,142 @@
+# Generated from vllm_devclient/routes/cache.py and calls.py by scripts/generate.py; do not edit.
+"""The cache methods of Fleet, each on every target (the client method's signature and docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from typing_extensions import Unpack
+
+from ..._base_client import RequestOptions
+from ...models import BarrierResult, KVCacheReleaseResult, ResetPrefixCacheResult
+from ..results import FleetResult
+
+if TYPE_CHECKING:
+    from ...reset_check import VerifiedReset
+    from ..async_fleet import AsyncFleet
+
+__all__ = ["_CacheMethods"]
+
+T = TypeVar("T")
+
+
+class _CacheMethods:
+    """The cache client methods on every target of the Fleet."""
+
+    if TYPE_CHECKING:
+        _fleet: AsyncFleet
+
+        def _run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+    def reset_prefix_cache(
+        self,
+        *,
+        reset_running_requests: bool = False,
+        reset_external: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[ResetPrefixCacheResult]:
+        """POST /reset_prefix_cache once; `.success` False while blocks are held (see the barrier).
+
+        Args:
+            reset_running_requests: preempt running requests first, so their blocks can be freed.
+            reset_external: also reset the connector's tier (e.g. the CPU offload cache).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(
+            self._fleet.reset_prefix_cache(
+                reset_running_requests=reset_running_requests, reset_external=reset_external, **options
+            )
+        )
+
+    def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /reset_mm_cache: drop the multimodal cache.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.reset_mm_cache(**options))
+
+    def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
+        """POST /reset_encoder_cache: drop the encoder cache.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.reset_encoder_cache(**options))
+
+    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[KVCacheReleaseResult]:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.release_kv_cache_memory(**options))
+
+    def reset_prefix_cache_until_success(
+        self,
+        *,
+        deadline: float = 60.0,
+        request_timeout: float = 10.0,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        step_engine: bool = True,
+        interval: float = 0.02,
+        max_interval: float = 1.0,
+        on_attempt: Callable[[int, object], None] | None = None,
+    ) -> FleetResult[BarrierResult]:
+        """The offload barrier: reset the prefix cache until it succeeds, stepping the engine between tries.
+
+        Args:
+            deadline: seconds for the whole barrier.
+            request_timeout: seconds for each try.
+            reset_external: also reset the connector's tier (default False: keep the CPU tier).
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            step_engine: send a 1-token completion between tries, so finished blocks are released.
+            interval: first pause between tries (doubling up to max_interval).
+            max_interval: longest pause between tries.
+            on_attempt: called after each try with (attempt number, its answer or error).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return self._run(
+            self._fleet.reset_prefix_cache_until_success(
+                deadline=deadline,
+                request_timeout=request_timeout,
+                reset_external=reset_external,
+                reset_running_requests=reset_running_requests,
+                step_engine=step_engine,
+                interval=interval,
+                max_interval=max_interval,
+                on_attempt=on_attempt,
+            )
+        )
+
+    def reset_prefix_cache_verified(
+        self,
+        probe: str | Sequence[int],
+        *,
+        reset_external: bool = False,
+        reset_running_requests: bool = False,
+        deadline: float = 5.0,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[VerifiedReset]:
+        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+
+        Args:
+            probe: a prompt the cache held before the reset (text or token ids).
+            reset_external: also reset, and check, the connector's tier.
+            reset_running_requests: preempt running requests so their blocks can be freed.
+            deadline: seconds to wait for /metrics to count the probe.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return self._run(
+            self._fleet.reset_prefix_cache_verified(
+                probe=probe,
+                reset_external=reset_external,
+                reset_running_requests=reset_running_requests,
+                deadline=deadline,
+                **options,
+            )
+        )

@@ -1,0 +1,73 @@
+# Generated from vllm_devclient/routes/lora.py by scripts/generate.py; do not edit.
+"""The lora methods of Fleet, each on every target (the client method's signature and docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from typing_extensions import Unpack
+
+from ..._base_client import RequestOptions
+from ...models import MessageResult
+from ..results import FleetResult
+
+if TYPE_CHECKING:
+    from ..async_fleet import AsyncFleet
+
+__all__ = ["_LoraMethods"]
+
+T = TypeVar("T")
+
+
+class _LoraMethods:
+    """The lora client methods on every target of the Fleet."""
+
+    if TYPE_CHECKING:
+        _fleet: AsyncFleet
+
+        def _run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+    def load_lora_adapter(
+        self,
+        lora_name: str,
+        lora_path: str,
+        *,
+        load_inplace: bool = False,
+        is_3d_lora_weight: bool = False,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[MessageResult]:
+        """POST /v1/load_lora_adapter (needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 and --enable-lora).
+
+        Args:
+            lora_name: the name requests will use.
+            lora_path: where the adapter is, on the server.
+            load_inplace: replace an adapter of the same name in place.
+            is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(
+            self._fleet.load_lora_adapter(
+                lora_name=lora_name,
+                lora_path=lora_path,
+                load_inplace=load_inplace,
+                is_3d_lora_weight=is_3d_lora_weight,
+                **options,
+            )
+        )
+
+    def unload_lora_adapter(
+        self, lora_name: str, *, lora_int_id: int | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /v1/unload_lora_adapter.
+
+        Args:
+            lora_name: the adapter's name.
+            lora_int_id: its numeric id, when the name is ambiguous.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(
+            self._fleet.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id, **options)
+        )

@@ -1,0 +1,66 @@
+# Generated from vllm_devclient/routes/sleep.py by scripts/generate.py; do not edit.
+"""The sleep methods of Fleet, each on every target (the client method's signature and docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from typing_extensions import Unpack
+
+from ..._base_client import RequestOptions
+from ...models import SleepResult, WakeUpResult
+from ..results import FleetResult
+
+if TYPE_CHECKING:
+    from ..async_fleet import AsyncFleet
+
+__all__ = ["_SleepMethods"]
+
+T = TypeVar("T")
+
+
+class _SleepMethods:
+    """The sleep client methods on every target of the Fleet."""
+
+    if TYPE_CHECKING:
+        _fleet: AsyncFleet
+
+        def _run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+    def sleep(
+        self,
+        level: int = 1,
+        *,
+        mode: Literal["abort", "wait", "keep"] = "abort",
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[SleepResult]:
+        """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
+
+        Args:
+            level: 0 pauses, 1 offloads the weights, 2 discards them.
+            mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
+                call returns once they have finished) or keep (they are frozen, and go on at resume).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.sleep(level=level, mode=mode, **options))
+
+    def wake_up(
+        self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[WakeUpResult]:
+        """POST /wake_up; `.awake` is False on a partial wake (no HTTP timeout by default).
+
+        Args:
+            tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.wake_up(tags=tags, **options))
+
+    def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
+        """GET /is_sleeping.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.is_sleeping(**options))
