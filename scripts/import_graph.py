@@ -26,7 +26,17 @@ PACKAGES = (PKG, "benchmarks", "tools", "gpu_tests", "scripts")
 # Each package's layers, lowest first: a module imports its own layer and those below, never one above.
 LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     PKG: (
-        ("_version", "constants", "support", "errors", "redaction", "arguments", "models", "transports"),
+        (
+            "_version",
+            "constants",
+            "responses",
+            "support",
+            "errors",
+            "redaction",
+            "arguments",
+            "models",
+            "transports",
+        ),
         ("answers", "metrics", "records", "endpoints", "routes"),
         ("operations", "reset_check"),
         ("_base_client",),

@@ -20,7 +20,7 @@ from .models import (
     ResetPrefixCacheResult,
     WakeUpResult,
 )
-from .transports.base import ResponseLike
+from .responses import ResponseLike
 
 if TYPE_CHECKING:
     from .metrics import MetricsSnapshot

@@ -21,7 +21,7 @@ from .answers import Reader, model_reader, raw_answer
 from .errors import InvalidParameterError
 from .models import Completion
 from .records import GATEWAY_STATUSES, OMIT, Route, When
-from .transports.base import ResponseLike
+from .responses import ResponseLike
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from .constants import ERROR_TEXT_LIMIT
 from .redaction import NO_SECRETS, Secrets
 
 if TYPE_CHECKING:
-    from .transports.base import ResponseLike
+    from .responses import ResponseLike
 
 Frontend = Literal["python", "rust", "unknown"]
 

@@ -58,8 +58,9 @@ from .errors import (
 from .models import BarrierResult, Completion, ResetPrefixCacheResult
 from .records import GATEWAY_STATUSES
 from .redaction import NO_SECRETS, Secrets
+from .responses import ResponseLike
 from .routes import endpoint as route
-from .transports.base import ConnectionDropped, ResponseLike, TransportError, TransportTimeout
+from .transports.base import ConnectionDropped, TransportError, TransportTimeout
 from .transports.tls import TLSFailure
 
 T = TypeVar("T")

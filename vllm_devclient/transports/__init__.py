@@ -13,12 +13,12 @@ from typing import Literal, Protocol
 import httpx
 
 from ..errors import InvalidParameterError
+from ..responses import ResponseLike
 from .base import (
     ConnectFailed,
     ConnectionDropped,
     Origin,
     ProtocolViolation,
-    ResponseLike,
     TransportError,
     TransportTimeout,
     WireRequest,

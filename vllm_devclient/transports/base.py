@@ -16,7 +16,7 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "ConnectFailed",
@@ -104,20 +104,6 @@ class WireResponse:
 
     def __repr__(self) -> str:
         return f"<WireResponse [{self.status_code}]>"
-
-
-class ResponseLike(Protocol):
-    """What the answer readers need: a `WireResponse`, or an `httpx.Response`."""
-
-    @property
-    def status_code(self) -> int: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-    @property
-    def content(self) -> bytes: ...
-    @property
-    def text(self) -> str: ...
-    def json(self) -> Any: ...
 
 
 class TransportError(Exception):
