@@ -41,10 +41,10 @@ def doc(result: Result) -> dict[str, Any]:
     return check_schema(data)
 
 
-# A module that imports this fixture gets it as `mock` in place of tests/conftest.py's, whose base URL the
-# CLI tests' several targets do not share.
 @pytest.fixture(name="mock")
 def cli_mock() -> respx.MockRouter:
+    """respx for whole target URLs (A, B, C): a module that imports this fixture gets it as `mock`, in place
+    of tests/conftest.py's, whose one base URL the CLI's fleets do not share."""
     with respx.mock(assert_all_called=False) as router:
         yield router
 
