@@ -1,5 +1,6 @@
 """Shared fixtures of the contract suite: one pool of extra frontends (API key, dev mode off, dead engine)
-next to the plugin's shared `python_frontend` / `rust_frontend`, and the parity report's output."""
+next to the plugin's shared `python_frontend` / `rust_frontend`, the parity report's output, and a
+misbehaving raw server for the fault suite (test_faults_*.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from vllm_devclient.testing.contract import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.parity import collect_runs
 from vllm_devclient.testing.pool import FrontendPool
 from vllm_devclient.testing.processes import spawn, stop_group
@@ -113,6 +115,13 @@ def _early_pool(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("frontend_pool")
     if any("leftover_children" in getattr(item, "fixturenames", ()) for item in request.session.items):
         request.getfixturevalue("leftover_children")
+
+
+@pytest.fixture
+def server() -> Iterator[MisbehavingServer]:
+    """A fresh `MisbehavingServer` (vllm_devclient/testing/misbehaving.py), closed after the test."""
+    with MisbehavingServer() as srv:
+        yield srv
 
 
 # ---- the no-leftover check (contract_tests/test_no_leftovers.py): child pytest runs started early, so their

@@ -37,7 +37,7 @@ from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer
 from vllm_devclient.testing.tls_proxy import TLSProxy
 from vllm_devclient.transports import TLSFailure
 
-from .test_cli import doc, invoke
+from .cli_support import doc, invoke
 
 # (client, transport): the default transports and httpx, each sync and async.
 CLIENTS = [("sync", "auto"), ("async", "auto"), ("sync", "httpx"), ("async", "httpx")]

@@ -6,8 +6,8 @@
 
 A wall clock around a call also measures when the operating system runs the client again. On a machine
 whose cores other jobs share (CI has two), that delay reaches tenths of a second at times, whatever the
-SDK does, so `contract_tests/test_faults.py` asserts each bound plus `SCHEDULING_ALLOWANCE_S`; the README
-says so, with these same numbers (scripts/figures.py writes them there).
+SDK does, so `contract_tests/test_faults_deadlines.py` asserts each bound plus `SCHEDULING_ALLOWANCE_S`;
+the README says so, with these same numbers (scripts/figures.py writes them there).
 """
 
 from __future__ import annotations
