@@ -13,6 +13,8 @@ One concept per module:
 | :mod:`.events` | KV-cache events accounted per cache group (stores, removes, kinds, reference counts) |
 | :mod:`.settings` | what a case is checked with (:class:`CheckSettings`) |
 | :mod:`.check` | measure: the sequence of iterations on one server, over a :class:`CheckIO`; never judges |
+| :mod:`.resets` | a reset and what confirms it (``success``, else the stream's ``AllBlocksCleared``) |
+| :mod:`.server_io` | the real :class:`CheckIO`: the client, the KV-events watcher, the probe folder |
 | :mod:`.assertions` | the per-iteration assertions, pure functions of the measurements |
 | :mod:`.defects` | vLLM's known defects, one shape (a reload answer's fingerprint, or the stream's) |
 | :mod:`.judge` | judge: the verdicts from a measured report, no I/O (a stored one again: ``rejudge``) |
@@ -23,7 +25,7 @@ One concept per module:
 Nothing here reads the environment or pins a setting at import: settings are read when a case runs.
 """
 
-from .case import Instruments, MutationSpec, ServerIO, measure_and_judge, run_case, server_config_for
+from .case import Instruments, MutationSpec, measure_and_judge, run_case, server_config_for
 from .check import CheckIO, MutationPlan, run_check, settle
 from .cli import main
 from .events import EventWatcher, GroupEventAccount, KVEventsSummary, open_event_watcher
@@ -40,8 +42,9 @@ from .profiles import (
     model_available,
     resolve_model,
 )
-from .report import AssertionResult, Iteration, OffloadCheckReport, SettleResult
+from .report import AssertionResult, Iteration, OffloadCheckReport, ResetResult, SettleResult
 from .server import CONNECTORS, FRONTENDS, Connector, Frontend
+from .server_io import ServerIO
 from .settings import CheckSettings
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "MutationPlan",
     "MutationSpec",
     "OffloadCheckReport",
+    "ResetResult",
     "ServerIO",
     "SettleResult",
     "case_skip_reason",

@@ -9,7 +9,7 @@ One server per case (model x connector x frontend). An *iteration* is:
    spread over that many seconds: the same splits in other batches, which tells batch noise from the KV;
    with ``decode_in_flight``, that many questions again at once (``decode``: the budget's decode rate);
 4. wait until the CPU-tier stores settle (KV events where the connector sends them, else metrics);
-5. ``reset_prefix_cache_until_success(reset_external=False)``: GPU prefix cache dropped, CPU tier kept; then
+5. GPU-only reset (``reset_external=False``): GPU prefix cache dropped, CPU tier kept; then
    every free GPU block is poisoned (where the instruments can), so a load that copies nothing cannot pass
    on the bytes a block still held;
 6. reload run: the KV must come back from the CPU;
@@ -18,11 +18,15 @@ One server per case (model x connector x frontend). An *iteration* is:
    probe by probe; later, of those probes only) and, for a model with a recurrent-state group, a fingerprint
    run of the known failure shapes, served from the second cold run's clean GPU prefix cache.
 
+Every reset is confirmed (``resets.py``: the server's ``success``, or on a release that answers a bare 200 the
+stream's ``AllBlocksCleared``); one refused or never confirmed is recorded as such (``barriers``) and the
+iteration goes on, so a refused full reset leaves its evidence beside the runs it did not prevent.
+
 ``iterations`` clean iterations run first (a correct case must pass each), then one per defect of the
 catalogue, armed from the iteration's first reset to the end of its reload (a store-side defect acts in the
 cold run, a load-side one in the reload). Every request's first use of a cached prefix, in every run, is
 checked by the reference instrument; the iteration keeps the records of its window.
-:func:`run_check` only talks to a :class:`CheckIO` (:class:`ServerIO` is the real one, ``case.py`` starts
+:func:`run_check` only talks to a :class:`CheckIO` (``server_io.ServerIO`` is the real one, ``case.py`` starts
 the server) and never raises: an error half-way ends the case with what was measured so far.
 """
 
@@ -34,12 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import BarrierResult, VersionInfo
+from vllm_devclient.models import VersionInfo
 
 from .events import GroupEventAccount
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
 from .probes import SHAPES, Probe, fingerprint
-from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
+from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, ResetResult, Run, SettleResult
 from .settings import CheckSettings
 
 __all__ = ["CheckIO", "CheckStopped", "MutationPlan", "run_check", "settle"]
@@ -60,7 +64,11 @@ class CheckIO(Protocol):
     def step_engine(self) -> None: ...
     def mark_stores(self) -> None: ...
     def settle_stores(self) -> SettleResult: ...
-    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult: ...
+    def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
+        """Reset and confirm it (``resets.py``); a reset refused or never confirmed is a result, not an
+        exception (the judgement's ``resets_honoured``): only a server gone raises."""
+        ...
+
     def cpu_blocks_stored(self) -> int | None: ...
     def events(self) -> GroupEventAccount | None: ...
     def first_uses(self) -> list[FirstUse]: ...
@@ -131,7 +139,7 @@ def _iteration(
     timings: dict[str, float] = {}
     runs: dict[str, Run] = {}
     windows = {}
-    barriers: dict[str, BarrierResult] = {}
+    barriers: dict[str, ResetResult] = {}
     fields: dict[str, Any] = {}
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:

@@ -21,7 +21,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_devclient.metrics import MetricsDelta
-from vllm_devclient.models import BarrierResult
 
 from .events import KVEventsSummary
 from .probe_files import FirstUse, GroupLayout, LedgerSnapshot, LoadPlan, Split
@@ -36,6 +35,7 @@ __all__ = [
     "MutationVerdict",
     "OffloadCheckReport",
     "ProbeInfo",
+    "ResetResult",
     "Run",
     "SettleResult",
     "Split",
@@ -110,6 +110,27 @@ class SettleResult(_Frozen):
     timed_out: bool = False
 
 
+class ResetResult(_Frozen):
+    """One reset of the sequence and what confirmed it (``resets.py``): the server's ``success`` answer, or,
+    where a release answers a bare 200, the stream's ``AllBlocksCleared``. ``refused``: the server answered an
+    error of its own (``http_status``, its ``message``); ``unconfirmed``: nothing confirmed it (``message``
+    says why). A report written before these fields kept the SDK barrier's result, which only ever returned
+    on ``success``: it reads so."""
+
+    attempts: int
+    engine_steps: int
+    elapsed_s: float
+    external: bool | None = None  # reset_external: the connector's tier too
+    outcome: Literal["confirmed", "unconfirmed", "refused"] = "confirmed"
+    confirmed_by: Literal["success", "AllBlocksCleared"] | None = "success"
+    http_status: int | None = None
+    message: str = ""
+
+    @property
+    def confirmed(self) -> bool:
+        return self.outcome == "confirmed"
+
+
 class CpuTier(_Frozen):
     """The CPU tier as its KV events showed it from the cold run to the reload. The full reset before the cold
     run empties it, so a remove counted here is an eviction, unless the reset's own removes came late:
@@ -165,7 +186,7 @@ class Iteration(_Frozen):
     runs: dict[str, Run] = Field(default_factory=dict)
     windows: dict[str, MetricsDelta] = Field(default_factory=dict)
     settle: SettleResult | None = None
-    barriers: dict[str, BarrierResult] = Field(default_factory=dict)
+    barriers: dict[str, ResetResult] = Field(default_factory=dict)
     cpu_blocks_stored: int | None = None
     cpu_tier: CpuTier | None = None  # None: the connector sends no CPU-tier events
     ledger: LedgerSnapshot | None = None  # the byte ledger of runs before the reference digests (read only)

@@ -1,0 +1,265 @@
+"""The real :class:`.check.CheckIO`: the client for a running server, its KV-events watcher, and the probe
+folder the engine-side instruments write (``probe_files.py``). ``case.py`` starts the server and builds it.
+
+Runs go through the SDK's GSM8K evaluator (token-id prompts, greedy); resets through the SDK's barrier where
+the release answers ``success``, else through the check's own (``resets.py``), confirmed by the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from vllm_devclient.errors import (
+    APIConnectionError,
+    APIStatusError,
+    BarrierTimeoutError,
+    BarrierUnreachableError,
+    BarrierUnsupportedError,
+    EngineCallError,
+    EngineDeadError,
+    TLSError,
+)
+from vllm_devclient.gsm8k import evaluate_gsm8k_async
+from vllm_devclient.metrics import MetricsSnapshot
+from vllm_devclient.models import VersionInfo
+from vllm_devclient.records import GATEWAY_STATUSES
+
+from .check import settle
+from .events import EventWatcher, GroupEventAccount
+from .probe_files import FirstUse, LoadPlan, MutationOrder, ProbeFiles, match_splits
+from .probes import Probe
+from .report import Answer, ResetResult, Run, SettleResult, Split
+from .resets import Answered, NotYet, Outcome, Refused, confirm_reset, drive
+
+__all__ = ["ServerIO"]
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class ServerIO:
+    """:class:`.check.CheckIO` over the client for a running server and its probe folder."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        concurrency: int | None = 1,
+        num_shots: int,
+        model: str | None = None,
+        watcher: EventWatcher | None = None,
+        store_events: bool = True,
+        files: ProbeFiles | None = None,
+        settle_timeout: float = 180.0,
+        barrier_timeout: float = 60.0,
+        request_timeout: float = 600.0,
+        poison_rpc: str = "",
+    ) -> None:
+        from vllm_devclient.client import DevClient
+
+        self.base_url = base_url
+        self.concurrency = concurrency
+        self.num_shots = num_shots
+        self.model = model
+        self.watcher = watcher
+        # Settle on KV events only where the connector announces its CPU stores (vLLM 0.26's Simple one
+        # does not): otherwise on /metrics, or a few engine steps when nothing is exported.
+        self.store_events = store_events and watcher is not None
+        self.files = files
+        self.settle_timeout = settle_timeout
+        self.barrier_timeout = barrier_timeout
+        self.request_timeout = request_timeout
+        self.poison_rpc = poison_rpc
+        self.client = DevClient(base_url, timeout=120.0, model=model)
+        self.texts: dict[str, str] = {}
+        self._store_mark: float | None = None
+        self.bare_200 = False  # the release answers /reset_prefix_cache with a bare 200 (before vLLM 0.26)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def version(self) -> VersionInfo:
+        return self.client.version()
+
+    def metrics(self) -> MetricsSnapshot:
+        return self.client.metrics()
+
+    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        before = len(self.files.splits()) if self.files is not None else 0
+        t0 = time.perf_counter()
+        result = asyncio.run(self._evaluate(probes, spread_s))
+        latency = time.perf_counter() - t0
+        records = self.files.splits() if self.files is not None else []
+        matched = match_splits([p.key for p in probes], records, after=before)
+        answers = []
+        correct = graded = 0
+        for q in result.questions:
+            probe, rec = probes[q.index], matched[q.index]
+            text = None
+            if q.error is None:
+                text = _digest(q.text)
+                self.texts[text] = q.text
+            if probe.kind == "gsm8k":
+                graded += 1
+                correct += q.prediction is not None and q.prediction == probe.label
+            answers.append(
+                Answer(
+                    probe=probe.id,
+                    text=text,
+                    output_tokens=q.output_tokens,
+                    finish_reason=q.finish_reason,
+                    prediction=q.prediction if probe.kind == "gsm8k" else None,
+                    error=q.error,
+                    split=Split(prompt=rec.prompt, local=rec.local, external=rec.external) if rec else None,
+                    usage_cached=q.cached_tokens,
+                    request_id=rec.request_id if rec else None,
+                )
+            )
+        return Run(
+            label=label,
+            concurrency=self.concurrency,
+            latency_s=round(latency, 3),
+            answers=answers,
+            accuracy=correct / graded if graded else None,
+            failed_requests=result.failed_requests,
+        )
+
+    async def _evaluate(self, probes: Sequence[Probe], spread_s: float) -> Any:
+        from vllm_devclient.client import AsyncDevClient
+
+        async with AsyncDevClient(self.base_url, timeout=self.request_timeout, model=self.model) as client:
+            return await evaluate_gsm8k_async(
+                client=client,
+                prompts=[p.as_prompt(i) for i, p in enumerate(probes)],
+                concurrency=self.concurrency,
+                max_tokens=max((p.max_tokens for p in probes), default=1),
+                num_shots=self.num_shots,
+                model=self.model,
+                request_timeout=self.request_timeout,
+                progress=False,
+                spread_s=spread_s,
+            )
+
+    def step_engine(self) -> None:
+        self.client.step_engine()
+
+    def cpu_blocks_stored(self) -> int | None:
+        return None if self.watcher is None else self.watcher.cpu_blocks()
+
+    def events(self) -> GroupEventAccount | None:
+        return None if self.watcher is None else self.watcher.drain()
+
+    def _store_progress(self) -> float | None:
+        if self.store_events and self.watcher is not None:
+            return float(self.watcher.cpu_blocks())
+        return self.metrics().gpu_to_cpu_bytes
+
+    def mark_stores(self) -> None:
+        self._store_mark = self._store_progress()
+
+    def settle_stores(self) -> SettleResult:
+        return settle(
+            self._store_progress,
+            self.step_engine,
+            method="kv_events" if self.store_events else "metrics",
+            timeout=self.settle_timeout,
+            baseline=self._store_mark,
+        )
+
+    def _cleared(self) -> int | None:
+        return None if self.watcher is None else self.watcher.drain().cleared
+
+    def _post_reset(self, external: bool) -> Outcome:
+        try:
+            answer = self.client.reset_prefix_cache(reset_external=external)
+        except EngineDeadError:
+            raise
+        except APIStatusError as exc:
+            return NotYet(str(exc)) if exc.status_code in GATEWAY_STATUSES else _refused(exc)
+        except APIConnectionError as exc:
+            if isinstance(exc, TLSError):
+                raise
+            return NotYet(str(exc))
+        return Answered(answer.success)
+
+    def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
+        """The SDK's barrier where the release answers ``success``; else (``BarrierUnsupportedError``: a
+        bare 200, its one reset sent) the stream's ``AllBlocksCleared`` confirms it (``resets.py``)."""
+        before = self._cleared()
+        sent = 0
+        if not self.bare_200:
+            try:
+                done = self.client.reset_prefix_cache_until_success(
+                    deadline=self.barrier_timeout, reset_external=reset_external
+                )
+            except BarrierUnsupportedError:
+                self.bare_200, sent = True, 1
+            except BarrierUnreachableError:
+                raise  # the server is gone: the iteration's error
+            except BarrierTimeoutError as exc:
+                return ResetResult(
+                    attempts=exc.attempts,
+                    engine_steps=exc.engine_steps,
+                    elapsed_s=round(exc.waited_s, 3),
+                    external=reset_external,
+                    outcome="unconfirmed",
+                    confirmed_by=None,
+                    message=str(exc)[:1000],
+                )
+            except EngineDeadError:
+                raise
+            except APIStatusError as exc:  # the barrier lets only a status of the server's own through
+                refused = _refused(exc)
+                return ResetResult(
+                    attempts=1,
+                    engine_steps=0,
+                    elapsed_s=0.0,
+                    external=reset_external,
+                    outcome="refused",
+                    confirmed_by=None,
+                    http_status=refused.status,
+                    message=refused.message,
+                )
+            else:
+                return ResetResult(
+                    attempts=done.attempts,
+                    engine_steps=done.engine_steps,
+                    elapsed_s=round(done.elapsed_s, 3),
+                    external=reset_external,
+                    outcome="confirmed",
+                    confirmed_by="success",
+                )
+        op = confirm_reset(
+            external=reset_external, deadline=self.barrier_timeout, sent=sent, cleared_before=before
+        )
+        return drive(op, post=self._post_reset, step=self.step_engine, cleared=self._cleared)
+
+    def first_uses(self) -> list[FirstUse]:
+        return self.files.first_uses() if self.files is not None else []
+
+    def poison(self) -> int | None:
+        if not self.poison_rpc:
+            return None
+        answers = self.client.collective_rpc(self.poison_rpc, timeout=120.0)
+        return sum(int(a.get("blocks", 0)) for a in answers if isinstance(a, dict))
+
+    def loads(self) -> list[LoadPlan]:
+        return self.files.loads() if self.files is not None else []
+
+    def defects_applied(self) -> dict[str, int]:
+        return self.files.defects_applied() if self.files is not None else {}
+
+    def arm(self, order: MutationOrder | None) -> None:
+        if self.files is not None:
+            self.files.order(order)
+
+
+def _refused(exc: APIStatusError) -> Refused:
+    """A reset the server answered with an error of its own: its status and its words."""
+    words = exc.engine_message if isinstance(exc, EngineCallError) else exc.message
+    return Refused(status=exc.status_code, message=str(words)[:1000])
