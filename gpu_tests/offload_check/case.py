@@ -42,6 +42,8 @@ BATCH_CONTROL_S = 2.0
 JUDGE_COMMIT_ENV = "VLLM_DEVCLIENT_JUDGE_COMMIT"
 # The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
 DECODE_IN_FLIGHT = 8
+# The reset under load's prompts: this long (or the server's room), so each one's prefill spans steps.
+LOAD_LENGTH = 8192
 
 __all__ = ["Instruments", "MutationSpec", "ServerIO", "hf_encoder", "run_case", "server_config_for"]
 
@@ -240,6 +242,7 @@ def run_case(
     instruments: Instruments | None = None,
     boundary_probes: int = 4,
     mutation_questions: int = 4,
+    reset_under_load: int = 0,
     use_kv_events: bool = True,
     kv_events_bind: Literal["subscriber", "publisher"] = "subscriber",
     gsm8k_dir: str | os.PathLike[str] | None = None,
@@ -249,7 +252,8 @@ def run_case(
     """Start the server for ``case`` once, run the check on it, stop it, write ``{case.id}.json``.
 
     ``mutations`` (names of ``instruments.mutations``) run after the clean iterations, each on a reload of a
-    few probes; ``server_overrides`` go to :func:`server_config_for`.
+    few probes; ``reset_under_load`` long prompts end each clean iteration, full resets fired among them
+    (``check.py``); ``server_overrides`` go to :func:`server_config_for`.
     """
     p = case.profile
     n = num_questions if num_questions is not None else p.num_questions
@@ -310,6 +314,7 @@ def run_case(
             "reference_digests": settings.reference_digests,
             "expect_cpu_store_events": settings.expect_cpu_store_events,
             "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
+            "reset_under_load": reset_under_load,
             "probe_dir": files.root.name,
         },
     }
@@ -324,6 +329,7 @@ def run_case(
             block = min((g.block_size for g in layout), default=0)
             bpc = chunk // block if chunk and block else 1
             fields["blocks_per_chunk"] = bpc
+            room = _probe_room(server.command)
             probes = build_probes(
                 train,
                 test,
@@ -333,7 +339,12 @@ def run_case(
                 max_tokens=fields["max_tokens"],
                 sizes=boundary_sizes((g.block_size for g in layout), bpc),
                 per_size=boundary_probes,
-                max_length=_probe_room(server.command),
+                max_length=room,
+            )
+            settings = replace(
+                settings,
+                reset_under_load=reset_under_load,
+                load_length=min(room, LOAD_LENGTH) if room is not None else LOAD_LENGTH,
             )
             plans, skipped = (
                 _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)

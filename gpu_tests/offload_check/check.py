@@ -16,7 +16,10 @@ One server per case (model x connector x frontend). An *iteration* is:
 7. where some reload shared no split with the warm run (or differed from it), and always in the first
    iteration: full reset, second cold run (in the first iteration of every probe: the engine's determinism,
    probe by probe; later, of those probes only) and, for a model with a recurrent-state group, a fingerprint
-   run of the known failure shapes, served from the second cold run's clean GPU prefix cache.
+   run of the known failure shapes, served from the second cold run's clean GPU prefix cache;
+8. with ``reset_under_load`` (a clean iteration): that many long prompts at once (``load``), full resets fired
+   while their chunked prefill stores (``load_resets``, as answered), then a full reset once they finished
+   (``after_load``): a connector a reset left with stale jobs fails requests, kills the engine, or the reset.
 
 Every reset is confirmed (``resets.py``: the server's ``success``, or on a release that answers a bare 200 the
 stream's ``AllBlocksCleared``); one refused or never confirmed is recorded as such (``barriers``) and the
@@ -42,7 +45,7 @@ from vllm_devclient.models import VersionInfo
 
 from .events import GroupEventAccount
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
-from .probes import SHAPES, Probe, fingerprint
+from .probes import SHAPES, Probe, fingerprint, load_probes
 from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, ResetResult, Run, SettleResult
 from .settings import CheckSettings
 
@@ -59,6 +62,11 @@ class CheckIO(Protocol):
     def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
         """Send the probes (token ids, greedy), read each one's split; answer texts go into ``texts``.
         ``spread_s``: send them evenly over that many seconds (other batches), not at once."""
+        ...
+
+    def run_resetting(self, label: str, probes: Sequence[Probe]) -> tuple[Run, list[ResetResult]]:
+        """Send the probes all at once and fire full resets while they run: the run, and each reset as
+        answered (nothing confirms a reset that meets held blocks; none of them is judged)."""
         ...
 
     def step_engine(self) -> None: ...
@@ -135,6 +143,7 @@ def _iteration(
     clock: Callable[[], float],
     batch_control_s: float = 0.0,
     decode_in_flight: int = 0,
+    load: Sequence[Probe] = (),
 ) -> Iteration:
     timings: dict[str, float] = {}
     runs: dict[str, Run] = {}
@@ -225,6 +234,13 @@ def _iteration(
                         st.fingerprints[fp.id] = fp
             if shapes:
                 runs["fingerprint"] = timed("fingerprint_run_s", lambda: io.run("fingerprint", shapes))
+        if load and order is None:
+            # Long prompts at once (chunked prefill stores over many steps), full resets fired among them;
+            # what a connector left stale shows as failed requests, a dead engine, or the reset after them.
+            account_mark(f"{label}:load")
+            runs["load"], fields["load_resets"] = timed("load_run_s", lambda: io.run_resetting("load", load))
+            barriers["after_load"] = timed("reset_after_load_s", lambda: io.reset_prefix_cache(True))
+            io.step_engine()
     except (Exception, CheckStopped) as exc:  # the iteration keeps what it measured
         fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         if isinstance(exc, CheckStopped):
@@ -278,10 +294,13 @@ def run_check(
     verdicts; ``case.measure_and_judge`` runs both). An exception half-way leaves ``error`` set with what
     was measured until then."""
     st = _State()
+    load = load_probes(probes, settings.reset_under_load, settings.load_length)
 
     def partial() -> OffloadCheckReport:
         done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
-        return _report(io, settings, probes, layout, mutations, st, done, dict(timings), report_fields)
+        return _report(
+            io, settings, [*probes, *load], layout, mutations, st, done, dict(timings), report_fields
+        )
 
     start = clock()
     error: str | None = None
@@ -302,6 +321,7 @@ def run_check(
                     clock=clock,
                     batch_control_s=settings.batch_control_s,
                     decode_in_flight=settings.decode_in_flight,
+                    load=load,
                 )
             )
             timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
@@ -331,7 +351,7 @@ def run_check(
     except (Exception, CheckStopped) as exc:
         error = f"{type(exc).__name__}: {exc}"[:2000]
     timings["check_s"] = round(clock() - start, 3)
-    return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)
+    return _report(io, settings, [*probes, *load], layout, mutations, st, error, timings, report_fields)
 
 
 def _cpu_tier(io: CheckIO, mark: str, held_at_mark: int) -> CpuTier | None:

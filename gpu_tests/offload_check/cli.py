@@ -80,6 +80,13 @@ def check_options(f: F) -> F:
         click.option(
             "--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"
         ),
+        click.option(
+            "--reset-under-load",
+            type=click.IntRange(0),
+            default=0,
+            metavar="N",
+            help="Each clean pass ends with N long prompts at once, full resets fired among them.  [0: off]",
+        ),
         click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
         click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
         click.option(
@@ -171,6 +178,7 @@ def run_from_options(
             instruments=instruments,
             boundary_probes=opts["boundary_probes"],
             mutation_questions=opts["mutation_questions"],
+            reset_under_load=opts["reset_under_load"],
             use_kv_events=not opts["no_kv_events"],
             kv_events_bind=opts["kv_events_bind"],
             gsm8k_dir=opts["gsm8k_dir"],

@@ -187,6 +187,7 @@ class Iteration(_Frozen):
     windows: dict[str, MetricsDelta] = Field(default_factory=dict)
     settle: SettleResult | None = None
     barriers: dict[str, ResetResult] = Field(default_factory=dict)
+    load_resets: list[ResetResult] = Field(default_factory=list)  # fired under load, as answered (not judged)
     cpu_blocks_stored: int | None = None
     cpu_tier: CpuTier | None = None  # None: the connector sends no CPU-tier events
     ledger: LedgerSnapshot | None = None  # the byte ledger of runs before the reference digests (read only)

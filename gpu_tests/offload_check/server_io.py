@@ -13,6 +13,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
+
+from vllm_devclient.constants import DEFAULT_MAX_CONNECTIONS
 from vllm_devclient.errors import (
     APIConnectionError,
     APIStatusError,
@@ -35,7 +38,49 @@ from .probes import Probe
 from .report import Answer, ResetResult, Run, SettleResult, Split
 from .resets import Answered, NotYet, Outcome, Refused, confirm_reset, drive
 
-__all__ = ["ServerIO"]
+__all__ = ["LOAD_RESETS", "LOAD_RESET_GAP_S", "ServerIO", "in_flight"]
+
+# The reset under load: full resets fired while the long prompts run, this far apart, at most this many; the
+# first once the stream shows their blocks (or after LOAD_START_WAIT_S without a stream).
+LOAD_RESETS = 4
+LOAD_RESET_GAP_S = 0.05
+LOAD_START_WAIT_S = 0.5
+
+
+def in_flight(concurrency: int | None, requests: int) -> int:
+    """Requests in flight at once: all of them (``concurrency`` None) or at most ``concurrency``."""
+    return requests if concurrency is None else min(concurrency, requests)
+
+
+def _one_reset(outcome: Outcome, seconds: float) -> ResetResult:
+    """One reset fired under load, as answered: nothing here confirms it (blocks are held by design)."""
+    said = {
+        True: "success=true",
+        False: "success=false (blocks held)",
+        None: "a bare 200",
+    }
+    if isinstance(outcome, Refused):
+        return ResetResult(
+            attempts=1,
+            engine_steps=0,
+            elapsed_s=round(seconds, 3),
+            external=True,
+            outcome="refused",
+            confirmed_by=None,
+            http_status=outcome.status,
+            message=outcome.message,
+        )
+    confirmed = isinstance(outcome, Answered) and outcome.success is True
+    message = said[outcome.success] if isinstance(outcome, Answered) else outcome.reason
+    return ResetResult(
+        attempts=1,
+        engine_steps=0,
+        elapsed_s=round(seconds, 3),
+        external=True,
+        outcome="confirmed" if confirmed else "unconfirmed",
+        confirmed_by="success" if confirmed else None,
+        message=message,
+    )
 
 
 def _digest(text: str) -> str:
@@ -92,8 +137,60 @@ class ServerIO:
     def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
         before = len(self.files.splits()) if self.files is not None else 0
         t0 = time.perf_counter()
-        result = asyncio.run(self._evaluate(probes, spread_s))
-        latency = time.perf_counter() - t0
+        result = asyncio.run(self._evaluate(probes, spread_s, self.concurrency))
+        return self._as_run(label, probes, result, time.perf_counter() - t0, before, self.concurrency)
+
+    def run_resetting(self, label: str, probes: Sequence[Probe]) -> tuple[Run, list[ResetResult]]:
+        """Send ``probes`` all at once and fire full resets while they run (the reset under load): the
+        first once the stream shows the engine storing their blocks (else after a pause), then one every
+        :data:`LOAD_RESET_GAP_S` until they finish or :data:`LOAD_RESETS` went out."""
+        before = len(self.files.splits()) if self.files is not None else 0
+        t0 = time.perf_counter()
+        result, fired = asyncio.run(self._evaluate_resetting(probes))
+        return self._as_run(label, probes, result, time.perf_counter() - t0, before, None), fired
+
+    async def _evaluate_resetting(self, probes: Sequence[Probe]) -> tuple[Any, list[ResetResult]]:
+        from vllm_devclient.client import AsyncDevClient
+
+        stored0 = self._gpu_stored()
+        task = asyncio.create_task(self._evaluate(probes, 0.0, None))
+        fired: list[ResetResult] = []
+        started = time.monotonic()
+        # Wait for the engine to hold them (their first blocks on the stream), so a reset meets running
+        # requests and the stores their prefill keeps issuing, not a queue of waiting ones.
+        while not task.done() and time.monotonic() - started < LOAD_START_WAIT_S:
+            now = self._gpu_stored()
+            if stored0 is not None and now is not None and now > stored0:
+                break
+            await asyncio.sleep(0.005)
+        async with AsyncDevClient(self.base_url, timeout=self.barrier_timeout, model=self.model) as client:
+            while not task.done() and len(fired) < LOAD_RESETS:
+                t = time.monotonic()
+                try:
+                    answer = await client.reset_prefix_cache(reset_external=True)
+                    outcome: Outcome = Answered(answer.success)
+                except EngineDeadError:
+                    raise
+                except APIStatusError as exc:
+                    outcome = NotYet(str(exc)) if exc.status_code in GATEWAY_STATUSES else _refused(exc)
+                except APIConnectionError as exc:
+                    outcome = NotYet(str(exc))
+                fired.append(_one_reset(outcome, time.monotonic() - t))
+                await asyncio.sleep(LOAD_RESET_GAP_S)
+        return await task, fired
+
+    def _gpu_stored(self) -> int | None:
+        return None if self.watcher is None else self.watcher.drain().stored_blocks("GPU")
+
+    def _as_run(
+        self,
+        label: str,
+        probes: Sequence[Probe],
+        result: Any,
+        latency: float,
+        before: int,
+        concurrency: int | None,
+    ) -> Run:
         records = self.files.splits() if self.files is not None else []
         matched = match_splits([p.key for p in probes], records, after=before)
         answers = []
@@ -122,28 +219,41 @@ class ServerIO:
             )
         return Run(
             label=label,
-            concurrency=self.concurrency,
+            concurrency=concurrency,
             latency_s=round(latency, 3),
             answers=answers,
             accuracy=correct / graded if graded else None,
             failed_requests=result.failed_requests,
         )
 
-    async def _evaluate(self, probes: Sequence[Probe], spread_s: float) -> Any:
+    async def _evaluate(self, probes: Sequence[Probe], spread_s: float, concurrency: int | None) -> Any:
         from vllm_devclient.client import AsyncDevClient
 
-        async with AsyncDevClient(self.base_url, timeout=self.request_timeout, model=self.model) as client:
-            return await evaluate_gsm8k_async(
-                client=client,
-                prompts=[p.as_prompt(i) for i, p in enumerate(probes)],
-                concurrency=self.concurrency,
-                max_tokens=max((p.max_tokens for p in probes), default=1),
-                num_shots=self.num_shots,
-                model=self.model,
-                request_timeout=self.request_timeout,
-                progress=False,
-                spread_s=spread_s,
-            )
+        # The client's own pool holds DEFAULT_MAX_CONNECTIONS: more requests in flight need a pool that size.
+        wide = in_flight(concurrency, len(probes))
+        http = (
+            httpx.AsyncClient(limits=httpx.Limits(max_connections=wide, max_keepalive_connections=wide))
+            if wide > DEFAULT_MAX_CONNECTIONS
+            else None
+        )
+        try:
+            async with AsyncDevClient(
+                self.base_url, timeout=self.request_timeout, model=self.model, http_client=http
+            ) as client:
+                return await evaluate_gsm8k_async(
+                    client=client,
+                    prompts=[p.as_prompt(i) for i, p in enumerate(probes)],
+                    concurrency=concurrency,
+                    max_tokens=max((p.max_tokens for p in probes), default=1),
+                    num_shots=self.num_shots,
+                    model=self.model,
+                    request_timeout=self.request_timeout,
+                    progress=False,
+                    spread_s=spread_s,
+                )
+        finally:
+            if http is not None:
+                await http.aclose()
 
     def step_engine(self) -> None:
         self.client.step_engine()

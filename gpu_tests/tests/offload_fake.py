@@ -17,7 +17,9 @@ stream, each CPU eviction a GPU ``BlockRemoved``), the resets of older releases 
 a bare 200, and with ``gpu_events`` a reset that went through sends ``AllBlocksCleared`` with the next engine
 step; ``held_resets``: that many resets fail, blocks held; ``refuse_external``: vLLM 0.20.2-0.23.0's Simple
 connector, whose ``reset_external`` answers 500 with these words after the GPU part ran; ``keeps_cpu_tier``:
-vLLM 0.20.2's OffloadingConnector, whose full reset leaves its tier serving), and the catalogue's defects: an
+vLLM 0.20.2's OffloadingConnector, whose full reset leaves its tier serving; ``dies_after_load_reset``: vLLM
+0.22.0-0.25.1's OffloadingConnector, whose reset under load leaves stale jobs that kill the engine when the
+running requests finish: they fail, and every call after raises), and the catalogue's defects: an
 armed byte defect makes the loads it acts on wrong, which the reference instrument's first-use records show as
 ``x`` blocks (as the real instrument does, whatever the defect), and ``state_ahead`` moves the lookup.
 """
@@ -71,6 +73,7 @@ class FakeServer:
     held_resets: int = 0
     refuse_external: str | None = None
     keeps_cpu_tier: bool = False
+    dies_after_load_reset: bool = False
     version_name: str = "0.26.0"
     texts: dict[str, str] = field(default_factory=dict)
 
@@ -91,6 +94,8 @@ class FakeServer:
         self.request_seq = 0
         self.clock_s = 0.0  # the barrier's clock: its pauses move it
         self._cleared_pending = False
+        self.dead = False
+        self.load_resets = 0
 
     # -- the engine
     def _split(self, ids: tuple[int, ...]) -> tuple[int, int]:
@@ -235,6 +240,7 @@ class FakeServer:
         return parse_metrics(body, "text/plain; version=0.0.4", taken_at=self.now)
 
     def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        self._alive()
         self.calls.append(f"run:{label}" + (f"@{spread_s:g}s" if spread_s else ""))
         if label == self.raise_in:
             raise ConnectionError("server went away")
@@ -249,7 +255,50 @@ class FakeServer:
             label=label, concurrency=1, latency_s=0.1, answers=answers, accuracy=0.0, failed_requests=failed
         )
 
+    def _alive(self) -> None:
+        if self.dead:
+            raise ConnectionError("the engine died: connection refused")
+
+    def run_resetting(self, label: str, probes: Sequence[Probe]) -> tuple[Run, list[ResetResult]]:
+        self._alive()
+        self.calls.append(f"run_resetting:{label}")
+        half = len(probes) // 2
+        first = self.run(label, probes[:half])
+        # Mid-prefill the GPU part fails (blocks held); the connector's part runs.
+        held, self.held_resets = self.held_resets, 1
+        outcome = self._post_reset(True)
+        self.held_resets = held
+        self.load_resets += 1
+        if self.dies_after_load_reset:
+            self.dead = True
+            failed = [Answer(probe=p.id, text=None, error="InternalServerError: 500") for p in probes[half:]]
+            rest = Run(
+                label=label, concurrency=None, latency_s=0.1, answers=failed, failed_requests=len(failed)
+            )
+        else:
+            rest = self.run(label, probes[half:])
+        answers = [*first.answers, *rest.answers]
+        run = Run(
+            label=label,
+            concurrency=None,
+            latency_s=0.2,
+            answers=answers,
+            failed_requests=sum(a.error is not None for a in answers),
+        )
+        said = "a bare 200" if isinstance(outcome, Answered) and outcome.success is None else "success=false"
+        fired = ResetResult(
+            attempts=1,
+            engine_steps=0,
+            elapsed_s=0.01,
+            external=True,
+            outcome="unconfirmed",
+            confirmed_by=None,
+            message=said,
+        )
+        return run, [fired]
+
     def step_engine(self) -> None:
+        self._alive()
         self.calls.append("step")
         if self._cleared_pending and self.gpu_events:
             self.account.add([AllBlocksCleared()])
@@ -262,6 +311,7 @@ class FakeServer:
         return SettleResult(method="steps", seconds=0.0, engine_steps=3)
 
     def _post_reset(self, reset_external: bool) -> Outcome:
+        self._alive()
         self.calls.append(f"reset:{reset_external}")
         if self.held_resets:
             self.held_resets -= 1
