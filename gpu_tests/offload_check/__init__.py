@@ -18,6 +18,7 @@ One concept per module:
 | :mod:`.assertions` | the per-iteration assertions, pure functions of the measurements |
 | :mod:`.defects` | vLLM's known defects, one shape (a reload answer's fingerprint, or the stream's) |
 | :mod:`.judge` | judge: the verdicts from a measured report, no I/O (a stored one again: ``rejudge``) |
+| :mod:`.rates` | "k of N clean iterations failed assertion X", read from a report |
 | :mod:`.report` | the JSON report models: what each stage hands to the next |
 | :mod:`.case` | one case end to end on a real server: measure, judge, write (:func:`run_case`) |
 | :mod:`.cli` | the check's command line (``python -m gpu_tests.offload_check``) |
@@ -42,6 +43,7 @@ from .profiles import (
     model_available,
     resolve_model,
 )
+from .rates import FailureRate, failure_rate, failure_rates
 from .report import AssertionResult, Iteration, OffloadCheckReport, ResetResult, SettleResult
 from .server import CONNECTORS, FRONTENDS, Connector, Frontend
 from .server_io import ServerIO
@@ -58,6 +60,7 @@ __all__ = [
     "Connector",
     "ConnectorSettings",
     "EventWatcher",
+    "FailureRate",
     "Frontend",
     "GroupEventAccount",
     "Instruments",
@@ -72,6 +75,8 @@ __all__ = [
     "SettleResult",
     "case_skip_reason",
     "connector_by_name",
+    "failure_rate",
+    "failure_rates",
     "gpu_count",
     "judge_case",
     "main",

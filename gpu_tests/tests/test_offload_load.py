@@ -17,6 +17,7 @@ import pytest
 from gpu_tests.offload_check.case import measure_and_judge
 from gpu_tests.offload_check.probe_files import GroupLayout
 from gpu_tests.offload_check.probes import Probe, load_probes
+from gpu_tests.offload_check.rates import failure_rate, failure_rates
 from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.offload_check.server_io import LOAD_RESETS, ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
@@ -162,3 +163,44 @@ def test_server_io_fires_full_resets_while_the_load_runs_and_records_each_answer
     assert len(fired) == LOAD_RESETS and all(r.external and r.confirmed_by == "success" for r in fired)
     resets = engine.calls_for("reset_prefix_cache")
     assert len(resets) == LOAD_RESETS
+
+
+def _race() -> OffloadCheckReport:
+    """A reload corrupted in passes 2 and 4 of 5, the fifth ended by the server going away."""
+    server = FakeServer(layout=FULL)
+
+    def between(report: OffloadCheckReport) -> None:
+        done = len(report.iterations)
+        server.corrupt = {"q03"} if done + 1 in (2, 4) else set()
+        server.raise_in = "reload" if done + 1 == 5 else None
+
+    settings = CheckSettings(reference_digests=True, iterations=5)
+    return measure_and_judge(server, settings, list(_probes()), FULL, on_iteration=between)
+
+
+def test_a_race_that_fails_some_passes_reads_as_k_of_n_iterations() -> None:
+    """Each assertion's rate counts the passes that evaluated it, and names the ones that failed."""
+    report = _race()
+    assert [it.status for it in report.iterations] == ["passed", "failed", "passed", "failed", "error"]
+    rate = failure_rate(report, "kv_bytes_identical")
+    assert (rate.failed, rate.evaluated, rate.iterations, rate.errored) == (2, 4, 5, 1)
+    assert rate.failed_in == ["clean-2", "clean-4"] and rate.rate == 0.5
+    assert str(rate) == "kv_bytes_identical: 2 of 4 iterations failed (1 of 5 ended in an error)"
+    rates = failure_rates(report)
+    assert rates["answers_unchanged"].failed_in == ["clean-2", "clean-4"]
+    assert rates["reload_proven"].failed == 0 and rates["reload_proven"].evaluated == 4
+    assert failure_rate(report, "no_such_assertion").evaluated == 0
+    assert failure_rate(report, "no_such_assertion").rate is None
+
+
+def test_the_command_prints_the_rates_of_a_case_of_several_passes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gpu_tests.offload_check.cli as check_cli
+
+    report = _race()
+    monkeypatch.setattr(check_cli, "run_case", lambda case, **kw: report)
+    assert check_cli.main(["--iterations", "5"]) == 2  # the fifth pass's error
+    out = capsys.readouterr().out.splitlines()
+    rates = "kv_bytes_identical: 2 of 4 iterations failed (1 of 5 ended in an error)"
+    assert out[-1].startswith("  rates: ") and rates in out[-1]
