@@ -311,6 +311,15 @@ class OffloadCheckReport(_Frozen):
                     f"    mutation {mv.name}: applied {mv.applied}, caught {mv.caught} by {mv.failed} "
                     f"(expected {mv.expected}) {mv.message}"
                 )
+            if "load" in it.runs:
+                load = it.runs["load"]
+                fired = ", ".join(
+                    f"HTTP {r.http_status}" if r.http_status else r.message for r in it.load_resets
+                )
+                lines.append(
+                    f"    reset under load: {len(load.answers)} prompts, {load.failed_requests} failed; "
+                    f"resets fired: {fired or 'none'}"
+                )
             lines += [
                 f"    [{a.outcome}] {a.name}: {a.message}"
                 for a in it.assertions

@@ -57,6 +57,7 @@ def test_the_reset_under_load_ends_each_clean_pass_and_a_correct_connector_passe
         assert it.barriers["after_load"].confirmed_by == "AllBlocksCleared"
         assert "after_load by AllBlocksCleared" in it.assertion("resets_honoured").message
     assert server.load_resets == 2 and {p.kind for p in report.probes} >= {"load"}
+    assert "reset under load: 6 prompts, 0 failed; resets fired: a bare 200" in report.summary()
     # Off by default, and never in a mutation's pass.
     plain = _check(FakeServer(layout=FULL), iterations=1)
     assert all("load" not in it.runs and "after_load" not in it.barriers for it in plain.iterations)
