@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +87,17 @@ def test_the_cli_turns_the_reset_under_load_on(monkeypatch: pytest.MonkeyPatch) 
     assert check_cli.main(["--reset-under-load", "64"]) == 2
     assert seen[-1]["reset_under_load"] == 64
     assert check_cli.main([]) == 2 and seen[-1]["reset_under_load"] == 0
+    # The runner's case arguments carry it (the history scenarios turn it on), and parse back.
+    from gpu_tests.runner.jobs import case_args
+
+    def args(**kw: Any) -> tuple[str, ...]:
+        common = {"report_dir": Path("r"), "gsm8k_dir": None, "server_args": "", "iterations": 2}
+        return case_args("tiny-llama", "offloading", "python", **common, **kw)
+
+    on = args(reset_under_load=64, concurrency=0)
+    assert check_cli.main(list(on)) == 2 and seen[-1]["reset_under_load"] == 64
+    assert seen[-1]["concurrency"] is None  # 0: every run at once
+    assert "--reset-under-load" not in args()
 
 
 # ---------------------------------------------------------------- ServerIO against a real frontend
