@@ -18,7 +18,7 @@ import datetime as _dt
 import socket
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vllm_devclient.metrics import MetricsDelta
 
@@ -114,17 +114,25 @@ class ResetResult(_Frozen):
     """One reset of the sequence and what confirmed it (``resets.py``): the server's ``success`` answer, or,
     where a release answers a bare 200, the stream's ``AllBlocksCleared``. ``refused``: the server answered an
     error of its own (``http_status``, its ``message``); ``unconfirmed``: nothing confirmed it (``message``
-    says why). A report written before these fields kept the SDK barrier's result, which only ever returned
-    on ``success``: it reads so."""
+    says why). Nothing is confirmed by default: ``outcome`` and ``confirmed_by`` are always given, except in a
+    report written before them, which kept the SDK barrier's result (it only ever returned on ``success``)
+    and reads so."""
 
     attempts: int
     engine_steps: int
     elapsed_s: float
+    outcome: Literal["confirmed", "unconfirmed", "refused"]
+    confirmed_by: Literal["success", "AllBlocksCleared"] | None
     external: bool | None = None  # reset_external: the connector's tier too
-    outcome: Literal["confirmed", "unconfirmed", "refused"] = "confirmed"
-    confirmed_by: Literal["success", "AllBlocksCleared"] | None = "success"
     http_status: int | None = None
     message: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sdk_barrier_result(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "outcome" not in data and "confirmed_by" not in data:
+            return {**data, "outcome": "confirmed", "confirmed_by": "success"}
+        return data
 
     @property
     def confirmed(self) -> bool:

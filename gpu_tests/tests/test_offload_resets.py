@@ -298,3 +298,10 @@ def test_server_io_reports_a_refused_full_reset_and_a_confirmed_one(frontend: Fr
         io.close()
     assert refused.outcome == "refused" and refused.http_status == 500 and REFUSAL in refused.message
     assert done.outcome == "confirmed" and done.confirmed_by == "success"
+
+
+def test_a_reset_is_never_confirmed_by_default_and_a_stored_sdk_barrier_result_reads_as_success() -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        ResetResult.model_validate({"attempts": 1, "engine_steps": 0, "elapsed_s": 0.1, "confirmed_by": None})
+    old = ResetResult.model_validate({"attempts": 2, "engine_steps": 1, "elapsed_s": 0.1})
+    assert old.confirmed and old.confirmed_by == "success"
