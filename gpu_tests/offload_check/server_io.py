@@ -300,6 +300,10 @@ class ServerIO:
     def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
         """The SDK's barrier where the release answers ``success``; else (``BarrierUnsupportedError``: a
         bare 200, its one reset sent) the stream's ``AllBlocksCleared`` confirms it (``resets.py``)."""
+        if self.bare_200 and self.watcher is not None:
+            # An earlier reset (one fired under load) publishes its AllBlocksCleared with the next step: let
+            # it go out before the count this reset is confirmed against, never as this reset's.
+            self.step_engine()
         before = self._cleared()
         sent = 0
         if not self.bare_200:

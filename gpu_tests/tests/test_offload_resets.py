@@ -249,14 +249,17 @@ def test_server_io_confirms_a_bare_200_by_the_stream_after_the_sdk_barrier_refus
     batches = _Batches()
     watcher = EventWatcher(batches, GroupEventAccount()) if stream else None
     reset_calls: list[int] = []
+    pending: list[bool] = []  # a reset that went through, its AllBlocksCleared out with the next step
 
     def reset(request: httpx.Request) -> httpx.Response:
         reset_calls.append(1)
+        pending.append(True)
         return _uvicorn(200)
 
     def step(request: httpx.Request) -> httpx.Response:
-        if reset_calls:
+        if pending:
             batches.queue.append(type("Batch", (), {"events": [AllBlocksCleared()]})())
+            pending.clear()
         return _uvicorn(200, json={"choices": [{"text": "x"}]})
 
     with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
@@ -275,6 +278,32 @@ def test_server_io_confirms_a_bare_200_by_the_stream_after_the_sdk_barrier_refus
     # Once known, the next reset goes to the stream's barrier at once: one reset sent, not two.
     assert second.confirmed_by == "AllBlocksCleared" and second.attempts == 1 and len(reset_calls) == 2
     assert watcher is not None and watcher.account.cleared == 2
+
+
+def test_an_earlier_resets_late_event_never_confirms_the_next_reset() -> None:
+    """A reset fired under load cleared the pool once the requests had gone; its AllBlocksCleared waits for
+    the next step. The next reset finds blocks held and clears nothing: it must end unconfirmed."""
+    batches = _Batches()
+    watcher = EventWatcher(batches, GroupEventAccount())
+    pending = [1]  # the earlier reset's event, published with the next step
+
+    def step(request: httpx.Request) -> httpx.Response:
+        if pending[0]:
+            batches.queue.append(type("Batch", (), {"events": [AllBlocksCleared()]})())
+            pending[0] = 0
+        return _uvicorn(200, json={"choices": [{"text": "x"}]})
+
+    with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
+        mock.post("/reset_prefix_cache").mock(return_value=_uvicorn(200))  # held: clears nothing
+        mock.post("/v1/completions").mock(side_effect=step)
+        io = ServerIO("http://vllm.test", num_shots=0, model="tiny", watcher=watcher, barrier_timeout=0.3)
+        io.bare_200 = True
+        try:
+            result = io.reset_prefix_cache(True)
+        finally:
+            io.close()
+    assert result.outcome == "unconfirmed" and "no AllBlocksCleared" in result.message
+    assert watcher.account.cleared == 1  # the earlier reset's, seen before this one was sent
 
 
 @pytest.fixture(scope="module", params=["rust", "python"])
