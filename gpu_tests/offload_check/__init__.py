@@ -13,9 +13,12 @@ One concept per module:
 | :mod:`.events` | KV-cache events accounted per cache group (stores, removes, kinds, reference counts) |
 | :mod:`.settings` | what a case is checked with (:class:`CheckSettings`) |
 | :mod:`.check` | measure: the sequence of iterations on one server, over a :class:`CheckIO`; never judges |
+| :mod:`.resets` | a reset and what confirms it (``success``, else the stream's ``AllBlocksCleared``) |
+| :mod:`.server_io` | the real :class:`CheckIO`: the client, the KV-events watcher, the probe folder |
 | :mod:`.assertions` | the per-iteration assertions, pure functions of the measurements |
 | :mod:`.defects` | vLLM's known defects, one shape (a reload answer's fingerprint, or the stream's) |
 | :mod:`.judge` | judge: the verdicts from a measured report, no I/O (a stored one again: ``rejudge``) |
+| :mod:`.rates` | "k of N clean iterations failed assertion X", read from a report |
 | :mod:`.report` | the JSON report models: what each stage hands to the next |
 | :mod:`.case` | one case end to end on a real server: measure, judge, write (:func:`run_case`) |
 | :mod:`.cli` | the check's command line (``python -m gpu_tests.offload_check``) |
@@ -23,7 +26,7 @@ One concept per module:
 Nothing here reads the environment or pins a setting at import: settings are read when a case runs.
 """
 
-from .case import Instruments, MutationSpec, ServerIO, measure_and_judge, run_case, server_config_for
+from .case import Instruments, MutationSpec, measure_and_judge, run_case, server_config_for
 from .check import CheckIO, MutationPlan, run_check, settle
 from .cli import main
 from .events import EventWatcher, GroupEventAccount, KVEventsSummary, open_event_watcher
@@ -40,8 +43,10 @@ from .profiles import (
     model_available,
     resolve_model,
 )
-from .report import AssertionResult, Iteration, OffloadCheckReport, SettleResult
+from .rates import FailureRate, failure_rate, failure_rates
+from .report import AssertionResult, Iteration, OffloadCheckReport, ResetResult, SettleResult
 from .server import CONNECTORS, FRONTENDS, Connector, Frontend
+from .server_io import ServerIO
 from .settings import CheckSettings
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "Connector",
     "ConnectorSettings",
     "EventWatcher",
+    "FailureRate",
     "Frontend",
     "GroupEventAccount",
     "Instruments",
@@ -64,10 +70,13 @@ __all__ = [
     "MutationPlan",
     "MutationSpec",
     "OffloadCheckReport",
+    "ResetResult",
     "ServerIO",
     "SettleResult",
     "case_skip_reason",
     "connector_by_name",
+    "failure_rate",
+    "failure_rates",
     "gpu_count",
     "judge_case",
     "main",

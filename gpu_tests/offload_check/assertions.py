@@ -15,12 +15,21 @@ from .report import (
     Comparison,
     Iteration,
     ProbeInfo,
+    ResetResult,
     Run,
     Split,
 )
 from .settings import CheckSettings
 
-__all__ = ["KINDS", "REQUEST_FAILURES", "compare", "moved_by_the_batch", "requests_ok", "same_split_pairs"]
+__all__ = [
+    "KINDS",
+    "REQUEST_FAILURES",
+    "compare",
+    "moved_by_the_batch",
+    "requests_ok",
+    "resets_honoured",
+    "same_split_pairs",
+]
 
 REQUEST_FAILURES = "requests_ok"
 
@@ -453,3 +462,24 @@ def requests_ok(runs: Mapping[str, Run], max_failed_rate: float) -> AssertionRes
         first = next((a.error for r in runs.values() for a in r.answers if a.error), "")
         message += f"; over the limit: {over}; first error: {(first or '')[:300]}"
     return AssertionResult(name=REQUEST_FAILURES, passed=not over, message=message)
+
+
+def resets_honoured(barriers: Mapping[str, ResetResult]) -> AssertionResult:
+    """Every reset of the iteration was confirmed, each by what the release can say (``success``, else the
+    stream's ``AllBlocksCleared``); a reset the server refused fails with its status and words, one nothing
+    confirmed with the reason. Never a pass on an answer that says nothing."""
+    name = "resets_honoured"
+    if not barriers:
+        return AssertionResult(name=name, passed=True, evaluated=False, message="no reset measured")
+    bad: list[str] = []
+    good: list[str] = []
+    for key, r in barriers.items():
+        what = f"{key} reset ({'reset_external' if r.external else 'GPU only'})"
+        if r.outcome == "refused":
+            bad.append(f"{what} refused: HTTP {r.http_status}: {r.message[:300]}")
+        elif r.outcome == "unconfirmed":
+            bad.append(f"{what} not confirmed: {r.message[:300]}")
+        else:
+            good.append(f"{key} by {r.confirmed_by} ({r.attempts} tr{'y' if r.attempts == 1 else 'ies'})")
+    message = "; ".join(bad + (["confirmed: " + ", ".join(good)] if good else []))
+    return AssertionResult(name=name, passed=not bad, message=message)

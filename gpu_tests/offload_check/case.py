@@ -1,7 +1,6 @@
 """One case end to end: start ``vllm serve`` for it, build its probes, run the check, write the report.
 
-:class:`ServerIO` is the real :class:`.check.CheckIO`: the client for the running server, the KV-events
-watcher, and the probe folder the engine-side instruments write (``probe_files.py``). The instruments
+:class:`.server_io.ServerIO` is the real :class:`.check.CheckIO` it measures through. The instruments
 themselves are named by an :class:`Instruments` value (the repository's ``gpu_tests.kv_proof.INSTRUMENTS``):
 the server arguments that load them (a scheduler class recording each request's split, a worker extension
 taking reference digests and checking them at first use), the poison's RPC, and the defect catalogue. Without
@@ -10,8 +9,6 @@ them the check still runs, with the splits it can read from ``usage`` and withou
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import os
 import subprocess
 import time
@@ -21,26 +18,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.gsm8k import evaluate_gsm8k_async, load_gsm8k
-from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import BarrierResult, VersionInfo
+from vllm_devclient.gsm8k import load_gsm8k
 
-from .check import CheckIO, MutationPlan, run_check, settle
-from .events import EventWatcher, GroupEventAccount, open_event_watcher
+from .check import CheckIO, MutationPlan, run_check
+from .events import EventWatcher, open_event_watcher
 from .judge import judge_case
 from .probe_files import (
     PROBE_DIR_ENV,
-    FirstUse,
     GroupLayout,
-    LoadPlan,
     MutationOrder,
     ProbeFiles,
-    match_splits,
 )
 from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
 from .profiles import CheckCase, gpu_count, resolve_model
-from .report import Answer, OffloadCheckReport, Run, SettleResult, Split
+from .report import OffloadCheckReport
 from .server import KVEventsSettings, ServerConfig, VllmServer
+from .server_io import ServerIO
 from .settings import CheckSettings
 
 # Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
@@ -49,6 +42,8 @@ BATCH_CONTROL_S = 2.0
 JUDGE_COMMIT_ENV = "VLLM_DEVCLIENT_JUDGE_COMMIT"
 # The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
 DECODE_IN_FLIGHT = 8
+# The reset under load's prompts: this long (or the server's room), so each one's prefill spans steps.
+LOAD_LENGTH = 8192
 
 __all__ = ["Instruments", "MutationSpec", "ServerIO", "hf_encoder", "run_case", "server_config_for"]
 
@@ -87,163 +82,6 @@ def hf_encoder(model: str) -> Encode:
         return list(tokenizer(text)["input_ids"])
 
     return encode
-
-
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-
-
-class ServerIO:
-    """:class:`.check.CheckIO` over the client for a running server and its probe folder."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        concurrency: int | None = 1,
-        num_shots: int,
-        model: str | None = None,
-        watcher: EventWatcher | None = None,
-        store_events: bool = True,
-        files: ProbeFiles | None = None,
-        settle_timeout: float = 180.0,
-        barrier_timeout: float = 60.0,
-        request_timeout: float = 600.0,
-        poison_rpc: str = "",
-    ) -> None:
-        from vllm_devclient.client import DevClient
-
-        self.base_url = base_url
-        self.concurrency = concurrency
-        self.num_shots = num_shots
-        self.model = model
-        self.watcher = watcher
-        # Settle on KV events only where the connector announces its CPU stores (vLLM 0.26's Simple one
-        # does not): otherwise on /metrics, or a few engine steps when nothing is exported.
-        self.store_events = store_events and watcher is not None
-        self.files = files
-        self.settle_timeout = settle_timeout
-        self.barrier_timeout = barrier_timeout
-        self.request_timeout = request_timeout
-        self.poison_rpc = poison_rpc
-        self.client = DevClient(base_url, timeout=120.0, model=model)
-        self.texts: dict[str, str] = {}
-        self._store_mark: float | None = None
-
-    def close(self) -> None:
-        self.client.close()
-
-    def version(self) -> VersionInfo:
-        return self.client.version()
-
-    def metrics(self) -> MetricsSnapshot:
-        return self.client.metrics()
-
-    def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
-        before = len(self.files.splits()) if self.files is not None else 0
-        t0 = time.perf_counter()
-        result = asyncio.run(self._evaluate(probes, spread_s))
-        latency = time.perf_counter() - t0
-        records = self.files.splits() if self.files is not None else []
-        matched = match_splits([p.key for p in probes], records, after=before)
-        answers = []
-        correct = graded = 0
-        for q in result.questions:
-            probe, rec = probes[q.index], matched[q.index]
-            text = None
-            if q.error is None:
-                text = _digest(q.text)
-                self.texts[text] = q.text
-            if probe.kind == "gsm8k":
-                graded += 1
-                correct += q.prediction is not None and q.prediction == probe.label
-            answers.append(
-                Answer(
-                    probe=probe.id,
-                    text=text,
-                    output_tokens=q.output_tokens,
-                    finish_reason=q.finish_reason,
-                    prediction=q.prediction if probe.kind == "gsm8k" else None,
-                    error=q.error,
-                    split=Split(prompt=rec.prompt, local=rec.local, external=rec.external) if rec else None,
-                    usage_cached=q.cached_tokens,
-                    request_id=rec.request_id if rec else None,
-                )
-            )
-        return Run(
-            label=label,
-            concurrency=self.concurrency,
-            latency_s=round(latency, 3),
-            answers=answers,
-            accuracy=correct / graded if graded else None,
-            failed_requests=result.failed_requests,
-        )
-
-    async def _evaluate(self, probes: Sequence[Probe], spread_s: float) -> Any:
-        from vllm_devclient.client import AsyncDevClient
-
-        async with AsyncDevClient(self.base_url, timeout=self.request_timeout, model=self.model) as client:
-            return await evaluate_gsm8k_async(
-                client=client,
-                prompts=[p.as_prompt(i) for i, p in enumerate(probes)],
-                concurrency=self.concurrency,
-                max_tokens=max((p.max_tokens for p in probes), default=1),
-                num_shots=self.num_shots,
-                model=self.model,
-                request_timeout=self.request_timeout,
-                progress=False,
-                spread_s=spread_s,
-            )
-
-    def step_engine(self) -> None:
-        self.client.step_engine()
-
-    def cpu_blocks_stored(self) -> int | None:
-        return None if self.watcher is None else self.watcher.cpu_blocks()
-
-    def events(self) -> GroupEventAccount | None:
-        return None if self.watcher is None else self.watcher.drain()
-
-    def _store_progress(self) -> float | None:
-        if self.store_events and self.watcher is not None:
-            return float(self.watcher.cpu_blocks())
-        return self.metrics().gpu_to_cpu_bytes
-
-    def mark_stores(self) -> None:
-        self._store_mark = self._store_progress()
-
-    def settle_stores(self) -> SettleResult:
-        return settle(
-            self._store_progress,
-            self.step_engine,
-            method="kv_events" if self.store_events else "metrics",
-            timeout=self.settle_timeout,
-            baseline=self._store_mark,
-        )
-
-    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
-        return self.client.reset_prefix_cache_until_success(
-            deadline=self.barrier_timeout, reset_external=reset_external
-        )
-
-    def first_uses(self) -> list[FirstUse]:
-        return self.files.first_uses() if self.files is not None else []
-
-    def poison(self) -> int | None:
-        if not self.poison_rpc:
-            return None
-        answers = self.client.collective_rpc(self.poison_rpc, timeout=120.0)
-        return sum(int(a.get("blocks", 0)) for a in answers if isinstance(a, dict))
-
-    def loads(self) -> list[LoadPlan]:
-        return self.files.loads() if self.files is not None else []
-
-    def defects_applied(self) -> dict[str, int]:
-        return self.files.defects_applied() if self.files is not None else {}
-
-    def arm(self, order: MutationOrder | None) -> None:
-        if self.files is not None:
-            self.files.order(order)
 
 
 def server_config_for(
@@ -404,6 +242,7 @@ def run_case(
     instruments: Instruments | None = None,
     boundary_probes: int = 4,
     mutation_questions: int = 4,
+    reset_under_load: int = 0,
     use_kv_events: bool = True,
     kv_events_bind: Literal["subscriber", "publisher"] = "subscriber",
     gsm8k_dir: str | os.PathLike[str] | None = None,
@@ -413,7 +252,8 @@ def run_case(
     """Start the server for ``case`` once, run the check on it, stop it, write ``{case.id}.json``.
 
     ``mutations`` (names of ``instruments.mutations``) run after the clean iterations, each on a reload of a
-    few probes; ``server_overrides`` go to :func:`server_config_for`.
+    few probes; ``reset_under_load`` long prompts end each clean iteration, full resets fired among them
+    (``check.py``); ``server_overrides`` go to :func:`server_config_for`.
     """
     p = case.profile
     n = num_questions if num_questions is not None else p.num_questions
@@ -474,6 +314,7 @@ def run_case(
             "reference_digests": settings.reference_digests,
             "expect_cpu_store_events": settings.expect_cpu_store_events,
             "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
+            "reset_under_load": reset_under_load,
             "probe_dir": files.root.name,
         },
     }
@@ -488,6 +329,7 @@ def run_case(
             block = min((g.block_size for g in layout), default=0)
             bpc = chunk // block if chunk and block else 1
             fields["blocks_per_chunk"] = bpc
+            room = _probe_room(server.command)
             probes = build_probes(
                 train,
                 test,
@@ -497,7 +339,12 @@ def run_case(
                 max_tokens=fields["max_tokens"],
                 sizes=boundary_sizes((g.block_size for g in layout), bpc),
                 per_size=boundary_probes,
-                max_length=_probe_room(server.command),
+                max_length=room,
+            )
+            settings = replace(
+                settings,
+                reset_under_load=reset_under_load,
+                load_length=min(room, LOAD_LENGTH) if room is not None else LOAD_LENGTH,
             )
             plans, skipped = (
                 _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)

@@ -9,20 +9,27 @@ One server per case (model x connector x frontend). An *iteration* is:
    spread over that many seconds: the same splits in other batches, which tells batch noise from the KV;
    with ``decode_in_flight``, that many questions again at once (``decode``: the budget's decode rate);
 4. wait until the CPU-tier stores settle (KV events where the connector sends them, else metrics);
-5. ``reset_prefix_cache_until_success(reset_external=False)``: GPU prefix cache dropped, CPU tier kept; then
+5. GPU-only reset (``reset_external=False``): GPU prefix cache dropped, CPU tier kept; then
    every free GPU block is poisoned (where the instruments can), so a load that copies nothing cannot pass
    on the bytes a block still held;
 6. reload run: the KV must come back from the CPU;
 7. where some reload shared no split with the warm run (or differed from it), and always in the first
    iteration: full reset, second cold run (in the first iteration of every probe: the engine's determinism,
    probe by probe; later, of those probes only) and, for a model with a recurrent-state group, a fingerprint
-   run of the known failure shapes, served from the second cold run's clean GPU prefix cache.
+   run of the known failure shapes, served from the second cold run's clean GPU prefix cache;
+8. with ``reset_under_load`` (a clean iteration): that many long prompts at once (``load``), full resets fired
+   while their chunked prefill stores (``load_resets``, as answered), then a full reset once they finished
+   (``after_load``): a connector a reset left with stale jobs fails requests, kills the engine, or the reset.
+
+Every reset is confirmed (``resets.py``: the server's ``success``, or on a release that answers a bare 200 the
+stream's ``AllBlocksCleared``); one refused or never confirmed is recorded as such (``barriers``) and the
+iteration goes on, so a refused full reset leaves its evidence beside the runs it did not prevent.
 
 ``iterations`` clean iterations run first (a correct case must pass each), then one per defect of the
 catalogue, armed from the iteration's first reset to the end of its reload (a store-side defect acts in the
 cold run, a load-side one in the reload). Every request's first use of a cached prefix, in every run, is
 checked by the reference instrument; the iteration keeps the records of its window.
-:func:`run_check` only talks to a :class:`CheckIO` (:class:`ServerIO` is the real one, ``case.py`` starts
+:func:`run_check` only talks to a :class:`CheckIO` (``server_io.ServerIO`` is the real one, ``case.py`` starts
 the server) and never raises: an error half-way ends the case with what was measured so far.
 """
 
@@ -34,12 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import BarrierResult, VersionInfo
+from vllm_devclient.models import VersionInfo
 
 from .events import GroupEventAccount
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
-from .probes import SHAPES, Probe, fingerprint
-from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, Run, SettleResult
+from .probes import SHAPES, Probe, fingerprint, load_probes
+from .report import CpuTier, Iteration, OffloadCheckReport, ProbeInfo, ResetResult, Run, SettleResult
 from .settings import CheckSettings
 
 __all__ = ["CheckIO", "CheckStopped", "MutationPlan", "run_check", "settle"]
@@ -57,10 +64,19 @@ class CheckIO(Protocol):
         ``spread_s``: send them evenly over that many seconds (other batches), not at once."""
         ...
 
+    def run_resetting(self, label: str, probes: Sequence[Probe]) -> tuple[Run, list[ResetResult]]:
+        """Send the probes all at once and fire full resets while they run: the run, and each reset as
+        answered (nothing confirms a reset that meets held blocks; none of them is judged)."""
+        ...
+
     def step_engine(self) -> None: ...
     def mark_stores(self) -> None: ...
     def settle_stores(self) -> SettleResult: ...
-    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult: ...
+    def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
+        """Reset and confirm it (``resets.py``); a reset refused or never confirmed is a result, not an
+        exception (the judgement's ``resets_honoured``): only a server gone raises."""
+        ...
+
     def cpu_blocks_stored(self) -> int | None: ...
     def events(self) -> GroupEventAccount | None: ...
     def first_uses(self) -> list[FirstUse]: ...
@@ -127,11 +143,12 @@ def _iteration(
     clock: Callable[[], float],
     batch_control_s: float = 0.0,
     decode_in_flight: int = 0,
+    load: Sequence[Probe] = (),
 ) -> Iteration:
     timings: dict[str, float] = {}
     runs: dict[str, Run] = {}
     windows = {}
-    barriers: dict[str, BarrierResult] = {}
+    barriers: dict[str, ResetResult] = {}
     fields: dict[str, Any] = {}
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:
@@ -217,6 +234,13 @@ def _iteration(
                         st.fingerprints[fp.id] = fp
             if shapes:
                 runs["fingerprint"] = timed("fingerprint_run_s", lambda: io.run("fingerprint", shapes))
+        if load and order is None:
+            # Long prompts at once (chunked prefill stores over many steps), full resets fired among them;
+            # what a connector left stale shows as failed requests, a dead engine, or the reset after them.
+            account_mark(f"{label}:load")
+            runs["load"], fields["load_resets"] = timed("load_run_s", lambda: io.run_resetting("load", load))
+            barriers["after_load"] = timed("reset_after_load_s", lambda: io.reset_prefix_cache(True))
+            io.step_engine()
     except (Exception, CheckStopped) as exc:  # the iteration keeps what it measured
         fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         if isinstance(exc, CheckStopped):
@@ -270,10 +294,13 @@ def run_check(
     verdicts; ``case.measure_and_judge`` runs both). An exception half-way leaves ``error`` set with what
     was measured until then."""
     st = _State()
+    load = load_probes(probes, settings.reset_under_load, settings.load_length)
 
     def partial() -> OffloadCheckReport:
         done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
-        return _report(io, settings, probes, layout, mutations, st, done, dict(timings), report_fields)
+        return _report(
+            io, settings, [*probes, *load], layout, mutations, st, done, dict(timings), report_fields
+        )
 
     start = clock()
     error: str | None = None
@@ -294,6 +321,7 @@ def run_check(
                     clock=clock,
                     batch_control_s=settings.batch_control_s,
                     decode_in_flight=settings.decode_in_flight,
+                    load=load,
                 )
             )
             timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
@@ -323,7 +351,7 @@ def run_check(
     except (Exception, CheckStopped) as exc:
         error = f"{type(exc).__name__}: {exc}"[:2000]
     timings["check_s"] = round(clock() - start, 3)
-    return _report(io, settings, probes, layout, mutations, st, error, timings, report_fields)
+    return _report(io, settings, [*probes, *load], layout, mutations, st, error, timings, report_fields)
 
 
 def _cpu_tier(io: CheckIO, mark: str, held_at_mark: int) -> CpuTier | None:

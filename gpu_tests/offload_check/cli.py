@@ -22,6 +22,7 @@ from vllm_devclient.errors import DevClientError, InvalidParameterError
 from .case import Instruments, run_case
 from .check import CheckStopped
 from .profiles import PROFILES, CheckCase, connector_by_name
+from .rates import failure_rates
 from .report import OffloadCheckReport
 from .server import FRONTENDS, Frontend
 
@@ -79,6 +80,13 @@ def check_options(f: F) -> F:
         click.option("--mutations", default="", metavar="NAMES", help="Run after the passes; 'all' for all."),
         click.option(
             "--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"
+        ),
+        click.option(
+            "--reset-under-load",
+            type=click.IntRange(0),
+            default=0,
+            metavar="N",
+            help="Each clean pass ends with N long prompts at once, full resets fired among them.  [0: off]",
         ),
         click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
         click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
@@ -171,12 +179,16 @@ def run_from_options(
             instruments=instruments,
             boundary_probes=opts["boundary_probes"],
             mutation_questions=opts["mutation_questions"],
+            reset_under_load=opts["reset_under_load"],
             use_kv_events=not opts["no_kv_events"],
             kv_events_bind=opts["kv_events_bind"],
             gsm8k_dir=opts["gsm8k_dir"],
             **overrides,
         )
         echo(report.summary())
+        if len(report.clean()) > 1:  # a race fails some passes: its rate says more than one verdict
+            failed = [str(r) for r in failure_rates(report).values() if r.failed]
+            echo("  rates: " + ("; ".join(failed) or f"no assertion failed in {len(report.clean())} passes"))
         reports.append(report)
         worst = max(worst, EXIT[report.status])
     return reports, worst

@@ -32,6 +32,8 @@ Per iteration:
    tolerance. Without a threshold (random or dummy weights) it is not in the report at all.
 7. ``requests_ok``: no run lost more than ``max_failed_rate`` of its requests, else the iteration is an
    error.
+8. ``resets_honoured``: every reset of the iteration was confirmed (``success``, or on a release that answers
+   a bare 200 the stream's ``AllBlocksCleared``); a refused one fails with the server's status and words.
 
 A reload answer whose request loaded nothing from the connector is ``not_loaded``: never agreement.
 
@@ -62,6 +64,7 @@ from .assertions import (
     recurrent_state_consistent,
     reload_proven,
     requests_ok,
+    resets_honoured,
 )
 from .defects import named_defects
 from .events import KVEventsSummary
@@ -110,6 +113,7 @@ def judge_iteration(
         boundaries_reached(it, probes),
         accuracy_held(settings, it.runs),
         requests_ok(it.runs, settings.max_failed_rate),
+        resets_honoured(it.barriers),
     ]
     assertions = [a for a in found if a is not None]
     status = _status(assertions)

@@ -8,6 +8,8 @@ KV-cache block and chunk sizes, so the check cuts prompts at exact token counts 
   the connector's chunk size where ``blocks_per_chunk > 1``). At a boundary the GPU prefix cache and the
   OffloadingConnector serve different splits, and recurrent state is restored at the block's end.
 - ``control``: other prompts cut :data:`CONTROL_OFFSET` tokens short of a boundary.
+- ``load``: long prompts for the reset under load (:func:`load_probes`), windows of the questions' tokens,
+  each with a first block of its own, so that each one's prefill runs (and stores) over several steps.
 - ``fingerprint``: built after a reload from a probe ``P`` whose reload cached ``c`` tokens, one per known
   failure shape, where a state restored at token ``s > c`` is equivalent to the prompt ``P[:s] + P[c:]``
   (the tokens between ``c`` and ``s`` computed twice): ``last_token_doubled`` (``s = c + 1``, vLLM #51094's
@@ -37,9 +39,10 @@ __all__ = [
     "boundary_sizes",
     "build_probes",
     "fingerprint",
+    "load_probes",
 ]
 
-ProbeKind = Literal["gsm8k", "boundary", "control", "fingerprint"]
+ProbeKind = Literal["gsm8k", "boundary", "control", "fingerprint", "load"]
 Shape = Literal["last_token_doubled", "later_block_state"]
 SHAPES: tuple[Shape, ...] = ("last_token_doubled", "later_block_state")
 CONTROL_OFFSET = 3
@@ -161,3 +164,31 @@ def fingerprint(probe: Probe, cached: int, shape: Shape, block: int) -> Probe | 
         shape=shape,
         state_at=state_at,
     )
+
+
+def load_probes(
+    probes: Sequence[Probe], count: int, length: int, *, max_tokens: int = PROBE_MAX_TOKENS
+) -> list[Probe]:
+    """``count`` prompts of ``length`` tokens for the reset under load: windows of the questions' tokens laid
+    end to end (repeated where they are fewer), each starting where no other window nor probe starts, so none
+    is served from another's blocks and every one is computed, and stored, from its first token."""
+    pool = tuple(t for p in probes if p.kind == "gsm8k" for t in p.token_ids)
+    if not pool or count <= 0 or length <= 0:
+        return []
+    while len(pool) < length + count * _LOAD_STRIDE + 1:
+        pool += pool
+    taken = {p.token_ids[:_LOAD_KEY] for p in probes}
+    out: list[Probe] = []
+    start = 1
+    while len(out) < count and start + length <= len(pool):
+        ids = pool[start : start + length]
+        start += _LOAD_STRIDE
+        if ids[:_LOAD_KEY] in taken:
+            continue
+        taken.add(ids[:_LOAD_KEY])
+        out.append(Probe(f"load{len(out):03d}", "load", ids, -1, None, max_tokens))
+    return out
+
+
+_LOAD_STRIDE = 7  # tokens between two windows' starts
+_LOAD_KEY = 64  # the leading tokens that must differ (more than a block of every tiny profile)

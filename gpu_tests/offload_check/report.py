@@ -18,10 +18,9 @@ import datetime as _dt
 import socket
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vllm_devclient.metrics import MetricsDelta
-from vllm_devclient.models import BarrierResult
 
 from .events import KVEventsSummary
 from .probe_files import FirstUse, GroupLayout, LedgerSnapshot, LoadPlan, Split
@@ -36,6 +35,7 @@ __all__ = [
     "MutationVerdict",
     "OffloadCheckReport",
     "ProbeInfo",
+    "ResetResult",
     "Run",
     "SettleResult",
     "Split",
@@ -110,6 +110,35 @@ class SettleResult(_Frozen):
     timed_out: bool = False
 
 
+class ResetResult(_Frozen):
+    """One reset of the sequence and what confirmed it (``resets.py``): the server's ``success`` answer, or,
+    where a release answers a bare 200, the stream's ``AllBlocksCleared``. ``refused``: the server answered an
+    error of its own (``http_status``, its ``message``); ``unconfirmed``: nothing confirmed it (``message``
+    says why). Nothing is confirmed by default: ``outcome`` and ``confirmed_by`` are always given, except in a
+    report written before them, which kept the SDK barrier's result (it only ever returned on ``success``)
+    and reads so."""
+
+    attempts: int
+    engine_steps: int
+    elapsed_s: float
+    outcome: Literal["confirmed", "unconfirmed", "refused"]
+    confirmed_by: Literal["success", "AllBlocksCleared"] | None
+    external: bool | None = None  # reset_external: the connector's tier too
+    http_status: int | None = None
+    message: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sdk_barrier_result(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "outcome" not in data and "confirmed_by" not in data:
+            return {**data, "outcome": "confirmed", "confirmed_by": "success"}
+        return data
+
+    @property
+    def confirmed(self) -> bool:
+        return self.outcome == "confirmed"
+
+
 class CpuTier(_Frozen):
     """The CPU tier as its KV events showed it from the cold run to the reload. The full reset before the cold
     run empties it, so a remove counted here is an eviction, unless the reset's own removes came late:
@@ -165,7 +194,8 @@ class Iteration(_Frozen):
     runs: dict[str, Run] = Field(default_factory=dict)
     windows: dict[str, MetricsDelta] = Field(default_factory=dict)
     settle: SettleResult | None = None
-    barriers: dict[str, BarrierResult] = Field(default_factory=dict)
+    barriers: dict[str, ResetResult] = Field(default_factory=dict)
+    load_resets: list[ResetResult] = Field(default_factory=list)  # fired under load, as answered (not judged)
     cpu_blocks_stored: int | None = None
     cpu_tier: CpuTier | None = None  # None: the connector sends no CPU-tier events
     ledger: LedgerSnapshot | None = None  # the byte ledger of runs before the reference digests (read only)
@@ -288,6 +318,15 @@ class OffloadCheckReport(_Frozen):
                 lines.append(
                     f"    mutation {mv.name}: applied {mv.applied}, caught {mv.caught} by {mv.failed} "
                     f"(expected {mv.expected}) {mv.message}"
+                )
+            if "load" in it.runs:
+                load = it.runs["load"]
+                fired = ", ".join(
+                    f"HTTP {r.http_status}" if r.http_status else r.message for r in it.load_resets
+                )
+                lines.append(
+                    f"    reset under load: {len(load.answers)} prompts, {load.failed_requests} failed; "
+                    f"resets fired: {fired or 'none'}"
                 )
             lines += [
                 f"    [{a.outcome}] {a.name}: {a.message}"

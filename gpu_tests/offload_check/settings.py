@@ -29,5 +29,10 @@ class CheckSettings:
     # > 0: clean iterations also time this many questions decoding at once from the GPU prefix cache (the
     # ``decode`` run: the real-size budget's decode rate; never judged)
     decode_in_flight: int = 0
+    # > 0: the reset under load (check.py; on in the history scenarios): each clean iteration ends by sending
+    # this many long prompts (``load_length`` tokens) at once, firing full resets while they run, and
+    # resetting again once they finished
+    reset_under_load: int = 0
+    load_length: int = 2048
     # mutation name -> the assertions that must catch it (gpu_tests/kv_proof/catalogue.py)
     mutation_expectations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

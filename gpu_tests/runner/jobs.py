@@ -138,6 +138,7 @@ def case_args(
     mutations: str = "",
     num_questions: int | None = None,
     concurrency: int = 1,
+    reset_under_load: int = 0,
 ) -> tuple[str, ...]:
     args = ["--profile", profile, "--connector", connector, "--frontend", frontend]
     args += [
@@ -159,6 +160,8 @@ def case_args(
         args += ["--mutations", mutations]
     if num_questions is not None:
         args += ["--num-questions", str(num_questions)]
+    if reset_under_load:
+        args += ["--reset-under-load", str(reset_under_load)]
     return tuple(args)
 
 

@@ -13,9 +13,15 @@ is wrong), ``noise`` (run label -> probe ids that decode differently), ``fail`` 
 request fails), ``raise_in`` (a run whose call raises), ``cpu_events`` (the CPU tier announces its stores
 and removes as KV events, one placeholder hash per block), ``cpu_capacity`` (blocks the CPU tier holds; the
 oldest is evicted first), ``evictions_as_gpu_removes`` (vLLM 0.26's Simple connector: no CPU stores on the
-stream, each CPU eviction a GPU ``BlockRemoved``), and the catalogue's defects: an armed byte defect makes the
-loads it acts on wrong, which the reference instrument's first-use records show as ``x`` blocks (as the real
-instrument does, whatever the defect), and ``state_ahead`` moves the lookup.
+stream, each CPU eviction a GPU ``BlockRemoved``), the resets of older releases (``bare_200``: a reset answers
+a bare 200, and with ``gpu_events`` a reset that went through sends ``AllBlocksCleared`` with the next engine
+step; ``held_resets``: that many resets fail, blocks held; ``refuse_external``: vLLM 0.20.2-0.23.0's Simple
+connector, whose ``reset_external`` answers 500 with these words after the GPU part ran; ``keeps_cpu_tier``:
+vLLM 0.20.2's OffloadingConnector, whose full reset leaves its tier serving; ``dies_after_load_reset``: vLLM
+0.22.0-0.25.1's OffloadingConnector, whose reset under load leaves stale jobs that kill the engine when the
+running requests finish: they fail, and every call after raises), and the catalogue's defects: an
+armed byte defect makes the loads it acts on wrong, which the reference instrument's first-use records show as
+``x`` blocks (as the real instrument does, whatever the defect), and ``state_ahead`` moves the lookup.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ from gpu_tests.offload_check.probe_files import (
     MutationOrder,
 )
 from gpu_tests.offload_check.probes import Probe
-from gpu_tests.offload_check.report import Answer, Run, SettleResult, Split
-from vllm_devclient.kv_events import BlockRemoved, BlockStored
+from gpu_tests.offload_check.report import Answer, ResetResult, Run, SettleResult, Split
+from gpu_tests.offload_check.resets import Answered, Outcome, Refused, confirm_reset, drive
+from vllm_devclient.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
-from vllm_devclient.models import BarrierResult, VersionInfo
+from vllm_devclient.models import VersionInfo
 
 
 def _h(*parts: object) -> str:
@@ -61,6 +68,13 @@ class FakeServer:
     cpu_events: bool = False
     cpu_capacity: int | None = None
     evictions_as_gpu_removes: bool = False
+    bare_200: bool = False
+    gpu_events: bool = False
+    held_resets: int = 0
+    refuse_external: str | None = None
+    keeps_cpu_tier: bool = False
+    dies_after_load_reset: bool = False
+    version_name: str = "0.26.0"
     texts: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -78,6 +92,10 @@ class FakeServer:
         self.now = 100.0
         self.calls: list[str] = []
         self.request_seq = 0
+        self.clock_s = 0.0  # the barrier's clock: its pauses move it
+        self._cleared_pending = False
+        self.dead = False
+        self.load_resets = 0
 
     # -- the engine
     def _split(self, ids: tuple[int, ...]) -> tuple[int, int]:
@@ -202,7 +220,7 @@ class FakeServer:
     # -- CheckIO
     def version(self) -> VersionInfo:
         return VersionInfo(
-            version="0.26.0", rust_frontend_version="0.1.0" if self.frontend == "rust" else None
+            version=self.version_name, rust_frontend_version="0.1.0" if self.frontend == "rust" else None
         )
 
     def metrics(self) -> MetricsSnapshot:
@@ -222,6 +240,7 @@ class FakeServer:
         return parse_metrics(body, "text/plain; version=0.0.4", taken_at=self.now)
 
     def run(self, label: str, probes: Sequence[Probe], spread_s: float = 0.0) -> Run:
+        self._alive()
         self.calls.append(f"run:{label}" + (f"@{spread_s:g}s" if spread_s else ""))
         if label == self.raise_in:
             raise ConnectionError("server went away")
@@ -236,8 +255,54 @@ class FakeServer:
             label=label, concurrency=1, latency_s=0.1, answers=answers, accuracy=0.0, failed_requests=failed
         )
 
+    def _alive(self) -> None:
+        if self.dead:
+            raise ConnectionError("the engine died: connection refused")
+
+    def run_resetting(self, label: str, probes: Sequence[Probe]) -> tuple[Run, list[ResetResult]]:
+        self._alive()
+        self.calls.append(f"run_resetting:{label}")
+        half = len(probes) // 2
+        first = self.run(label, probes[:half])
+        # Mid-prefill the GPU part fails (blocks held); the connector's part runs.
+        held, self.held_resets = self.held_resets, 1
+        outcome = self._post_reset(True)
+        self.held_resets = held
+        self.load_resets += 1
+        if self.dies_after_load_reset:
+            self.dead = True
+            failed = [Answer(probe=p.id, text=None, error="InternalServerError: 500") for p in probes[half:]]
+            rest = Run(
+                label=label, concurrency=None, latency_s=0.1, answers=failed, failed_requests=len(failed)
+            )
+        else:
+            rest = self.run(label, probes[half:])
+        answers = [*first.answers, *rest.answers]
+        run = Run(
+            label=label,
+            concurrency=None,
+            latency_s=0.2,
+            answers=answers,
+            failed_requests=sum(a.error is not None for a in answers),
+        )
+        said = "a bare 200" if isinstance(outcome, Answered) and outcome.success is None else "success=false"
+        fired = ResetResult(
+            attempts=1,
+            engine_steps=0,
+            elapsed_s=0.01,
+            external=True,
+            outcome="unconfirmed",
+            confirmed_by=None,
+            message=said,
+        )
+        return run, [fired]
+
     def step_engine(self) -> None:
+        self._alive()
         self.calls.append("step")
+        if self._cleared_pending and self.gpu_events:
+            self.account.add([AllBlocksCleared()])
+        self._cleared_pending = False
 
     def mark_stores(self) -> None:
         pass
@@ -245,21 +310,43 @@ class FakeServer:
     def settle_stores(self) -> SettleResult:
         return SettleResult(method="steps", seconds=0.0, engine_steps=3)
 
-    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
+    def _post_reset(self, reset_external: bool) -> Outcome:
+        self._alive()
         self.calls.append(f"reset:{reset_external}")
+        if self.held_resets:
+            self.held_resets -= 1
+            return Answered(None if self.bare_200 else False)
         self.gpu.clear()
-        if reset_external:
+        self._cleared_pending = True
+        if reset_external and self.refuse_external is not None:
+            return Refused(500, self.refuse_external)
+        if reset_external and not self.keeps_cpu_tier:
             if self.cpu_events and self.cpu:
                 gone = [_h(*prefix) for prefix in self.cpu]
                 self.account.add([BlockRemoved(block_hashes=gone, medium="CPU", group_idx=0)])
             self.cpu.clear()
-        return BarrierResult(attempts=1, engine_steps=0, elapsed_s=0.01)
+        return Answered(None if self.bare_200 else True)
+
+    def _sleep(self, seconds: float) -> None:
+        self.clock_s += seconds
+
+    def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
+        cleared = (lambda: self.account.cleared) if self.gpu_events else (lambda: None)
+        op = confirm_reset(external=reset_external, deadline=60.0)
+        return drive(
+            op,
+            post=self._post_reset,
+            step=self.step_engine,
+            cleared=cleared,
+            sleep=self._sleep,
+            clock=lambda: self.clock_s,
+        )
 
     def cpu_blocks_stored(self) -> int | None:
         return self.account.stored_blocks("CPU") if self.cpu_events else None
 
     def events(self) -> GroupEventAccount | None:
-        return self.account if self.cpu_events or self.evictions_as_gpu_removes else None
+        return self.account if self.cpu_events or self.evictions_as_gpu_removes or self.gpu_events else None
 
     def first_uses(self) -> list[FirstUse]:
         return list(self.uses)

@@ -11,10 +11,9 @@ import pytest
 
 from gpu_tests.offload_check.case import measure_and_judge
 from gpu_tests.offload_check.profiles import PROFILES
-from gpu_tests.offload_check.report import Answer, Iteration, OffloadCheckReport, Run
+from gpu_tests.offload_check.report import Answer, Iteration, OffloadCheckReport, ResetResult, Run
 from gpu_tests.offload_check.settings import CheckSettings
 from gpu_tests.runner import budget, real_plan, tables
-from vllm_devclient.models import BarrierResult
 
 from .offload_fake import FakeServer
 from .test_offload_check import FULL, _probes
@@ -135,7 +134,7 @@ def test_the_readme_says_no_real_run_until_one_is_committed(
 class _LateResetEvents(FakeServer):
     """A CPU tier whose reset removes reach the subscriber only after the next cold run has started."""
 
-    def reset_prefix_cache(self, reset_external: bool) -> BarrierResult:
+    def reset_prefix_cache(self, reset_external: bool) -> ResetResult:
         events, self.cpu_events = self.cpu_events, False
         try:
             return super().reset_prefix_cache(reset_external)
