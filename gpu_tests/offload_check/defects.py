@@ -1,18 +1,24 @@
 """vLLM's known defects, in one shape: a :class:`KnownDefect` names the defect and how its fingerprint shows,
 either in a reload answer (a comparison and its split) or in the case's KV-event stream. The judgement names
-each one a case shows (``Defect`` in the report); a known defect explains a failure, it never passes one."""
+each one a case shows (``Defect`` in the report); a known defect explains a failure, it never passes one.
+
+One fingerprint may be two defects: ``applies`` says on which servers a defect can be the one (its cache mode,
+its vLLM release), so a recurrent state restored one token ahead at a chunk boundary is vllm#51094 in Mamba
+``all`` mode and PR #44599's bug in ``align`` mode on vLLM 0.23.0 and before."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .releases import version_key
 from .report import Comparison, Defect, Iteration, OffloadCheckReport, Split
 
 __all__ = ["KNOWN_DEFECTS", "KnownDefect", "named_defects"]
 
 ProbeMatch = Callable[[Comparison, Split], bool]
 StreamMatch = Callable[[OffloadCheckReport], list[str]]
+Applies = Callable[[OffloadCheckReport], bool]
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,28 @@ class KnownDefect:
     url: str
     probe: ProbeMatch | None = None
     stream: StreamMatch | None = None
+    applies: Applies | None = None  # None: on every server
+
+
+def _recurrent_modes(report: OffloadCheckReport) -> set[str | None]:
+    return {g.cache_mode for g in report.layout if g.recurrent}
+
+
+def _in_mode(mode: str, up_to: str | None = None) -> Applies:
+    """A server with a recurrent group in Mamba ``mode`` (and, with ``up_to``, a vLLM no newer than it)."""
+
+    def applies(report: OffloadCheckReport) -> bool:
+        if mode not in _recurrent_modes(report):
+            return False
+        if up_to is None:
+            return True
+        return report.vllm_version is not None and version_key(report.vllm_version) <= version_key(up_to)
+
+    return applies
+
+
+def _restored_ahead_at_boundary(c: Comparison, s: Split) -> bool:
+    return c.restored_ahead == 1 and s.cached == s.prompt - 1
 
 
 def _simple_evictions_as_gpu_removes(report: OffloadCheckReport) -> list[str]:
@@ -44,7 +72,17 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
         "OffloadingConnector restores a recurrent state that already holds the last prompt token at an exact "
         "chunk boundary, then computes that token again (mamba_cache_mode=all; fixed after 0.26.0 by #51100)",
         "https://github.com/vllm-project/vllm/issues/51094",
-        probe=lambda c, s: c.restored_ahead == 1 and s.cached == s.prompt - 1,
+        probe=_restored_ahead_at_boundary,
+        applies=_in_mode("all"),
+    ),
+    KnownDefect(
+        "vllm-pr44599",
+        "OffloadingConnector's hit in Mamba align mode is not rounded down to the Mamba block: at a prompt "
+        "of exactly k blocks the restored state already holds the last prompt token, which is computed again "
+        "(mamba_cache_mode=align; vLLM 0.23.0 and before, fixed in 0.24.0 by #44599)",
+        "https://github.com/vllm-project/vllm/pull/44599",
+        probe=_restored_ahead_at_boundary,
+        applies=_in_mode("align", up_to="0.23.0"),
     ),
     KnownDefect(
         "vllm#54325",
@@ -62,6 +100,8 @@ def named_defects(report: OffloadCheckReport, iterations: Sequence[Iteration]) -
     vLLM's own, the judge chooses them) or in its stream."""
     found: list[Defect] = []
     for known in KNOWN_DEFECTS:
+        if known.applies is not None and not known.applies(report):
+            continue
         probes, evidence = _probe_evidence(known.probe, iterations) if known.probe else ([], [])
         if known.stream is not None:
             evidence += known.stream(report)
