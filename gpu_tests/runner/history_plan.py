@@ -231,3 +231,26 @@ def describe(plans: Sequence[ReleasePlan], *, verbose: bool = True) -> list[str]
     total = sum(p.calls for p in plans)
     lines.append(f"total: {sum(len(p.jobs) for p in plans)} cases, about {total} device calls")
     return lines
+
+
+def plan_table(plans: Sequence[ReleasePlan]) -> str:
+    """The plan as a README table: per release its payload, cases, calls, and what it cannot serve (why)."""
+    rows = [
+        "| vLLM release | payload | cases | simulated s | device calls | bugs graded | not servable (why) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in plans:
+        reasons: dict[str, int] = {}
+        for _, why in p.skipped:
+            reasons[why] = reasons.get(why, 0) + 1
+        skipped = "<br>".join(f"{n} x {why}" for why, n in sorted(reasons.items())) or "-"
+        bugs = ", ".join(b.id for b in bugs_of(p.version)) or "- (clean matrix)"
+        rows.append(
+            f"| {p.version} | `{p.build}` | {len(p.jobs)} | {p.makespan_s:.0f} | {p.calls} | {bugs} "
+            f"| {skipped} |"
+        )
+    rows.append(
+        f"| all | | {sum(len(p.jobs) for p in plans)} | {sum(p.makespan_s for p in plans):.0f} "
+        f"| {sum(p.calls for p in plans)} | | |"
+    )
+    return "\n".join(rows)
