@@ -188,13 +188,14 @@ def release_plan(
     server_args: str = "",
     parallel: int = 15,
     setup_s: float = 180.0,
+    frontends: Sequence[str] = ("python", "rust"),
 ) -> ReleasePlan:
-    """The clean matrix (one pass a case, no catalogue: its defects do not all install on older releases)
-    and the cases of the bugs graded on ``version``; a scenario case that is a clean case replaces it."""
+    """The clean matrix on ``frontends`` (one pass a case, no catalogue: its defects do not all install on
+    older releases) and the cases of the bugs graded on ``version``; a scenario case that is a clean case
+    replaces it."""
     common = {"report_dir": report_dir, "gsm8k_dir": gsm8k_dir, "server_args": server_args}
-    jobs = {
-        j.case_id: j for j in plan(clean_families(), iterations=1, mutations=False, costs=costs, **common)
-    }
+    clean = plan(clean_families(), iterations=1, mutations=False, costs=costs, **common)
+    jobs = {j.case_id: j for j in clean if _arg(j.args, "--frontend") in frontends}
     for bug in bugs_of(version):
         for job in scenario_jobs(bug.scenario, costs=costs, **common):  # type: ignore[arg-type]
             jobs[job.case_id] = job
@@ -233,8 +234,9 @@ def describe(plans: Sequence[ReleasePlan], *, verbose: bool = True) -> list[str]
     return lines
 
 
-def plan_table(plans: Sequence[ReleasePlan]) -> str:
-    """The plan as a README table: per release its payload, cases, calls, and what it cannot serve (why)."""
+def plan_table(plans: Sequence[ReleasePlan], lean: Sequence[ReleasePlan] = ()) -> str:
+    """The plan as a README table: per release its payload, cases, calls, and what it cannot serve (why);
+    ``lean``: the same plan another way (its totals only, as a last row)."""
     rows = [
         "| vLLM release | payload | cases | simulated s | device calls | bugs graded | not servable (why) |",
         "|---|---|---|---|---|---|---|",
@@ -253,4 +255,10 @@ def plan_table(plans: Sequence[ReleasePlan]) -> str:
         f"| all | | {sum(len(p.jobs) for p in plans)} | {sum(p.makespan_s for p in plans):.0f} "
         f"| {sum(p.calls for p in plans)} | | |"
     )
+    if lean:
+        rows.append(
+            f"| all, clean matrix on the python frontend only (`--history-frontends python`) | "
+            f"| {sum(len(p.jobs) for p in lean)} | {sum(p.makespan_s for p in lean):.0f} "
+            f"| {sum(p.calls for p in lean)} | | |"
+        )
     return "\n".join(rows)

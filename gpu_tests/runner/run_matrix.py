@@ -80,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--vllm-version", default=None, help="plan for this vLLM release (default: every case)")
     p.add_argument("--history", action="store_true", help="issue 35's plan: clean matrix and bug scenarios")
+    p.add_argument(
+        "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     if args.history:
@@ -135,6 +138,7 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
         gsm8k_dir=args.gsm8k_dir,
         server_args=args.server_args,
         parallel=args.parallel,
+        frontends=[f.strip() for f in args.history_frontends.split(",") if f.strip()],
     )
     if args.dry_run or not args.vllm_version:
         print("\n".join(history_plan.describe(plans)))

@@ -487,10 +487,14 @@ TABLES: dict[str, Callable[[], str]] = {
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
     "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
-    "history-plan": lambda: history_plan.plan_table(
-        history_plan.history_plans(report_dir=Path("out/history/reports"), costs=expected_costs(RESULTS))
-    ),
+    "history-plan": lambda: _history_plan(),
 }
+
+
+def _history_plan() -> str:
+    common = {"report_dir": Path("out/history/reports"), "costs": expected_costs(RESULTS)}
+    lean = history_plan.history_plans(frontends=("python",), **common)
+    return history_plan.plan_table(history_plan.history_plans(**common), lean)
 
 
 def fill_figures(text: str, figures: Mapping[str, Callable[[], str]]) -> str:
