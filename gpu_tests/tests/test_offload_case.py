@@ -172,9 +172,9 @@ def test_consecutive_defects_take_other_boundary_probes_and_controls() -> None:
     and controls are what a defect's iteration stores. The same probe in two consecutive iterations would meet
     its own bytes in the CPU slots a full reset hands out again (a store that copies nothing passed so on
     Nemotron-H 8B and Qwen3.5, run real-size-2026-12-02)."""
-    from vllm_devclient.offload_check.case import _mutation_plans
-    from vllm_devclient.offload_check.probe_files import GroupLayout
-    from vllm_devclient.offload_check.probes import Probe
+    from gpu_tests.offload_check.case import _mutation_plans
+    from gpu_tests.offload_check.probe_files import GroupLayout
+    from gpu_tests.offload_check.probes import Probe
 
     layout = [GroupLayout(index=0, kind="full", block_size=16)]
 
