@@ -129,3 +129,57 @@ def test_run_matrix_lists_what_a_release_cannot_run_instead_of_running_it() -> N
         "tiny-qwen3-next-simple-python",
     ]
     assert all("--vllm-release 0.20.2" in line for line in out.splitlines() if " expected " in line)
+
+
+def _edited(path: Path, version: str, **update: object):  # type: ignore[no-untyped-def]
+    return rejudge(read_report(path).model_copy(update={"vllm_version": version, **update}))
+
+
+def test_a_tier_that_serves_after_a_full_reset_fails_reload_proven_and_is_named_only_on_0_20_2() -> None:
+    path = RESULTS / "kv-proof-2026-12-02" / "tiny-llama-offloading-python.json.xz"
+    report = read_report(path)
+    first = report.iterations[0]
+    cold = first.windows["cold"].model_copy(update={"external_prefix_cache_hits": 64.0})
+    its = [first.model_copy(update={"windows": {**first.windows, "cold": cold}}), *report.iterations[1:]]
+    for version, named in (("0.20.2", ["vllm-pr41956"]), ("0.22.0", [])):
+        judged = _edited(path, version, iterations=its)
+        assert judged.status == "failed"
+        assert not judged.iterations[0].assertion("reload_proven").passed
+        assert [d.id for d in judged.defects] == named
+    assert _edited(path, "0.20.2").defects == []  # the committed clean run: nothing to name
+
+
+@pytest.mark.parametrize(
+    ("case", "where", "text", "named_on", "not_on"),
+    [
+        (
+            "tiny-llama-simple-python",
+            "report",
+            "reset_prefix_cache failed: SimpleCPUOffloadConnector does not support reset_cache()",
+            "0.23.0",
+            "0.24.0",
+        ),
+        (
+            "tiny-qwen3-next-offloading-python",
+            "iteration",
+            "EngineDeadError: AssertionError: External KV connector is not verified yet",
+            "0.22.0",
+            "0.23.0",
+        ),
+    ],
+)
+def test_an_error_a_release_s_bug_explains_is_named_and_stays_an_error(
+    case: str, where: str, text: str, named_on: str, not_on: str
+) -> None:
+    path = RESULTS / "kv-proof-2026-12-02" / f"{case}.json.xz"
+    report = read_report(path)
+    if where == "report":
+        update: dict[str, object] = {"error": text}
+    else:
+        update = {
+            "iterations": [report.iterations[0].model_copy(update={"error": text}), *report.iterations[1:]]
+        }
+    named = _edited(path, named_on, **update)
+    assert named.status == "error" and len(named.defects) == 1
+    assert text.split(": ")[-1] in named.defects[0].evidence[0]
+    assert _edited(path, not_on, **update).defects == []
