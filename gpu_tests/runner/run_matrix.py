@@ -144,7 +144,9 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
         print("\n".join(history_plan.describe(plans)))
         return 0
     (only,) = plans
-    return _run(_only(only.jobs, args.only), args, out, skipped=only.skipped)
+    # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
+    parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
+    return _run(_only(parts[args.part - 1], args.only), args, out, skipped=only.skipped)
 
 
 def _main_real(args: argparse.Namespace, out: Path) -> int:

@@ -11,7 +11,7 @@ from gpu_tests.history.bugs import BUGS
 from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import grade, history_plan, tables
 from gpu_tests.runner.collect import read_report, write_report
-from gpu_tests.runner.jobs import expected_costs
+from gpu_tests.runner.jobs import expected_costs, split_parts
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "gpu_tests" / "results"
@@ -133,3 +133,11 @@ def test_the_history_readme_tables_are_generated() -> None:
     assert tables.fill_figures(text, tables.HISTORY_TABLES) == text, "run python -m gpu_tests.runner.tables"
     for name in tables.HISTORY_TABLES:
         assert f"<!-- figure:{name} -->" in text
+
+
+def test_each_release_s_cases_deal_over_its_calls_once_each() -> None:
+    costs = expected_costs()
+    for p in history_plan.history_plans(report_dir=Path("r"), costs=costs):
+        dealt = [j.case_id for part in split_parts(p.jobs, max(p.calls, 2), 15, 180.0, costs) for j in part]
+        assert sorted(dealt) == sorted(j.case_id for j in p.jobs), p.version
+        assert len(set(dealt)) == len(dealt) and p.calls >= 1
