@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpu_tests.offload_check import releases
 from gpu_tests.offload_check.profiles import gpu_count
 from gpu_tests.offload_check.tiny import TINY_FAMILIES
 
@@ -78,7 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--kv-gib", action="append", default=[], help="real size: MODEL=GIB, a model's KV cache (repeatable)"
     )
-    p.add_argument("--vllm-version", default=None, help="plan for this vLLM release (default: every case)")
+    p.add_argument(
+        "--vllm-version",
+        default=None,
+        help="plan for this vLLM release (default: the installed vLLM's; without one, every case)",
+    )
     p.add_argument("--history", action="store_true", help="issue 35's plan: clean matrix and bug scenarios")
     p.add_argument(
         "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
@@ -87,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if args.history:
         return _main_history(args, out)
+    args.vllm_version = args.vllm_version or releases.installed_version()
     if args.families == "real":
         return _main_real(args, out)
     if args.families == "default":
@@ -130,7 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main_history(args: argparse.Namespace, out: Path) -> int:
     """``--history``: per release the payload to build and its cases; with ``--vllm-version``, run them."""
-    versions = [args.vllm_version] if args.vllm_version else list(history_plan.HISTORY_RELEASES)
+    # A run serves the installed vLLM; a dry run without --vllm-version shows every release.
+    version = args.vllm_version or (None if args.dry_run else releases.installed_version())
+    versions = [version] if version else list(history_plan.HISTORY_RELEASES)
     plans = history_plan.history_plans(
         versions,
         report_dir=out / "reports",
@@ -140,10 +148,11 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
         parallel=args.parallel,
         frontends=[f.strip() for f in args.history_frontends.split(",") if f.strip()],
     )
-    if args.dry_run or not args.vllm_version:
+    if args.dry_run or not version:
         print("\n".join(history_plan.describe(plans)))
         return 0
     (only,) = plans
+    args.vllm_version = version
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
     parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
     return _run(_only(parts[args.part - 1], args.only), args, out, skipped=only.skipped)
