@@ -141,3 +141,26 @@ def test_each_release_s_cases_deal_over_its_calls_once_each() -> None:
         dealt = [j.case_id for part in split_parts(p.jobs, max(p.calls, 2), 15, 180.0, costs) for j in part]
         assert sorted(dealt) == sorted(j.case_id for j in p.jobs), p.version
         assert len(set(dealt)) == len(dealt) and p.calls >= 1
+
+
+def test_a_collected_history_run_records_its_vllm_version_judge_calls_and_what_it_could_not_serve(
+    tmp_path: Path,
+) -> None:
+    from gpu_tests.runner.collect import collect
+
+    matrix = tmp_path / "matrix"
+    (matrix / "reports").mkdir(parents=True)
+    source = read_report(PROOF / "tiny-qwen3-next-offloading-python.json.xz")
+    report = source.model_copy(update={"vllm_version": "0.20.2", "judge_commit": "feedc0de"})
+    (matrix / "reports" / f"{report.case_id}.json").write_text(report.model_dump_json())
+    (matrix / "call_part1.json").write_text(json.dumps({"part": "1", "setup_s": 90, "call_s": 400}))
+    skipped = [{"case_id": "tiny-llama-offloading-rust", "reason": "no vllm-rs"}]
+    summary = {"cases": [{"case_id": report.case_id, "verdict": "passed"}], "skipped": skipped}
+    (matrix / "matrix_summary_part1.json").write_text(json.dumps(summary))
+    run = collect("history-0.20.2-2026-12-03", [matrix], tmp_path / "results")
+    assert run["vllm_versions"] == ["0.20.2"] and run["judge_commits"] == ["feedc0de"]
+    assert run["skipped"] == skipped and len(run["calls"]) == 1
+    runs = grade.history_runs(tmp_path / "results")
+    assert runs["0.20.2"].skipped == {"tiny-llama-offloading-rust": "no vllm-rs"}
+    row = next(r for r in grade.runs_table(runs).splitlines() if r.startswith("| 0.20.2 "))
+    assert "| 0.20.2 | feedc0de | 1 | passed 1 | 1 |" in row
