@@ -45,11 +45,12 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("fleet", "calls", "weight_sync", "gsm8k"),
         ("cli", "testing", ""),  # "": the package's __init__
     ),
-    # The offload check (one case: measure, judge, report), the engine-side instruments, the device runner
-    # (plans, runs, collects, tables), the RL runner, then the suites and their setup.
+    # The offload check (one case: measure, judge, report), the engine-side instruments, the graded bugs
+    # (history: data), the device runner (plans, runs, collects, tables), the RL runner, then the suites.
     "gpu_tests": (
         ("offload_check", "upstream"),
         ("kv_proof",),
+        ("history",),
         ("runner",),
         ("rl",),
         ("tests", "conftest", "test_offload_gsm8k", ""),

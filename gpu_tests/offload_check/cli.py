@@ -19,6 +19,7 @@ import click
 
 from vllm_devclient.errors import DevClientError, InvalidParameterError
 
+from . import releases
 from .case import Instruments, run_case
 from .check import CheckStopped
 from .profiles import PROFILES, CheckCase, connector_by_name
@@ -101,6 +102,12 @@ def check_options(f: F) -> F:
         ),
         click.option("--gsm8k-dir", metavar="DIR", help="train.jsonl and test.jsonl (no download)."),
         click.option("--startup-timeout", type=float, metavar="S", help="[the profile's]"),
+        click.option(
+            "--vllm-release",
+            default=None,
+            metavar="X.Y.Z",
+            help="Fit the profile's flags to this vLLM (offload_check.releases).  [the installed vLLM]",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -139,8 +146,11 @@ def _cases(opts: dict[str, Any]) -> list[CheckCase]:
             raise InvalidParameterError(f"--env takes KEY=VALUE, not {item!r}")
         env[key] = value
     extra = _json(opts["connector_extra"])
+    version = opts.get("vllm_release") or releases.installed_version()
     return [
-        CheckCase(profile, c, f, connector_extra=extra, label=opts["label"], env=env)
+        CheckCase(
+            releases.adapt(profile, c, version), c, f, connector_extra=extra, label=opts["label"], env=env
+        )
         for c in connectors
         for f in frontends
     ]

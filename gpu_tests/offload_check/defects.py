@@ -1,18 +1,27 @@
 """vLLM's known defects, in one shape: a :class:`KnownDefect` names the defect and how its fingerprint shows,
 either in a reload answer (a comparison and its split) or in the case's KV-event stream. The judgement names
-each one a case shows (``Defect`` in the report); a known defect explains a failure, it never passes one."""
+each one a case shows (``Defect`` in the report); a known defect explains a failure, it never passes one.
+
+One fingerprint may be two defects: ``applies`` says on which servers a defect can be the one (its cache mode,
+its vLLM release), so a recurrent state restored one token ahead at a chunk boundary is vllm#51094 in Mamba
+``all`` mode and PR #44599's bug in ``align`` mode on vLLM 0.23.0 and before. The bugs issue 35 grades
+(``gpu_tests/history/bugs.py``) that leave a fingerprint of their own are named here too: the engine's
+assert on the first CPU hit in align mode, the Simple connector's refused reset, the OffloadingConnector's
+tier that serves after a full reset. The grade never reads these names, only the judge's assertions."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .releases import version_key
 from .report import Comparison, Defect, Iteration, OffloadCheckReport, Split
 
 __all__ = ["KNOWN_DEFECTS", "KnownDefect", "named_defects"]
 
 ProbeMatch = Callable[[Comparison, Split], bool]
 StreamMatch = Callable[[OffloadCheckReport], list[str]]
+Applies = Callable[[OffloadCheckReport], bool]
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,65 @@ class KnownDefect:
     url: str
     probe: ProbeMatch | None = None
     stream: StreamMatch | None = None
+    applies: Applies | None = None  # None: on every server
+
+
+def _recurrent_modes(report: OffloadCheckReport) -> set[str | None]:
+    return {g.cache_mode for g in report.layout if g.recurrent}
+
+
+def _in_mode(mode: str, up_to: str | None = None) -> Applies:
+    """A server with a recurrent group in Mamba ``mode`` (and, with ``up_to``, a vLLM no newer than it)."""
+
+    def applies(report: OffloadCheckReport) -> bool:
+        if mode not in _recurrent_modes(report):
+            return False
+        if up_to is None:
+            return True
+        return report.vllm_version is not None and version_key(report.vllm_version) <= version_key(up_to)
+
+    return applies
+
+
+def _up_to(connectors: tuple[str, ...], version: str, mode: str | None = None) -> Applies:
+    """A server of one of ``connectors`` on vLLM ``version`` or older (with ``mode``: in that Mamba cache
+    mode)."""
+
+    def applies(report: OffloadCheckReport) -> bool:
+        if report.connector not in connectors or report.vllm_version is None:
+            return False
+        if mode is not None and mode not in _recurrent_modes(report):
+            return False
+        return version_key(report.vllm_version) <= version_key(version)
+
+    return applies
+
+
+def _errors_with(needle: str) -> StreamMatch:
+    """The case's and its iterations' errors, and its failed requests', that contain ``needle``."""
+
+    def match(report: OffloadCheckReport) -> list[str]:
+        texts = [report.error, *(it.error for it in report.iterations)]
+        texts += [a.error for it in report.iterations for r in it.runs.values() for a in r.answers]
+        hits = [t for t in texts if t and needle in t]
+        return [f"vLLM {report.vllm_version}: {' '.join(t.split())[:200]}" for t in dict.fromkeys(hits)][:12]
+
+    return match
+
+
+def _cold_runs_loaded(report: OffloadCheckReport) -> list[str]:
+    """Cold runs, after the full reset, that loaded from the CPU tier (what fails ``reload_proven``)."""
+    return [
+        f"vLLM {report.vllm_version} {it.label}: external prefix-cache hits grew in the {name} run after the "
+        f"full reset (+{hits:.0f} tokens)"
+        for it in report.clean()
+        for name in ("cold", "cold2")
+        if (hits := getattr(it.windows.get(name), "external_prefix_cache_hits", None) or 0) > 0
+    ][:12]
+
+
+def _restored_ahead_at_boundary(c: Comparison, s: Split) -> bool:
+    return c.restored_ahead == 1 and s.cached == s.prompt - 1
 
 
 def _simple_evictions_as_gpu_removes(report: OffloadCheckReport) -> list[str]:
@@ -44,7 +112,41 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
         "OffloadingConnector restores a recurrent state that already holds the last prompt token at an exact "
         "chunk boundary, then computes that token again (mamba_cache_mode=all; fixed after 0.26.0 by #51100)",
         "https://github.com/vllm-project/vllm/issues/51094",
-        probe=lambda c, s: c.restored_ahead == 1 and s.cached == s.prompt - 1,
+        probe=_restored_ahead_at_boundary,
+        applies=_in_mode("all"),
+    ),
+    KnownDefect(
+        "vllm-pr44599",
+        "OffloadingConnector's hit in Mamba align mode is not rounded down to the Mamba block: at a prompt "
+        "of exactly k blocks the restored state already holds the last prompt token, which is computed again "
+        "(mamba_cache_mode=align; vLLM 0.23.0 and before, fixed in 0.24.0 by #44599)",
+        "https://github.com/vllm-project/vllm/pull/44599",
+        probe=_restored_ahead_at_boundary,
+        applies=_in_mode("align", up_to="0.23.0"),
+    ),
+    KnownDefect(
+        "vllm-issue45268",
+        "The scheduler asserts 'External KV connector is not verified yet' on the first CPU hit in Mamba "
+        "align mode and the engine dies (vLLM 0.22.0 and before, fixed in 0.23.0 by #42554)",
+        "https://github.com/vllm-project/vllm/issues/45268",
+        stream=_errors_with("External KV connector is not verified yet"),
+        applies=_up_to(("OffloadingConnector", "SimpleCPUOffloadConnector"), "0.22.0", mode="align"),
+    ),
+    KnownDefect(
+        "vllm-pr39726",
+        "SimpleCPUOffloadConnector.reset_cache() raises NotImplementedError, so a full reset answers 500 and "
+        "its CPU tier stays full (vLLM 0.23.0 and before, fixed in 0.24.0 by #39726)",
+        "https://github.com/vllm-project/vllm/pull/39726",
+        stream=_errors_with("does not support reset_cache"),
+        applies=_up_to(("SimpleCPUOffloadConnector",), "0.23.0"),
+    ),
+    KnownDefect(
+        "vllm-pr41956",
+        "OffloadingConnector has no reset_cache(): a full reset (reset_external=true) answers success and "
+        "its CPU tier keeps serving the next cold run (vLLM 0.20.2 and before, fixed in 0.22.0 by #41956)",
+        "https://github.com/vllm-project/vllm/pull/41956",
+        stream=_cold_runs_loaded,
+        applies=_up_to(("OffloadingConnector",), "0.20.2"),
     ),
     KnownDefect(
         "vllm#54325",
@@ -62,6 +164,8 @@ def named_defects(report: OffloadCheckReport, iterations: Sequence[Iteration]) -
     vLLM's own, the judge chooses them) or in its stream."""
     found: list[Defect] = []
     for known in KNOWN_DEFECTS:
+        if known.applies is not None and not known.applies(report):
+            continue
         probes, evidence = _probe_evidence(known.probe, iterations) if known.probe else ([], [])
         if known.stream is not None:
             evidence += known.stream(report)

@@ -35,6 +35,7 @@ from .server import CONNECTORS, FRONTENDS, Connector, Frontend
 from .tiny import TINY_FAMILIES
 
 __all__ = [
+    "ALIGN_FAMILIES",
     "CONNECTOR_SHORT",
     "PROFILES",
     "REAL_DIR_ENV",
@@ -155,10 +156,21 @@ LARGE_STEP_KV_ARGS = ("--kv-cache-dtype", "fp8", "--block-size", "256")
 TINY_PARALLEL: tuple[tuple[str, int], ...] = (("deepseek-v2", 2), ("deepseek-v2", 4), ("deepseek-v4", 4))
 
 
-def _tiny_profile(family: str, *, tiny_cpu_gib: float = 0.5, tensor_parallel: int = 1) -> ModelProfile:
+# Families whose tiny model runs in Mamba ``all`` mode by default (they implement SupportsMambaPrefixCaching):
+# each also gets a ``tiny-<family>-align`` profile, served with ``--mamba-cache-mode align`` (qwen3-next is in
+# align mode already), so both modes' boundary behaviour is checked (vLLM PR #44599 is align's, #51094 all's).
+ALIGN_FAMILIES: tuple[str, ...] = ("nemotron-h", "falcon-h1")
+
+
+def _tiny_profile(
+    family: str, *, tiny_cpu_gib: float = 0.5, tensor_parallel: int = 1, align: bool = False
+) -> ModelProfile:
     fam = TINY_FAMILIES[family]
     parallel: tuple[str, ...] = ()
     name = f"tiny-{family}"
+    if align:
+        name += "-align"
+        parallel = ("--mamba-cache-mode", "align")
     if tensor_parallel > 1:
         name += f"-tp{tensor_parallel}-ep"
         parallel = ("--tensor-parallel-size", str(tensor_parallel), "--enable-expert-parallel")
@@ -276,6 +288,9 @@ def _build_profiles() -> dict[str, ModelProfile]:
         profiles[profile.name] = profile
     for family, tp in TINY_PARALLEL:
         profile = _tiny_profile(family, tensor_parallel=tp)
+        profiles[profile.name] = profile
+    for family in ALIGN_FAMILIES:
+        profile = _tiny_profile(family, align=True)
         profiles[profile.name] = profile
     return profiles
 

@@ -6,10 +6,11 @@
 Each argument is a ``matrix`` folder a ``h200.sh`` call left (``results-partK.tgz`` unpacked): its
 ``reports/*.json``, ``matrix_summary_part*.json`` and ``call_part*.json``. Writes
 ``gpu_tests/results/NAME/<case>.json.xz`` (a later part's report of the same case wins; ``read_report`` reads
-it) and ``run.json`` (each report's judge commit and verdict, the calls: setup and wall seconds, the runner's
-summary rows). Reports keep the verdicts the device's judge gave (fixed before the run) and are compacted: a
-load plan keeps its GPU block ids only where its probe was not answered alike (the evidence a defect needs);
-every other measurement stays. ``--rejudge`` judges committed runs again after the judge changed, rewriting
+it) and ``run.json`` (the vLLM versions and judge commits of its reports, each report's verdict, the calls:
+setup and wall seconds, the runner's summary rows; the cases the release could not serve, with why). Reports
+keep the verdicts the device's judge gave (fixed before the run) and are compacted: a load plan keeps its GPU
+block ids only where its probe was not answered alike (the evidence a defect needs); every other measurement
+stays. ``--rejudge`` judges committed runs again after the judge changed, rewriting
 each report whose verdicts moved; it may add information, never turn a committed failure into a pass
 (``judge.rejudge`` keeps the device's failure).
 """
@@ -80,12 +81,15 @@ def collect(name: str, folders: Sequence[Path], results: Path = RESULTS) -> dict
                 calls.append(entry)
     for case_id, report in sorted(reports.items()):
         write_report(out / f"{case_id}.json.xz", report)
+    skipped = {s["case_id"]: s for c in calls for s in c.get("summary", {}).get("skipped", [])}
     run = {
         "name": name,
+        "vllm_versions": sorted({r.vllm_version or "unknown" for r in reports.values()}),
         "judge_commits": sorted({r.judge_commit or "unknown" for r in reports.values()}),
         "verdicts": {case_id: r.status for case_id, r in sorted(reports.items())},
         "cases": sorted(reports),
         "calls": sorted(calls, key=lambda c: str(c.get("part"))),
+        "skipped": [skipped[k] for k in sorted(skipped)],  # cases the release cannot serve, with why
     }
     (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return run

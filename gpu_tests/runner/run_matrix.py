@@ -16,6 +16,12 @@ far (a case writes its report after each iteration).
 
     python -m gpu_tests.runner.run_matrix --out OUT --families llama,gemma3 --parallel 10
     python -m gpu_tests.runner.run_matrix --out OUT --parts 2 --part 1 --dry-run
+    python -m gpu_tests.runner.run_matrix --out OUT --history --dry-run     # issue 35: every release's plan
+    python -m gpu_tests.runner.run_matrix --out OUT --history --vllm-version 0.23.0   # one release's cases
+
+``--vllm-version X`` plans for that release (``offload_check/releases.py``): a case it cannot serve is listed
+with the reason (and in the summary's ``skipped``), never run; ``--history`` plans issue 35's cases
+(``history_plan.py``).
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpu_tests.offload_check import releases
 from gpu_tests.offload_check.profiles import gpu_count
 from gpu_tests.offload_check.tiny import TINY_FAMILIES
 
+from . import history_plan
 from .jobs import REPO_ROOT, Job, expected_costs, makespan, plan, split_parts
 from .launch import default_launcher, run_jobs, summarize
 
@@ -71,8 +79,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--kv-gib", action="append", default=[], help="real size: MODEL=GIB, a model's KV cache (repeatable)"
     )
+    p.add_argument(
+        "--vllm-version",
+        default=None,
+        help="plan for this vLLM release (default: the installed vLLM's; without one, every case)",
+    )
+    p.add_argument("--history", action="store_true", help="issue 35's plan: clean matrix and bug scenarios")
+    p.add_argument(
+        "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
+    if args.history:
+        return _main_history(args, out)
+    args.vllm_version = args.vllm_version or releases.installed_version()
     if args.families == "real":
         return _main_real(args, out)
     if args.families == "default":
@@ -93,10 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         num_questions=args.num_questions,
         catalogue_iterations=args.catalogue_iterations,
     )
+    skipped: list[tuple[str, str]] = []
+    if args.vllm_version:
+        jobs, skipped = history_plan.split_by_release(jobs, args.vllm_version)
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
     jobs = parts[args.part - 1]
     jobs = _only(jobs, args.only)
     if args.dry_run:
+        for case_id, why in skipped:
+            print(f"skip {case_id}: {why}")
         for k, part in enumerate(parts, 1):
             span = makespan(part, args.parallel) + (args.setup_s if k == 1 else 0.0)
             print(
@@ -106,7 +131,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         for job in jobs:
             print(f"{job.case_id} expected {job.expected_s:.0f}s: {shlex.join(job.args)}")
         return 0
-    return _run(jobs, args, out)
+    return _run(jobs, args, out, skipped=skipped)
+
+
+def _main_history(args: argparse.Namespace, out: Path) -> int:
+    """``--history``: per release the payload to build and its cases; with ``--vllm-version``, run them."""
+    # A run serves the installed vLLM; a dry run without --vllm-version shows every release.
+    version = args.vllm_version or (None if args.dry_run else releases.installed_version())
+    versions = [version] if version else list(history_plan.HISTORY_RELEASES)
+    plans = history_plan.history_plans(
+        versions,
+        report_dir=out / "reports",
+        costs=expected_costs(),
+        gsm8k_dir=args.gsm8k_dir,
+        server_args=args.server_args,
+        parallel=args.parallel,
+        frontends=[f.strip() for f in args.history_frontends.split(",") if f.strip()],
+    )
+    if args.dry_run or not version:
+        print("\n".join(history_plan.describe(plans)))
+        return 0
+    (only,) = plans
+    args.vllm_version = version
+    # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
+    parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
+    return _run(_only(parts[args.part - 1], args.only), args, out, skipped=only.skipped)
 
 
 def _main_real(args: argparse.Namespace, out: Path) -> int:
@@ -158,7 +207,13 @@ def _kv_overrides(items: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _run(jobs: Sequence[Job], args: argparse.Namespace, out: Path, gpu_mem_gib: float | None = None) -> int:
+def _run(
+    jobs: Sequence[Job],
+    args: argparse.Namespace,
+    out: Path,
+    gpu_mem_gib: float | None = None,
+    skipped: Sequence[tuple[str, str]] = (),
+) -> int:
     env = dict(os.environ)
     # Engine processes import gpu_tests.kv_proof (the instruments) from the repository root.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -173,6 +228,8 @@ def _run(jobs: Sequence[Job], args: argparse.Namespace, out: Path, gpu_mem_gib: 
     )
     summary = summarize(results, time.monotonic() - t0, out / "reports")
     summary["part"] = f"{args.part}/{args.parts}"
+    summary["vllm_version"] = args.vllm_version
+    summary["skipped"] = [{"case_id": c, "reason": why} for c, why in skipped]
     (out / f"matrix_summary_part{args.part}.json").write_text(json.dumps(summary, indent=2) + "\n")
     for row in summary["cases"]:
         print(

@@ -4,7 +4,9 @@
     python -m gpu_tests.runner.tables --check    # exit 1 when a table differs from its reports
 
 A table sits between ``<!-- figure:NAME -->`` and ``<!-- /figure -->`` in the README; :data:`TABLES` says
-which run folder each is made from. Every cell is a report field or a count of them.
+which run folder each is made from. Every cell is a report field or a count of them. ``gpu_tests/history/
+README.md`` holds issue 35's grade, its runs and its device plan (:data:`HISTORY_TABLES`), from the committed
+``history-*`` runs.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from typing import Any
 from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
 from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 
-from . import budget, proof_tables
+from . import budget, grade, history_plan, proof_tables
 from .collect import read_report, report_paths
+from .jobs import expected_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
+HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
 MATRIX_RUN = "kv-proof-2026-12-01-rerun"
 # issue 33's runs: the first-use proof (two calls), then its fixes' catalogue run with one clean pass a case
 PROOF_RUN = "kv-proof-2026-12-02"
@@ -480,6 +484,19 @@ TABLES: dict[str, Callable[[], str]] = {
 }
 
 
+HISTORY_TABLES: dict[str, Callable[[], str]] = {
+    "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
+    "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
+    "history-plan": lambda: _history_plan(),
+}
+
+
+def _history_plan() -> str:
+    common = {"report_dir": Path("out/history/reports"), "costs": expected_costs(RESULTS)}
+    lean = history_plan.history_plans(frontends=("python",), **common)
+    return history_plan.plan_table(history_plan.history_plans(**common), lean)
+
+
 def fill_figures(text: str, figures: Mapping[str, Callable[[], str]]) -> str:
     """``text`` with every marked figure made again by its function; a marker naming none is an error."""
 
@@ -512,9 +529,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.tables", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 when the README differs from its reports")
     args = p.parse_args(argv)
-    return write_or_check(
-        README, render(README.read_text()), check=args.check, remake="python -m gpu_tests.runner.tables"
-    )
+    remake = "python -m gpu_tests.runner.tables"
+    code = write_or_check(README, render(README.read_text()), check=args.check, remake=remake)
+    history = fill_figures(HISTORY_README.read_text(), HISTORY_TABLES)
+    return write_or_check(HISTORY_README, history, check=args.check, remake=remake) or code
 
 
 if __name__ == "__main__":

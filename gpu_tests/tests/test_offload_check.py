@@ -30,7 +30,7 @@ SLIDING = [
     GroupLayout(index=0, kind="sliding", block_size=16),
     GroupLayout(index=1, kind="full", block_size=16),
 ]
-MAMBA = [GroupLayout(index=0, kind="mamba", block_size=16)]
+MAMBA = [GroupLayout(index=0, kind="mamba", block_size=16, cache_mode="all")]  # nemotron-h: all mode
 EXPECT = {k: m.caught_by for k, m in INSTRUMENTS.mutations.items()}
 
 

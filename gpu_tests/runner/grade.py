@@ -1,0 +1,160 @@
+"""Issue 35's grade: bug x release, made from the committed history runs (never written by hand).
+
+A history run is one folder per vLLM release, ``gpu_tests/results/history-<version>-<date>/`` (``collect``
+writes it; the newest folder of a release counts), with ``run.json`` carrying its vLLM version, judge
+commits, device calls and the cases the release could not serve. For each bug of ``history/bugs.py`` and each
+of its two releases (buggy, fixed) a cell says:
+
+- ``caught``: an evidence assertion failed, with its name, its case and the first words of its message;
+- ``passed``: the scenario's cases held every evidence assertion;
+- ``could not run``: the run lists the case as one the release cannot serve, with why;
+- ``error``: the case ended in an error, not an assertion (its first words);
+- ``not yet run``: no history run of that release is committed.
+
+A timing bug's cell is a rate: k of N clean iterations failed an evidence assertion, at the stated
+concurrency. ``tables.py`` writes :func:`grade_table` and :func:`runs_table` into
+``gpu_tests/history/README.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu_tests.history.bugs import BUGS, Bug
+from gpu_tests.offload_check.releases import version_key
+from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCheckReport
+
+from .collect import read_report, report_paths
+from .history_plan import HISTORY_RELEASES, scenario_jobs
+
+__all__ = ["HistoryRun", "grade_cell", "grade_table", "history_runs", "runs_table"]
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+NOT_RUN = "not yet run"
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    version: str
+    folder: Path
+    meta: dict[str, Any]
+    reports: dict[str, OffloadCheckReport]
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return {s["case_id"]: s["reason"] for s in self.meta.get("skipped", [])}
+
+
+def history_runs(results: Path = RESULTS) -> dict[str, HistoryRun]:
+    """The newest committed history run of each release (by folder name: ``history-<version>-<date>``)."""
+    out: dict[str, HistoryRun] = {}
+    folders = sorted(p for p in results.glob("history-*") if (p / "run.json").exists())
+    for folder in folders:
+        version = folder.name.removeprefix("history-").split("-")[0]
+        meta = json.loads((folder / "run.json").read_text())
+        reports = {r.case_id: r for r in (read_report(p) for p in report_paths(folder))}
+        out[version] = HistoryRun(version, folder, meta, reports)
+    return out
+
+
+def _first(text: str, n: int = 110) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
+def _failed(assertions: Sequence[AssertionResult], names: Sequence[str]) -> list[AssertionResult]:
+    return [a for a in assertions if a.name in names and a.evaluated and not a.passed]
+
+
+def _iteration_caught(it: Iteration, bug: Bug) -> bool:
+    return bool(_failed(it.assertions, bug.evidence))
+
+
+def _case_cell(bug: Bug, case_id: str, run: HistoryRun) -> str:
+    if case_id in run.skipped:
+        return f"could not run ({case_id}): {run.skipped[case_id]}"
+    report = run.reports.get(case_id)
+    if report is None:
+        return f"not run ({case_id} has no report in {run.folder.name})"
+    clean = report.clean()
+    if bug.timing:
+        k = sum(_iteration_caught(it, bug) for it in clean)
+        concurrency = "all at once" if report.concurrency == 0 else f"concurrency {report.concurrency}"
+        return f"{k}/{len(clean)} iterations caught at {concurrency} ({case_id})"
+    failed = _failed(report.assertions, bug.evidence) + [
+        a for it in clean for a in _failed(it.assertions, bug.evidence)
+    ]
+    if failed:
+        return f"caught by {failed[0].name} ({case_id}): {_first(failed[0].message)}"
+    # An error is not an assertion: it is shown as what it is, never as the bug caught.
+    errors = [e for e in [*(it.error for it in clean if it.status == "error"), report.error] if e]
+    if report.status == "error":
+        return f"error ({case_id}): {_first(errors[0] if errors else 'no message')}"
+    if report.status in ("passed", "not_proven"):
+        return f"{report.status.replace('_', ' ')} ({case_id})"
+    others = sorted({a.name for a in report.failures()})
+    return f"not caught ({case_id} failed {', '.join(others)})"
+
+
+def _scenario_cases(bug: Bug) -> list[str]:
+    return [j.case_id for j in scenario_jobs(bug.scenario, report_dir=Path("reports"), costs={})]
+
+
+def grade_cell(bug: Bug, version: str, runs: dict[str, HistoryRun]) -> str:
+    run = runs.get(version)
+    if run is None:
+        return NOT_RUN
+    return "<br>".join(_case_cell(bug, case_id, run) for case_id in _scenario_cases(bug))
+
+
+def grade_table(runs: dict[str, HistoryRun]) -> str:
+    rows = [
+        "| bug | connector, scenario | evidence (judge assertions) | buggy release | fixed release |",
+        "|---|---|---|---|---|",
+    ]
+    for bug in BUGS:
+        timing = f", rate over {bug.scenario.iterations} iterations" if bug.timing else ""
+        rows.append(
+            f"| [{bug.id}]({bug.url}): {bug.title} | {bug.scenario.connector}, {bug.scenario.name}{timing} "
+            f"| {', '.join(bug.evidence)} "
+            f"| **{bug.buggy}**: {grade_cell(bug, bug.buggy, runs)} "
+            f"| **{bug.fixed}**: {grade_cell(bug, bug.fixed, runs)} |"
+        )
+    return "\n".join(rows)
+
+
+def _verdict_counts(meta: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    rows: dict[str, str] = {}
+    for call in meta.get("calls", []):
+        for row in call.get("summary", {}).get("cases", []):
+            if row["case_id"] not in rows or row.get("verdict") != "not_run":
+                rows[row["case_id"]] = row.get("verdict", "?")
+    for v in rows.values():
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
+
+
+def runs_table(runs: dict[str, HistoryRun]) -> str:
+    rows = [
+        "| vLLM release | run | vLLM reported | judge commit(s) | device calls | cases by verdict "
+        "| not servable |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    versions = sorted({*HISTORY_RELEASES, *runs}, key=version_key)
+    for version in versions:
+        run = runs.get(version)
+        if run is None:
+            rows.append(f"| {version} | {NOT_RUN} | - | - | - | - | - |")
+            continue
+        reported = ", ".join(run.meta.get("vllm_versions", [])) or "-"
+        commits = ", ".join(c[:10] for c in run.meta.get("judge_commits", [])) or "-"
+        rows.append(
+            f"| {version} | `{run.folder.name}` | {reported} | {commits} | {len(run.meta.get('calls', []))} "
+            f"| {_verdict_counts(run.meta)} | {len(run.skipped)} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,166 @@
+"""Issue 35's grade: the bugs as data can be planned and judged by general assertions, and the bug x release
+table says what the committed history runs show (and "not yet run" where there is none)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gpu_tests.history.bugs import BUGS
+from gpu_tests.offload_check.judge import rejudge
+from gpu_tests.runner import grade, history_plan, tables
+from gpu_tests.runner.collect import read_report, write_report
+from gpu_tests.runner.jobs import expected_costs, split_parts
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "gpu_tests" / "results"
+PROOF = RESULTS / "kv-proof-2026-12-02c"
+
+
+def _judge_names() -> set[str]:
+    """Every assertion today's judge writes for a hybrid case (a committed report judged again)."""
+    r = rejudge(read_report(PROOF / "tiny-qwen3-next-offloading-python.json.xz"))
+    return {a.name for it in r.iterations for a in it.assertions} | {a.name for a in r.assertions}
+
+
+def test_every_bug_has_a_plannable_scenario_and_evidence_the_judge_writes() -> None:
+    names = _judge_names()
+    assert len(BUGS) >= 6 and len({b.id for b in BUGS}) == len(BUGS)
+    judge_source = "".join(
+        (REPO / "gpu_tests" / "offload_check" / f).read_text() for f in ("assertions.py", "judge.py")
+    )
+    plans = {p.version: p for p in history_plan.history_plans(report_dir=Path("r"), costs=expected_costs())}
+    for bug in BUGS:
+        assert bug.evidence and set(bug.evidence) <= names, bug.id
+        # General assertions only: the judge's code names no graded bug.
+        for number in re.findall(r"\d{5}", bug.id + bug.url):
+            assert number not in judge_source, (bug.id, number)
+        cases = [j.case_id for j in history_plan.scenario_jobs(bug.scenario, report_dir=Path("r"), costs={})]
+        assert cases, bug.id
+        for version in (bug.buggy, bug.fixed):
+            plan = plans[version]
+            planned = {j.case_id for j in plan.jobs} | {c for c, _ in plan.skipped}
+            assert set(cases) <= planned, (bug.id, version)
+            runnable = [j for j in plan.jobs if j.case_id in cases]
+            assert all(j.args[j.args.index("--vllm-release") + 1] == version for j in runnable)
+        assert bug.buggy in bug.present and bug.fixed not in bug.present, bug.id
+
+
+def test_with_no_history_run_committed_every_cell_is_not_yet_run() -> None:
+    runs = grade.history_runs(RESULTS)
+    assert runs == {}  # when the first run is committed, this test's claim moves to the one below
+    table = grade.grade_table(runs)
+    cells = [c for row in table.splitlines()[2:] for c in row.split("|")[4:6]]
+    assert len(cells) == 2 * len(BUGS) and all(c.strip().endswith(": not yet run") for c in cells)
+    assert grade.runs_table(runs).count("not yet run") == len(history_plan.HISTORY_RELEASES)
+
+
+def _commit_run(results: Path, version: str, reports: dict[str, Path], skipped: dict[str, str]) -> None:
+    folder = results / f"history-{version}-2026-12-03"
+    folder.mkdir(parents=True)
+    for case_id, source in reports.items():
+        r = read_report(source)
+        layout = [g.model_copy(update={"cache_mode": "align"}) if g.recurrent else g for g in r.layout]
+        write_report(
+            folder / f"{case_id}.json.xz",
+            r.model_copy(update={"case_id": case_id, "vllm_version": version, "layout": layout}),
+        )
+    meta = {
+        "vllm_versions": [version],
+        "judge_commits": ["abc1234def"],
+        "calls": [
+            {"part": "1", "summary": {"cases": [{"case_id": c, "verdict": "failed"} for c in reports]}}
+        ],
+        "skipped": [{"case_id": c, "reason": why} for c, why in skipped.items()],
+    }
+    (folder / "run.json").write_text(json.dumps(meta))
+
+
+def test_the_grade_names_the_assertion_and_its_evidence_and_tells_passed_and_could_not_run(
+    tmp_path: Path,
+) -> None:
+    falcon = PROOF / "tiny-falcon-h1-offloading-python.json.xz"  # fails recurrent_state_consistent
+    qwen = PROOF / "tiny-qwen3-next-offloading-python.json.xz"  # passed
+    _commit_run(
+        tmp_path,
+        "0.23.0",
+        {"tiny-falcon-h1-align-offloading-python": falcon, "tiny-qwen3-next-offloading-python": qwen},
+        {"tiny-nemotron-h-align-offloading-python": "no such model on this machine"},
+    )
+    _commit_run(tmp_path, "0.24.0", {"tiny-qwen3-next-offloading-python": qwen}, {})
+    runs = grade.history_runs(tmp_path)
+    align = next(b for b in BUGS if b.id == "vllm-pr44599")
+    buggy = grade.grade_cell(align, "0.23.0", runs).split("<br>")
+    assert buggy[0] == "passed (tiny-qwen3-next-offloading-python)"
+    assert (
+        buggy[1] == "could not run (tiny-nemotron-h-align-offloading-python): no such model on this machine"
+    )
+    assert buggy[2].startswith(
+        "caught by recurrent_state_consistent (tiny-falcon-h1-align-offloading-python): "
+    )
+    assert "ahead" in buggy[2]
+    fixed = grade.grade_cell(align, "0.24.0", runs).split("<br>")
+    assert fixed[0] == "passed (tiny-qwen3-next-offloading-python)" and fixed[1].startswith("not run (")
+    # A bug whose evidence the failure is not: the same failing report does not catch it.
+    died = next(b for b in BUGS if b.id == "vllm-issue45268")
+    assert "not caught (tiny-falcon-h1-align-offloading-python failed recurrent_state_consistent)" in (
+        grade.grade_cell(died, "0.23.0", runs)
+    )
+    assert grade.grade_cell(align, "0.25.1", runs) == "not yet run"
+    row = next(r for r in grade.runs_table(runs).splitlines() if r.startswith("| 0.23.0 "))
+    assert "history-0.23.0-2026-12-03" in row and "abc1234def" in row and "| 1 |" in row
+
+
+def test_a_timing_bug_is_graded_as_a_rate_at_its_concurrency(tmp_path: Path) -> None:
+    wiped = next(b for b in BUGS if b.timing and b.scenario.concurrencies == (0,))
+    failing = PROOF / "tiny-falcon-h1-offloading-python.json.xz"
+    source = read_report(failing)
+    # One of three iterations with a byte failure, the others intact: the rate is 1/3.
+    its = list(source.iterations)
+    bad = its[0].assertions[0].model_copy(update={"name": "kv_bytes_identical", "passed": False})
+    its[0] = its[0].model_copy(update={"assertions": [*its[0].assertions, bad]})
+    edited = tmp_path / "edited.json.xz"
+    write_report(edited, source.model_copy(update={"iterations": its, "concurrency": 0}))
+    case = f"{wiped.scenario.profiles[0]}-offloading-python-all-at-once"
+    _commit_run(tmp_path / "results", wiped.buggy, {case: edited}, {})
+    cell = grade.grade_cell(wiped, wiped.buggy, grade.history_runs(tmp_path / "results"))
+    assert cell.split("<br>")[0] == f"1/3 iterations caught at all at once ({case})"
+
+
+def test_the_history_readme_tables_are_generated() -> None:
+    text = tables.HISTORY_README.read_text()
+    assert tables.fill_figures(text, tables.HISTORY_TABLES) == text, "run python -m gpu_tests.runner.tables"
+    for name in tables.HISTORY_TABLES:
+        assert f"<!-- figure:{name} -->" in text
+
+
+def test_each_release_s_cases_deal_over_its_calls_once_each() -> None:
+    costs = expected_costs()
+    for p in history_plan.history_plans(report_dir=Path("r"), costs=costs):
+        dealt = [j.case_id for part in split_parts(p.jobs, max(p.calls, 2), 15, 180.0, costs) for j in part]
+        assert sorted(dealt) == sorted(j.case_id for j in p.jobs), p.version
+        assert len(set(dealt)) == len(dealt) and p.calls >= 1
+
+
+def test_a_collected_history_run_records_its_vllm_version_judge_calls_and_what_it_could_not_serve(
+    tmp_path: Path,
+) -> None:
+    from gpu_tests.runner.collect import collect
+
+    matrix = tmp_path / "matrix"
+    (matrix / "reports").mkdir(parents=True)
+    source = read_report(PROOF / "tiny-qwen3-next-offloading-python.json.xz")
+    report = source.model_copy(update={"vllm_version": "0.20.2", "judge_commit": "feedc0de"})
+    (matrix / "reports" / f"{report.case_id}.json").write_text(report.model_dump_json())
+    (matrix / "call_part1.json").write_text(json.dumps({"part": "1", "setup_s": 90, "call_s": 400}))
+    skipped = [{"case_id": "tiny-llama-offloading-rust", "reason": "no vllm-rs"}]
+    summary = {"cases": [{"case_id": report.case_id, "verdict": "passed"}], "skipped": skipped}
+    (matrix / "matrix_summary_part1.json").write_text(json.dumps(summary))
+    run = collect("history-0.20.2-2026-12-03", [matrix], tmp_path / "results")
+    assert run["vllm_versions"] == ["0.20.2"] and run["judge_commits"] == ["feedc0de"]
+    assert run["skipped"] == skipped and len(run["calls"]) == 1
+    runs = grade.history_runs(tmp_path / "results")
+    assert runs["0.20.2"].skipped == {"tiny-llama-offloading-rust": "no vllm-rs"}
+    row = next(r for r in grade.runs_table(runs).splitlines() if r.startswith("| 0.20.2 "))
+    assert "| 0.20.2 | feedc0de | 1 | passed 1 | 1 |" in row
