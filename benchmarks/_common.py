@@ -377,7 +377,7 @@ def _serve_rust(tls: bool = False) -> None:
     """The child process: start the frontend, then obey JSON-line commands until stdin closes."""
     import tempfile
 
-    from vllm_devclient.testing.engine import Return
+    from vllm_devclient.testing.engine_actions import Return
     from vllm_devclient.testing.frontends import RustFrontend
 
     def say(obj: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ async def _serve_asyncio(count: int) -> None:
 def _serve_rust(count: int) -> None:
     import time
 
-    from vllm_devclient.testing.engine import Delay, Return
+    from vllm_devclient.testing.engine_actions import Delay, Return
     from vllm_devclient.testing.frontends import Frontend, RustFrontend
 
     frontends: list[Frontend] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_devclient.testing.misbehaving import Answer
+from vllm_devclient.testing.misbehaving_behaviours import Answer
 
 MODELS = Answer(200, json={"object": "list", "data": [{"id": "m", "object": "model"}]})
 COMPLETION = Answer(

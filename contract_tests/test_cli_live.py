@@ -27,7 +27,8 @@ from vllm_devclient import errors
 from vllm_devclient.cli._generate import shape
 from vllm_devclient.records import Route
 from vllm_devclient.routes import ROUTES
-from vllm_devclient.testing.engine import Hang, Raise, Return, ScriptedEngine
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.engine_actions import Hang, Raise, Return
 from vllm_devclient.testing.frontends import Frontend, RustFrontend
 from vllm_devclient.testing.pool import FrontendPool, lora_adapter_dir
 from vllm_devclient.testing.processes import free_port

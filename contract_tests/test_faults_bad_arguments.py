@@ -14,10 +14,8 @@ from vllm_devclient import (
     Fleet,
     InvalidParameterError,
 )
-from vllm_devclient.testing.misbehaving import (
-    Answer,
-    MisbehavingServer,
-)
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer
 
 NAN, INF = float("nan"), float("inf")
 

@@ -34,12 +34,8 @@ from vllm_devclient import (
 from vllm_devclient.testing import Hang as EngineHang
 from vllm_devclient.testing import Return, RustFrontend
 from vllm_devclient.testing.bounds import deadline_bound, timeout_bound
-from vllm_devclient.testing.misbehaving import (
-    Answer,
-    Behaviour,
-    MisbehavingServer,
-    Trickle,
-)
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Behaviour, Trickle
 
 
 def _within(limit: float, fn: Callable[[], Any], expected: type[BaseException]) -> BaseException:

@@ -28,12 +28,8 @@ from vllm_devclient import (
 )
 from vllm_devclient.testing import Raise
 from vllm_devclient.testing.bounds import ERROR_TEXT_LIMIT
-from vllm_devclient.testing.misbehaving import (
-    Answer,
-    DeepJSON,
-    HugeBody,
-    MisbehavingServer,
-)
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, DeepJSON, HugeBody
 
 OWN_WORDS = 200  # what an error says besides the server's text: method, path, status, what was cut
 

@@ -29,12 +29,8 @@ from vllm_devclient import (
 )
 from vllm_devclient.testing import Hang as EngineHang
 from vllm_devclient.testing import Raise
-from vllm_devclient.testing.misbehaving import (
-    Answer,
-    Close,
-    MisbehavingServer,
-    Reset,
-)
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Close, Reset
 
 UNSAFE: dict[str, tuple[str, Callable[[DevClient], Any]]] = {
     "collective_rpc": ("/collective_rpc", lambda c: c.collective_rpc("m")),

@@ -27,11 +27,8 @@ from vllm_devclient import (
 )
 from vllm_devclient.testing import Hang as EngineHang
 from vllm_devclient.testing import Raise
-from vllm_devclient.testing.misbehaving import (
-    EchoHeader,
-    Hang,
-    MisbehavingServer,
-)
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import EchoHeader, Hang
 
 SECRET = "sk-faults-SECRET-0123456789"
 

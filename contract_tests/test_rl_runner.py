@@ -25,7 +25,8 @@ from gpu_tests.rl.pause_load import pause_under_load
 from gpu_tests.rl.sleep_wake import sleep_level
 from gpu_tests.rl.steps import Deadline, Steps
 from vllm_devclient import AsyncDevClient, DevClient
-from vllm_devclient.testing.engine import FinishReason, Return
+from vllm_devclient.testing.engine_actions import Return
+from vllm_devclient.testing.engine_protocol import FinishReason
 from vllm_devclient.testing.frontends import Frontend
 
 pytestmark = pytest.mark.frontend

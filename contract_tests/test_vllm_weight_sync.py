@@ -39,7 +39,7 @@ from vllm.distributed.weight_transfer.nccl_engine import (
 )
 
 from vllm_devclient import DevClient, EngineCallError, Fleet, FleetError, WeightSync
-from vllm_devclient.testing.engine import Raise, Return
+from vllm_devclient.testing.engine_actions import Raise, Return
 from vllm_devclient.testing.frontends import Frontend
 
 pytestmark = pytest.mark.frontend

@@ -485,7 +485,7 @@ def _error_text(_: str) -> str:
 
 @figure("bounds.huge-page")
 def _huge_page(_: str) -> str:
-    from vllm_devclient.testing.misbehaving import HugeBody
+    from vllm_devclient.testing.misbehaving_behaviours import HugeBody
 
     return f"{HugeBody.size // (1024 * 1024)} MB"
 

@@ -28,9 +28,10 @@ from typing import Any
 from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient, VLLMWeightSyncClient
 
 from vllm_devclient import DevClient, Fleet, WeightSync
-from vllm_devclient.testing.engine import Hang, Raise, Return
+from vllm_devclient.testing.engine_actions import Hang, Raise, Return
 from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
-from vllm_devclient.testing.misbehaving import Answer, Close, MisbehavingServer, Trickle
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Close, Trickle
 from vllm_devclient.testing.model_dir import make_model_dir
 
 KINDS = ("vllm", "ours")

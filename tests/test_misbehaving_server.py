@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from vllm_devclient.testing.misbehaving import (
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import (
     Answer,
     Close,
     DeepJSON,
     EchoHeader,
     Hang,
     HugeBody,
-    MisbehavingServer,
     Redirect,
     Reset,
     Trickle,

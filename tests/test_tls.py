@@ -33,7 +33,8 @@ from vllm_devclient.fleet import AsyncFleet, Fleet
 from vllm_devclient.operations import CallContext, RetryPolicy
 from vllm_devclient.routes import endpoint
 from vllm_devclient.testing.certificates import CLIENT_NAME, KEY_PASSWORD, Certificates
-from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer
 from vllm_devclient.testing.tls_proxy import TLSProxy
 from vllm_devclient.transports import TLSFailure
 

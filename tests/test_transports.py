@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from vllm_devclient import AsyncDevClient, DevClient
-from vllm_devclient.testing.misbehaving import Answer, MisbehavingServer, Trickle
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Trickle
 from vllm_devclient.transports import ConnectFailed, Origin, TransportTimeout, WireRequest
 from vllm_devclient.transports.aiohttp_pool import AiohttpPool
 from vllm_devclient.transports.h11_pool import H11Pool

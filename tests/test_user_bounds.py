@@ -23,7 +23,8 @@ from vllm_devclient import (
 )
 from vllm_devclient.cli import ExitCode, cli
 from vllm_devclient.testing.bounds import timeout_bound
-from vllm_devclient.testing.misbehaving import Answer, Hang, MisbehavingServer
+from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Hang
 from vllm_devclient.testing.processes import free_port
 
 

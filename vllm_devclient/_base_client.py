@@ -29,7 +29,8 @@ from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
-from .transports import Origin, ResponseLike, TLSConfig, TransportKind, WireRequest, transport_kind
+from .responses import ResponseLike
+from .transports import Origin, TLSConfig, TransportKind, WireRequest, transport_kind
 
 __all__ = [
     "NOT_GIVEN",

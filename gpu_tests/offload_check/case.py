@@ -45,7 +45,7 @@ DECODE_IN_FLIGHT = 8
 # The reset under load's prompts: this long (or the server's room), so each one's prefill spans steps.
 LOAD_LENGTH = 8192
 
-__all__ = ["Instruments", "MutationSpec", "ServerIO", "hf_encoder", "run_case", "server_config_for"]
+__all__ = ["Instruments", "MutationSpec", "hf_encoder", "run_case", "server_config_for"]
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ __all__ = ["CheckIO", "CheckStopped", "MutationPlan", "run_check", "settle"]
 
 
 class CheckIO(Protocol):
-    """What the check needs from a server and its instruments; :class:`.case.ServerIO` is the real one."""
+    """What the check needs from a server and its instruments; `server_io.ServerIO` is the real one."""
 
     texts: dict[str, str]
 

@@ -11,7 +11,7 @@ sends ``AllBlocksCleared`` after a reset that succeeded, with the next engine st
 clock and the ``AllBlocksCleared`` count so far, a :class:`Seen`) and :class:`Pause`, and returns a
 :class:`~.report.ResetResult`: confirmed by ``success`` or by ``AllBlocksCleared``, refused (an HTTP error
 that is no gateway's, with the server's message), or unconfirmed with the reason; never success by default.
-:func:`drive` runs it over plain callables (``case.ServerIO`` and the tests' fake server).
+:func:`drive` runs it over plain callables (``server_io.ServerIO`` and the tests' fake server).
 """
 
 from __future__ import annotations

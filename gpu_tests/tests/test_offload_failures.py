@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import pytest
 
 from gpu_tests.offload_check.assertions import requests_ok
-from gpu_tests.offload_check.case import ServerIO
 from gpu_tests.offload_check.probes import Probe
 from gpu_tests.offload_check.report import Run
-from vllm_devclient.testing.engine import Raise, Return, ScriptedEngine
+from gpu_tests.offload_check.server_io import ServerIO
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.engine_actions import Raise, Return
 from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
 
 N = 20  # one failure is 5% (allowed), two are 10% (an error)

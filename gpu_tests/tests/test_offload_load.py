@@ -23,7 +23,8 @@ from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.offload_check.server_io import LOAD_RESETS, ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
 from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.testing.engine import Hang, Return, ScriptedEngine
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.engine_actions import Hang, Return
 from vllm_devclient.testing.frontends import PythonFrontend
 
 from .offload_fake import FakeServer

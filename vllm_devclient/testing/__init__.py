@@ -27,18 +27,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import (
-        Action,
-        Delay,
-        EngineCall,
-        EngineStartupError,
-        EngineState,
-        FinishReason,
-        Hang,
-        Raise,
-        Return,
-        ScriptedEngine,
-    )
+    from .engine import ScriptedEngine
+    from .engine_actions import Action, Delay, Hang, Raise, Return
+    from .engine_protocol import EngineCall, FinishReason
+    from .engine_state import EngineState
+    from .engine_transport import EngineStartupError
     from .frontends import (
         INSTALL_HINT,
         Frontend,
@@ -51,15 +44,15 @@ if TYPE_CHECKING:
     from .model_dir import make_model_dir
 
 _EXPORTS = {
-    "Action": "engine",
-    "Delay": "engine",
-    "EngineCall": "engine",
-    "EngineStartupError": "engine",
-    "EngineState": "engine",
-    "FinishReason": "engine",
-    "Hang": "engine",
-    "Raise": "engine",
-    "Return": "engine",
+    "Action": "engine_actions",
+    "Delay": "engine_actions",
+    "EngineCall": "engine_protocol",
+    "EngineStartupError": "engine_transport",
+    "EngineState": "engine_state",
+    "FinishReason": "engine_protocol",
+    "Hang": "engine_actions",
+    "Raise": "engine_actions",
+    "Return": "engine_actions",
     "ScriptedEngine": "engine",
     "INSTALL_HINT": "frontends",
     "Frontend": "frontends",

@@ -8,7 +8,8 @@ with generated tokens.
 
 The parts: the actions a script answers with (``engine_actions``), the protocol's messages, finish
 reasons and ready response (``engine_protocol``), the ZMQ connection and its thread (``engine_transport``),
-and what vLLM's engine remembers between calls (``engine_state``); every public name is importable from here.
+and what vLLM's engine remembers between calls (``engine_state``); ``vllm_devclient.testing`` exports
+them all.
 """
 
 from __future__ import annotations
@@ -23,22 +24,10 @@ import msgspec
 
 from .engine_actions import Action, Delay, Hang, Raise, Return
 from .engine_protocol import _ABORT, _ADD, _UTILITY, EngineCall, FinishReason, build_ready_response
-from .engine_protocol import ENGINE_CORE_DEAD as ENGINE_CORE_DEAD  # importable from here, as before
 from .engine_state import STATE_ANSWERS, EngineState
-from .engine_transport import EngineStartupError, EngineTransport
+from .engine_transport import EngineTransport
 
-__all__ = [
-    "Action",
-    "Delay",
-    "EngineCall",
-    "EngineStartupError",
-    "EngineState",
-    "FinishReason",
-    "Hang",
-    "Raise",
-    "Return",
-    "ScriptedEngine",
-]
+__all__ = ["ScriptedEngine"]
 
 
 def _default_results() -> dict[str, Any]:

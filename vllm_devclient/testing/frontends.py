@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..client import DevClient
 from ..errors import DevClientError
-from .engine import EngineCall, EngineStartupError, ScriptedEngine
+from .engine import ScriptedEngine
+from .engine_protocol import EngineCall
+from .engine_transport import EngineStartupError
 from .model_dir import make_model_dir
 from .processes import free_port, listener, spawn, stop_group
 from .processes import log_tail as _log_tail

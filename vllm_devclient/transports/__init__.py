@@ -13,7 +13,6 @@ from typing import Literal, Protocol
 import httpx
 
 from ..errors import InvalidParameterError
-from ..responses import ResponseLike
 from .base import (
     ConnectFailed,
     ConnectionDropped,
@@ -33,7 +32,6 @@ __all__ = [
     "ConnectionDropped",
     "Origin",
     "ProtocolViolation",
-    "ResponseLike",
     "SyncTransport",
     "TLSConfig",
     "TLSFailure",

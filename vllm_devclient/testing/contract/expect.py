@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import EngineCall
+from ..engine_protocol import EngineCall
 from .outcome import jsonable, resolve, short
 
 __all__ = [

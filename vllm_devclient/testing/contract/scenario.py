@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ...client import AsyncDevClient, DevClient
-from ..engine import Action
+from ..engine_actions import Action
 from .expect import EngineCallSpec, Expect
 from .outcome import jsonable, short
 from .transport import Exchange

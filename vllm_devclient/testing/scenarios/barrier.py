@@ -6,7 +6,7 @@ from typing import Any
 
 from ... import errors
 from ..contract import Check, Expect, Scenario, ScenarioRun, call, raises, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 _BARRIER_TIMEOUT = 1.0
 _BARRIER_MAX_POLL = 0.1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import reset_check
 from ..contract import Scenario, call, raises, returns, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(

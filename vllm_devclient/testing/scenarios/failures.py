@@ -8,7 +8,7 @@ from typing import Any
 
 from ... import errors
 from ..contract import Client, EngineCallSpec, Scenario, call, raises, returns
-from ..engine import Delay, Hang, Raise
+from ..engine_actions import Delay, Hang, Raise
 from ._shared import RPC_ARGS, rpc
 
 _HANG_TIMEOUT = 0.5

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..contract import Client, Scenario, call, returns, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 
 def _in_flow(flow: str, inside: Callable[[Any], object], **kw: Any) -> Callable[[Client], object]:

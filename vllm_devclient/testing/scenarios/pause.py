@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..contract import Scenario, call, returns, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(

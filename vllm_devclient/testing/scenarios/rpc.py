@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import errors
 from ..contract import Scenario, call, raises, returns
-from ..engine import Return
+from ..engine_actions import Return
 from ._shared import COLLECTIVE_RPC, rpc
 
 _PY_STRINGS = "the Python frontend str()s every per-worker result that is not a dict, list or None"

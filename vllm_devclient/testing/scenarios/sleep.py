@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ...endpoints import PauseMode
 from ..contract import Client, Scenario, call, returns, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 _MODES: tuple[tuple[int, PauseMode], ...] = ((1, "abort"), (0, "keep"), (2, "wait"))
 

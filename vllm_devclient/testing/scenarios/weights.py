@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import errors
 from ..contract import EngineCallSpec, Scenario, call, raises, returns_model
-from ..engine import Return
+from ..engine_actions import Return
 
 
 def _worker_rpc(method: str, *rest: Any) -> dict[str, tuple[EngineCallSpec, ...]]:
