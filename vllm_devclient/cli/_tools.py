@@ -93,17 +93,7 @@ def _selection(scenarios: str | None, sources: tuple[str, ...]) -> Any:
     try:
         return select(scenarios, sources)
     except ScenarioSourceError as exc:
-        hint = "--scenarios" if scenarios and "no scenario named" in str(exc) else "--scenarios-from"
-        raise click.BadParameter(str(exc), param_hint=hint) from exc
-
-
-def _selection_args(scenarios: str | None, sources: tuple[str, ...], frontends: str) -> list[str]:
-    """The selection options as given, for a hint that repeats them."""
-    out = [] if frontends == "python,rust" else ["--frontends", frontends]
-    out += [] if scenarios is None else ["--scenarios", scenarios]
-    for source in sources:
-        out += ["--scenarios-from", source]
-    return out
+        raise click.BadParameter(str(exc), param_hint=exc.option) from exc
 
 
 @click.command("parity", epilog=SUBCOMMAND_EPILOG)

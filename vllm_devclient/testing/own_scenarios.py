@@ -37,7 +37,12 @@ __all__ = ["ScenarioSourceError", "catalogue", "load", "select"]
 
 
 class ScenarioSourceError(ValueError):
-    """A `--scenarios-from` module that cannot be loaded, lacks `SCENARIOS`, or repeats a name."""
+    """A `--scenarios-from` module that cannot be loaded, lacks `SCENARIOS`, or repeats a name; or a
+    `--scenarios` name no catalogue has. `option` names the command-line option at fault."""
+
+    def __init__(self, message: str, option: str = "--scenarios-from") -> None:
+        super().__init__(message)
+        self.option = option
 
 
 def load(source: str) -> tuple[Scenario, ...]:
@@ -95,5 +100,7 @@ def select(names: str | None, sources: Sequence[str] = ()) -> list[Scenario] | N
     unknown = [n for n in wanted if n not in by_name]
     if unknown or not wanted:
         where = " (give --scenarios-from for your own)" if not sources else ""
-        raise ScenarioSourceError(f"no scenario named {', '.join(unknown) or '(none given)'}{where}")
+        raise ScenarioSourceError(
+            f"no scenario named {', '.join(unknown) or '(none given)'}{where}", option="--scenarios"
+        )
     return [by_name[n] for n in wanted]
