@@ -70,8 +70,9 @@ def _status(settings: Settings, what: str) -> contextlib.AbstractContextManager[
 # ---- parity ------------------------------------------------------------------------------------------------
 
 
-def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Which scenarios run: `--scenarios` (by name) among the built-in ones and `--scenarios-from`'s."""
+def selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Which scenarios run: `--scenarios` (by name) among the built-in ones and `--scenarios-from`'s (the
+    fixture tools' commands take them too)."""
     fn = click.option(
         "--scenarios-from",
         "sources",
@@ -84,7 +85,7 @@ def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _selection(scenarios: str | None, sources: tuple[str, ...]) -> Any:
+def selection(scenarios: str | None, sources: tuple[str, ...]) -> Any:
     """The scenarios chosen (None: the built-in ones), or a usage error naming the option at fault."""
     try:
         from ..testing.own_scenarios import ScenarioSourceError, select
@@ -110,7 +111,7 @@ def _selection(scenarios: str | None, sources: tuple[str, ...]) -> Any:
     is_flag=True,
     help="With two --url: also compare reset_prefix_cache (idempotent, but it drops the prefix cache).",
 )
-@_selection_options
+@selection_options
 @global_options(top=False)
 def parity(
     report_path: Path, allow_reset: bool, scenarios: str | None, sources: tuple[str, ...], **common: Any
@@ -136,7 +137,7 @@ def parity(
         from ..testing.parity import run_parity, summary_lines
     except ImportError as exc:
         raise Unavailable(exc, "testing") from exc
-    chosen = _selection(scenarios, sources)
+    chosen = selection(scenarios, sources)
     if urls and chosen is not None and scenarios is None:
         # Against live servers the built-in ones stay the read-only ones; yours run as you wrote them.
         from ..testing.parity import safe_scenarios
