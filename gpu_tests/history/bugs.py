@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BUGS", "Bug", "Scenario"]
+__all__ = ["BUGS", "HUNTS", "Bug", "Hunt", "Scenario"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,25 @@ _SIMPLE_RESET = Scenario(
     "simple",
 )
 
+_SIMPLE_IN_FLIGHT = Scenario(
+    "simple-in-flight",
+    "the Simple connector with 64 and 256 requests in flight (async scheduling, the default), "
+    "repeated to measure a rate",
+    ("tiny-llama",),
+    "simple",
+    concurrencies=(64, 256),
+    iterations=5,
+)
+_HYBRID_ALL_AT_ONCE = Scenario(
+    "hybrid-all-at-once",
+    "a hybrid attention+Mamba model, OffloadingConnector: the reload with every request in flight, "
+    "so the compute stream is busy when a load starts; repeated to measure a rate",
+    ("tiny-qwen3-next", "tiny-nemotron-h"),
+    "offloading",
+    concurrencies=(0,),
+    iterations=5,
+)
+
 BUGS: tuple[Bug, ...] = (
     Bug(
         "vllm-pr44599",
@@ -136,15 +155,7 @@ BUGS: tuple[Bug, ...] = (
         fixed="0.24.0",
         present=("0.20.2", "0.22.0", "0.23.0"),
         families=("llama",),
-        scenario=Scenario(
-            "simple-in-flight",
-            "the Simple connector with 64 and 256 requests in flight (async scheduling, the default), "
-            "repeated to measure a rate",
-            ("tiny-llama",),
-            "simple",
-            concurrencies=(64, 256),
-            iterations=5,
-        ),
+        scenario=_SIMPLE_IN_FLIGHT,
         evidence=("kv_bytes_identical", "answers_unchanged"),
         timing=True,
         note="on 0.23.0 the Simple connector's full reset raises (vllm-pr39726) first; PORTING.md reads tiny "
@@ -159,15 +170,7 @@ BUGS: tuple[Bug, ...] = (
         fixed="0.26.0",
         present=("0.20.2", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.25.1"),
         families=("qwen3-next", "nemotron-h"),
-        scenario=Scenario(
-            "hybrid-all-at-once",
-            "a hybrid attention+Mamba model, OffloadingConnector: the reload with every request in flight, "
-            "so the compute stream is busy when a load starts; repeated to measure a rate",
-            ("tiny-qwen3-next", "tiny-nemotron-h"),
-            "offloading",
-            concurrencies=(0,),
-            iterations=5,
-        ),
+        scenario=_HYBRID_ALL_AT_ONCE,
         evidence=("kv_bytes_identical", "answers_unchanged"),
         timing=True,
     ),
@@ -191,5 +194,40 @@ BUGS: tuple[Bug, ...] = (
             label="reset-under-load",
         ),
         evidence=("requests_ok",),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Hunt:
+    """A bug reported present in a served release that no graded release fixes: its scenario runs on
+    ``release`` and what the check's general assertions show there is reported, not graded."""
+
+    id: str
+    title: str
+    url: str
+    release: str
+    scenario: Scenario
+    evidence: tuple[str, ...]
+
+
+HUNTS: tuple[Hunt, ...] = (
+    Hunt(
+        "vllm-issue47282",
+        "SimpleCPUOffloadConnector loads with no barrier against the compute stream still reading the "
+        "destination blocks (write-after-read; the load-side twin of #45704)",
+        "https://github.com/vllm-project/vllm/issues/47282",
+        release="0.26.0",
+        scenario=_SIMPLE_IN_FLIGHT,
+        evidence=("kv_bytes_identical", "answers_unchanged"),
+    ),
+    Hunt(
+        "vllm-cross-step-zeroing",
+        "blocks zeroed for Mamba models in one step wipe an async load that lands in a later step (the "
+        "cross-step variant of the _skip_zero_block_ids bug)",
+        "https://github.com/vllm-project/vllm/compare/v0.25.1...v0.26.0",
+        release="0.26.0",
+        scenario=_HYBRID_ALL_AT_ONCE,
+        evidence=("kv_bytes_identical", "answers_unchanged"),
     ),
 )

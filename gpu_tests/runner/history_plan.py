@@ -1,5 +1,6 @@
-"""Issue 35's device plan: per vLLM release, the clean matrix cases it can serve and the cases of every bug
-(``gpu_tests/history/bugs.py``) whose buggy or fixed release it is; what it cannot run, with the reason.
+"""Issue 35's device plan: per vLLM release, the clean matrix cases it can serve, the cases of every bug
+(``gpu_tests/history/bugs.py``) whose buggy or fixed release it is and of every bug hunted there (``HUNTS``);
+what it cannot run, with the reason.
 
     python -m gpu_tests.runner.run_matrix --history --dry-run          # every release
     python -m gpu_tests.runner.run_matrix --vllm-version 0.20.2 --dry-run --no-mutations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpu_tests.history.bugs import BUGS, Bug, Scenario
+from gpu_tests.history.bugs import BUGS, HUNTS, Bug, Hunt, Scenario
 from gpu_tests.offload_check import releases
 from gpu_tests.offload_check.profiles import ALIGN_FAMILIES, PROFILES, CheckCase, connector_by_name
 from gpu_tests.offload_check.tiny import TINY_FAMILIES
@@ -32,6 +33,7 @@ __all__ = [
     "clean_families",
     "describe",
     "history_plans",
+    "hunts_of",
     "missing_option",
     "release_plan",
     "scenario_jobs",
@@ -179,6 +181,10 @@ def bugs_of(version: str) -> list[Bug]:
     return [b for b in BUGS if version in (b.buggy, b.fixed)]
 
 
+def hunts_of(version: str) -> list[Hunt]:
+    return [h for h in HUNTS if h.release == version]
+
+
 def release_plan(
     version: str,
     *,
@@ -196,8 +202,8 @@ def release_plan(
     common = {"report_dir": report_dir, "gsm8k_dir": gsm8k_dir, "server_args": server_args}
     clean = plan(clean_families(), iterations=1, mutations=False, costs=costs, **common)
     jobs = {j.case_id: j for j in clean if _arg(j.args, "--frontend") in frontends}
-    for bug in bugs_of(version):
-        for job in scenario_jobs(bug.scenario, costs=costs, **common):  # type: ignore[arg-type]
+    for scenario in [b.scenario for b in bugs_of(version)] + [h.scenario for h in hunts_of(version)]:
+        for job in scenario_jobs(scenario, costs=costs, **common):  # type: ignore[arg-type]
             jobs[job.case_id] = job
     kept, skipped = split_by_release(sorted(jobs.values(), key=lambda j: -j.expected_s), version)
     calls, span = _calls(kept, parallel, setup_s)
@@ -213,9 +219,11 @@ def describe(plans: Sequence[ReleasePlan], *, verbose: bool = True) -> list[str]
     lines = []
     for p in plans:
         bugs = ", ".join(b.id for b in bugs_of(p.version)) or "none (clean matrix only)"
+        hunted = ", ".join(h.id for h in hunts_of(p.version))
+        hunts = f"; hunted here: {hunted}" if hunted else ""
         lines += [
             f"vLLM {p.version}: {len(p.jobs)} cases, simulated {p.makespan_s:.0f} s, "
-            f"about {p.calls} device call(s); bugs graded here: {bugs}",
+            f"about {p.calls} device call(s); bugs graded here: {bugs}{hunts}",
             f"  build: {p.build}",
         ]
         if verbose:

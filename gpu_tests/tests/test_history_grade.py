@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from gpu_tests.history.bugs import BUGS
+from gpu_tests.history.bugs import BUGS, HUNTS
 from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import grade, history_plan, tables
 from gpu_tests.runner.collect import read_report, write_report
@@ -45,6 +45,20 @@ def test_every_bug_has_a_plannable_scenario_and_evidence_the_judge_writes() -> N
             runnable = [j for j in plan.jobs if j.case_id in cases]
             assert all(j.args[j.args.index("--vllm-release") + 1] == version for j in runnable)
         assert bug.buggy in bug.present and bug.fixed not in bug.present, bug.id
+
+
+def test_a_hunted_bug_runs_its_scenario_on_its_release_only_and_names_general_evidence() -> None:
+    names = _judge_names()
+    plans = {p.version: p for p in history_plan.history_plans(report_dir=Path("r"), costs=expected_costs())}
+    assert HUNTS and len({h.id for h in HUNTS}) == len(HUNTS)
+    for hunt in HUNTS:
+        assert hunt.evidence and set(hunt.evidence) <= names, hunt.id
+        cases = {j.case_id for j in history_plan.scenario_jobs(hunt.scenario, report_dir=Path("r"), costs={})}
+        assert cases <= {j.case_id for j in plans[hunt.release].jobs}, hunt.id
+        assert hunt.id in "\n".join(history_plan.describe([plans[hunt.release]], verbose=False))
+    # The Simple connector's in-flight cases run on 0.26.0 for the hunt alone (no bug is graded there).
+    assert "tiny-llama-simple-python-c64" in {j.case_id for j in plans["0.26.0"].jobs}
+    assert not any("0.26.0" in (b.buggy, b.fixed) for b in BUGS if b.scenario.name == "simple-in-flight")
 
 
 def test_with_no_history_run_committed_every_cell_is_not_yet_run() -> None:
