@@ -30,14 +30,15 @@ from .probe_files import (
     ProbeFiles,
 )
 from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
-from .profiles import CheckCase, gpu_count, resolve_model
+from .profiles import CheckCase, ModelProfile, gpu_count, resolve_model
 from .report import OffloadCheckReport
 from .server import KVEventsSettings, ServerConfig, VllmServer
 from .server_io import ServerIO
 from .settings import CheckSettings
 
-# Real-size models with random weights answer by bf16 near-ties, so their greedy text follows the batch: the
-# clean iterations send a second warm run spread over this many seconds (the batch control, judge.py).
+# Real-size models with random weights answer by bf16 near-ties, and requests in flight together batch by
+# timing, so the greedy text may follow the batch: the clean iterations of either send a second warm run
+# spread over this many seconds (the batch control, judge.py).
 BATCH_CONTROL_S = 2.0
 JUDGE_COMMIT_ENV = "VLLM_DEVCLIENT_JUDGE_COMMIT"
 # The real-size budget's decode rate: this many questions at once, their prompts in the GPU prefix cache.
@@ -229,6 +230,12 @@ def measure_and_judge(
     return judge_case(settings, report)
 
 
+def batch_control_for(profile: ModelProfile, concurrency: int | None) -> float:
+    """The batch control's spread for a case: a real-size model answers by near-ties, and requests in flight
+    together (``concurrency`` other than 1; None: all at once) batch by timing."""
+    return BATCH_CONTROL_S if profile.real_size_of is not None or concurrency != 1 else 0.0
+
+
 def run_case(
     case: CheckCase,
     *,
@@ -289,7 +296,7 @@ def run_case(
         expected_frontend=case.frontend,
         iterations=iterations,
         reference_digests=instruments is not None and bool(instruments.poison_rpc),
-        batch_control_s=BATCH_CONTROL_S if p.real_size_of is not None else 0.0,
+        batch_control_s=batch_control_for(p, concurrency),
         decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
         mutation_expectations={
             k: m.caught_by for k, m in (instruments.mutations.items() if instruments else ())

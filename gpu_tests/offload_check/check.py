@@ -5,8 +5,9 @@ One server per case (model x connector x frontend). An *iteration* is:
 1. full reset (``reset_external=True``): both tiers empty;
 2. cold run: every probe (``probes.py``), its KV stored to the CPU tier as it is computed;
 3. warm run: the same probes from the GPU prefix cache, the like-for-like reference of the reload; with
-   ``batch_control_s`` (the real-size profiles) and no mutation armed, a second warm run (``warm2``) sent
-   spread over that many seconds: the same splits in other batches, which tells batch noise from the KV;
+   ``batch_control_s`` (the real-size profiles, requests in flight together) and no mutation armed, a
+   second warm run (``warm2``) sent spread over that many seconds: the same splits in other batches, which
+   tells batch noise from the KV;
    with ``decode_in_flight``, that many questions again at once (``decode``: the budget's decode rate);
 4. wait until the CPU-tier stores settle (KV events where the connector sends them, else metrics);
 5. GPU-only reset (``reset_external=False``): GPU prefix cache dropped, CPU tier kept; then

@@ -15,6 +15,8 @@ Per iteration:
    then the answer follows the batch and not only the KV. Fails on any ``differ``; with nothing compared, or
    where the batch control moved any answer (the engine's answers follow the batch, as a real-size model
    with random weights does: a difference cannot be told from noise), "not evaluated", with the figures.
+   The real-size profiles and every case with requests in flight together (concurrency other than 1, where
+   batches form by timing) send the batch control.
 3. ``kv_bytes_identical`` (servers with the reference instrument): every block a request started from, in
    every run, equals a computation of its prefix, layer region by layer region (digests taken where the model
    computed the block, checked at its first use: ``gpu_tests/kv_proof/reference.py``); no block holds the

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_tests.kv_proof.instruments import INSTRUMENTS
 from gpu_tests.offload_check import PROFILES, CheckCase, OffloadCheckReport, run_case
+from gpu_tests.offload_check.case import BATCH_CONTROL_S, batch_control_for
 from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
@@ -192,3 +193,13 @@ def test_consecutive_defects_take_other_boundary_probes_and_controls() -> None:
     assert cut[0] == ["b16-q03", "c16-q05"]  # the longest first
     assert all(not set(a) & set(b) for a, b in itertools.pairwise(cut))
     assert {c[0] for c in cut} == {"b16-q01", "b16-q02", "b16-q03"}  # every probe of a size in turn
+
+
+def test_requests_in_flight_together_send_the_batch_control_as_real_size_does() -> None:
+    """Batches form by timing once requests are in flight together, so a reload's text may follow the batch
+    (issue 35's first 0.26.0 run: 64 in flight, two cold runs of the same splits disagreed on 5 of 72); the
+    batch control tells that from the KV, as it does for real-size models."""
+    tiny, real = PROFILES["tiny-llama"], PROFILES["gemma-4-e4b-it-real"]
+    assert batch_control_for(tiny, 1) == 0.0
+    assert batch_control_for(tiny, 64) == batch_control_for(tiny, None) == BATCH_CONTROL_S > 0
+    assert batch_control_for(real, 1) == BATCH_CONTROL_S
