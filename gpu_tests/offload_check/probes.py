@@ -32,6 +32,7 @@ from .probe_files import prompt_key
 
 __all__ = [
     "CONTROL_OFFSET",
+    "PROBE_BLOCKS",
     "PROBE_MAX_TOKENS",
     "SHAPES",
     "Probe",
@@ -49,6 +50,10 @@ CONTROL_OFFSET = 3
 # What a boundary probe, a control and a mutation iteration's probe generate: the verdicts on them rest on
 # splits, bytes and restored state, and a few tokens show an answer's start.
 PROBE_MAX_TOKENS = 32
+# A boundary probe spans this many of its blocks where the context has room (never fewer than two): its reload
+# then loads several blocks of each attention group from several CPU slots, so a defect in the load plan or in
+# the slots acts on blocks a request reads even where one block is longer than a few-shot prompt (real size).
+PROBE_BLOCKS = 4
 Encode = Callable[[str], list[int]]
 
 
@@ -109,9 +114,10 @@ def build_probes(
     questions' shared few-shot prefix a probe's blocks would already sit in the GPU prefix cache, loaded by an
     earlier probe of the same run, and a reload of less than a chunk is never made.) A probe spans at least
     two of its sizes, so that a whole one lies before its last token and can be loaded (a one-block prompt
-    loads nothing: its last token is always computed): where one block is longer than a few-shot prompt (a
-    real hybrid's 1280 tokens) the probe takes more examples, as many as that needs. ``max_length`` (the
-    server's context less the probe's tokens) caps a probe; a size it leaves no room for gets fewer probes.
+    loads nothing: its last token is always computed), and up to :data:`PROBE_BLOCKS` where the context has
+    room: where one block is longer than a few-shot prompt (a real hybrid's 544 or 1280 tokens) the probe
+    takes more examples, as many as that needs. ``max_length`` (the server's context less the probe's
+    tokens) caps a probe; a size it leaves no room for gets fewer probes.
     """
     questions = build_prompts(train, test, num_questions, num_shots)
     probes = [
@@ -121,6 +127,9 @@ def build_probes(
     next_question = num_questions
     next_shots = num_shots
     for size in sizes:
+        want = (
+            PROBE_BLOCKS * size if max_length is None else max(2 * size, min(PROBE_BLOCKS * size, max_length))
+        )
         for kind, offset in (("boundary", 0), ("control", CONTROL_OFFSET)):
             made = 0
             while made < per_size and next_question < len(test) and next_shots + num_shots <= len(train):
@@ -128,7 +137,7 @@ def build_probes(
                 next_question += 1
                 shots: list[GSM8KItem] = []
                 ids: tuple[int, ...] = ()
-                while len(ids) < 2 * size and next_shots + num_shots <= len(train):
+                while len(ids) < want and next_shots + num_shots <= len(train):
                     shots += train[next_shots : next_shots + num_shots]
                     next_shots += num_shots
                     (item,) = build_prompts(shots, test[index : index + 1], 1, len(shots))

@@ -30,6 +30,8 @@ from gpu_tests.offload_check.probe_files import (
 )
 from gpu_tests.offload_check.probes import (
     CONTROL_OFFSET,
+    PROBE_BLOCKS,
+    PROBE_MAX_TOKENS,
     Probe,
     boundary_sizes,
     build_probes,
@@ -323,6 +325,33 @@ def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_
     assert len({p.token_ids[:size] for p in cut}) == len(cut)  # still no block shared
     # No room for two blocks: no probe of that size, rather than one that can load nothing.
     assert probes(0, 1, 2 * size - 1) == []
+
+
+def test_a_probe_spans_several_blocks_where_the_context_has_room_so_a_reload_loads_several() -> None:
+    """Real size, 544-token blocks (Qwen3.5): probes of two blocks reload one block a group from one CPU
+    slot, where a permuted load plan or a shared slot cannot act (issue 33's fourth run: load_plan_permuted
+    never acted on Qwen3.5). With room, each probe spans PROBE_BLOCKS blocks; without, as many as fit."""
+    train, test = load_gsm8k(data_dir=GSM8K_DIR)
+
+    def cut(size: int, room: int) -> list[Probe]:
+        made = build_probes(
+            train,
+            test,
+            lambda s: [ord(c) for c in s],
+            num_questions=0,
+            num_shots=1,
+            max_tokens=9,
+            sizes=[size],
+            per_size=2,
+            max_length=room,
+        )
+        return [p for p in made if p.kind != "gsm8k"]
+
+    for p in cut(544, 4096 - PROBE_MAX_TOKENS):
+        blocks = (p.length + (CONTROL_OFFSET if p.kind == "control" else 0)) // 544
+        assert PROBE_BLOCKS <= blocks and p.length <= 4096 - PROBE_MAX_TOKENS, (p.id, p.length)
+    # 1280-token blocks in a 4096-token context: three blocks fit, and every probe takes three.
+    assert {p.length + (CONTROL_OFFSET if p.kind == "control" else 0) for p in cut(1280, 4064)} == {3840}
 
 
 def test_the_load_plan_log_reads_each_release_s_load_jobs() -> None:
