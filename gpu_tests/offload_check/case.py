@@ -190,6 +190,9 @@ def _mutation_plans(
         start = (turn * questions) % len(asked) if asked else 0
         own = (asked[start:] + asked[:start])[:questions]
         cut = [group[turn % len(group)] for group in ranked]
+        # And the probes of the iteration before, sent again after the full reset that begins this one: what
+        # the CPU tier held before a reset must not come back from it (a stale slot is looked up only so).
+        cut += [group[(turn - 1) % len(group)] for group in ranked if turn and len(group) > 1]
         # Caught by the bytes and the restored state, not by the answers: a few tokens will do.
         return tuple(replace(p, max_tokens=min(p.max_tokens, PROBE_MAX_TOKENS)) for p in [*own, *cut])
 

@@ -170,9 +170,10 @@ def test_each_defect_gets_questions_of_its_own() -> None:
 
 def test_consecutive_defects_take_other_boundary_probes_and_controls() -> None:
     """At real size the questions' one full block is the few-shot prefix they all share: the boundary probes
-    and controls are what a defect's iteration stores. The same probe in two consecutive iterations would meet
-    its own bytes in the CPU slots a full reset hands out again (a store that copies nothing passed so on
-    Nemotron-H 8B and Qwen3.5, run real-size-2026-12-02)."""
+    and controls are what a defect's iteration stores. Only the same probes in two consecutive iterations
+    would meet their own bytes in the CPU slots a full reset hands out again (a store that copies nothing
+    passed so on Nemotron-H 8B and Qwen3.5, run real-size-2026-12-02): each iteration has new ones of its
+    own, and sends the iteration before's again."""
     from gpu_tests.offload_check.case import _mutation_plans
     from gpu_tests.offload_check.probe_files import GroupLayout
     from gpu_tests.offload_check.probes import Probe
@@ -190,9 +191,13 @@ def test_consecutive_defects_take_other_boundary_probes_and_controls() -> None:
     names = ["store_wrong_block", "store_copies_nothing", "cpu_slot_shared", "load_wrong_cpu_block"]
     plans, _ = _mutation_plans(names, "OffloadingConnector", INSTRUMENTS, layout, probes, 4)
     cut = [[p.id for p in plan.probes if p.kind != "gsm8k"] for plan in plans]
-    assert cut[0] == ["b16-q03", "c16-q05"]  # the longest first
-    assert all(not set(a) & set(b) for a, b in itertools.pairwise(cut))
-    assert {c[0] for c in cut} == {"b16-q01", "b16-q02", "b16-q03"}  # every probe of a size in turn
+    assert cut[0][:2] == ["b16-q03", "c16-q05"]  # the longest first
+    own = [c[:2] for c in cut]
+    assert all(not set(a) & set(b) for a, b in itertools.pairwise(own))
+    assert {c[0] for c in own} == {"b16-q01", "b16-q02", "b16-q03"}  # every probe of a size in turn
+    # The iteration before's probes come again after the reset: a slot the reset should have dropped is
+    # looked up (stale_slot_after_reset missed on both real-size hybrids when no iteration did so).
+    assert all(cut[k][2:] == own[k - 1] for k in range(1, len(cut)))
 
 
 def test_requests_in_flight_together_send_the_batch_control_as_real_size_does() -> None:
