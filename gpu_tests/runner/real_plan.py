@@ -134,9 +134,13 @@ def plan_real(
                 num_questions=num_questions,
                 concurrency=PROFILES[name].concurrency,
             )
-            expected = case_s(est, cold=rank == 0, kind=kind, defects=catalogue_size(connector))
+            defects = catalogue_size(connector)
+            expected = case_s(est, cold=rank == 0, kind=kind, defects=defects)
+            # The timeout assumes the model's first server on the machine: --only may run any case first,
+            # and its kernels then compile (the fourth run's catalogues were stopped at twice a warm start).
+            timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
             case_id = make_case_id(name, connector, frontend, "mutations" if catalogue else "")
-            job = Job(case_id, name, kind, args, expected * timeout_margin, expected, mem_gib=size.mem_gib)
+            job = Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
 

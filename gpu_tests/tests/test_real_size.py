@@ -180,6 +180,12 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     args = catalogue.args
     assert args[args.index("--iterations") + 1] == "0" and args[args.index("--mutations") + 1] == "all"
     assert catalogue.case_id.endswith("-mutations")
+    # Any case may be the first of its model on the machine (--only): its timeout allows the cold startup.
+    for job in jobs:
+        est = real_plan.ESTIMATES[PROFILES[job.family].real_size_of or ""]
+        defects = real_plan.catalogue_size(job.args[job.args.index("--connector") + 1])
+        cold = real_plan.case_s(est, cold=True, kind=job.kind, defects=defects)
+        assert job.timeout_s >= 2 * cold >= 2 * job.expected_s - 1e-6, job.case_id
 
 
 def test_the_search_deals_at_least_the_priority_order_and_the_runner_can_replay_it(tmp_path: Path) -> None:
