@@ -61,7 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=15)
     p.add_argument("--parts", type=int, default=1, help="device calls the plan is dealt over")
     p.add_argument("--part", type=int, default=1, help="which of them to run (1-based)")
-    p.add_argument("--setup-s", type=float, default=80.0, help="the first call's setup, before the matrix")
+    p.add_argument(
+        "--setup-s",
+        type=float,
+        default=80.0,
+        help="the first call's setup, before the matrix; the plan is dealt with it, so every --part of one "
+        "plan takes the same value (part 2 with another one gets another deal: cases run twice or never)",
+    )
     p.add_argument("--deadline-s", type=float, default=3600.0)
     p.add_argument("--gsm8k-dir", default=os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR"))
     p.add_argument(
