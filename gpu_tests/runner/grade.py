@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_tests.history.bugs import BUGS, Bug
+from gpu_tests.history.bugs import BUGS, HUNTS, Bug, Scenario
 from gpu_tests.offload_check.releases import version_key
-from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCheckReport
+from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, scenario_jobs
 
-__all__ = ["HistoryRun", "grade_cell", "grade_table", "history_runs", "runs_table"]
+__all__ = ["HistoryRun", "grade_cell", "grade_table", "history_runs", "hunt_table", "runs_table"]
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not yet run"
@@ -70,23 +70,25 @@ def _failed(assertions: Sequence[AssertionResult], names: Sequence[str]) -> list
     return [a for a in assertions if a.name in names and a.evaluated and not a.passed]
 
 
-def _iteration_caught(it: Iteration, bug: Bug) -> bool:
-    return bool(_failed(it.assertions, bug.evidence))
-
-
-def _case_cell(bug: Bug, case_id: str, run: HistoryRun) -> str:
+def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: HistoryRun) -> str:
     if case_id in run.skipped:
         return f"could not run ({case_id}): {run.skipped[case_id]}"
     report = run.reports.get(case_id)
     if report is None:
         return f"not run ({case_id} has no report in {run.folder.name})"
     clean = report.clean()
-    if bug.timing:
-        k = sum(_iteration_caught(it, bug) for it in clean)
-        concurrency = "all at once" if report.concurrency == 0 else f"concurrency {report.concurrency}"
-        return f"{k}/{len(clean)} iterations caught at {concurrency} ({case_id})"
-    failed = _failed(report.assertions, bug.evidence) + [
-        a for it in clean for a in _failed(it.assertions, bug.evidence)
+    if timing:
+        caught = [a for it in clean if (a := next(iter(_failed(it.assertions, evidence)), None))]
+        at = "all at once" if report.concurrency in (0, None) else f"concurrency {report.concurrency}"
+        # Each evidence assertion's own rate: which of them the iterations failed, and which held throughout.
+        each = ", ".join(
+            f"{name} {sum(bool(_failed(it.assertions, [name])) for it in clean)}/{len(clean)}"
+            for name in evidence
+        )
+        first = f"; first: {caught[0].name}: {_first(caught[0].message)}" if caught else ""
+        return f"{len(caught)}/{len(clean)} iterations caught at {at} ({case_id}: {each}){first}"
+    failed = _failed(report.assertions, evidence) + [
+        a for it in clean for a in _failed(it.assertions, evidence)
     ]
     if failed:
         return f"caught by {failed[0].name} ({case_id}): {_first(failed[0].message)}"
@@ -100,15 +102,37 @@ def _case_cell(bug: Bug, case_id: str, run: HistoryRun) -> str:
     return f"not caught ({case_id} failed {', '.join(others)})"
 
 
-def _scenario_cases(bug: Bug) -> list[str]:
-    return [j.case_id for j in scenario_jobs(bug.scenario, report_dir=Path("reports"), costs={})]
+def _scenario_cases(scenario: Scenario) -> list[str]:
+    return [j.case_id for j in scenario_jobs(scenario, report_dir=Path("reports"), costs={})]
 
 
 def grade_cell(bug: Bug, version: str, runs: dict[str, HistoryRun]) -> str:
     run = runs.get(version)
     if run is None:
         return NOT_RUN
-    return "<br>".join(_case_cell(bug, case_id, run) for case_id in _scenario_cases(bug))
+    cases = _scenario_cases(bug.scenario)
+    return "<br>".join(_case_cell(bug.evidence, bug.timing, case_id, run) for case_id in cases)
+
+
+def hunt_table(runs: dict[str, HistoryRun]) -> str:
+    """The bugs reported present in a served release (``HUNTS``): what the scenario showed there, as a rate
+    of clean iterations whose evidence assertions failed (a finding, not a grade: no release fixes them)."""
+    rows = [
+        "| bug | connector, scenario | evidence (judge assertions) | release | what the check showed |",
+        "|---|---|---|---|---|",
+    ]
+    for hunt in HUNTS:
+        run = runs.get(hunt.release)
+        cells = (
+            [_case_cell(hunt.evidence, True, c, run) for c in _scenario_cases(hunt.scenario)]
+            if run is not None
+            else [NOT_RUN]
+        )
+        rows.append(
+            f"| [{hunt.id}]({hunt.url}): {hunt.title} | {hunt.scenario.connector}, {hunt.scenario.name} "
+            f"| {', '.join(hunt.evidence)} | {hunt.release} | {'<br>'.join(cells)} |"
+        )
+    return "\n".join(rows)
 
 
 def grade_table(runs: dict[str, HistoryRun]) -> str:

@@ -139,7 +139,22 @@ def test_a_timing_bug_is_graded_as_a_rate_at_its_concurrency(tmp_path: Path) -> 
     case = f"{wiped.scenario.profiles[0]}-offloading-python-all-at-once"
     _commit_run(tmp_path / "results", wiped.buggy, {case: edited}, {})
     cell = grade.grade_cell(wiped, wiped.buggy, grade.history_runs(tmp_path / "results"))
-    assert cell.split("<br>")[0] == f"1/3 iterations caught at all at once ({case})"
+    first = cell.split("<br>")[0]
+    assert first.startswith(f"1/3 iterations caught at all at once ({case}: kv_bytes_identical 1/3, ")
+    assert "answers_unchanged 0/3" in first and "; first: kv_bytes_identical: " in first
+
+
+def test_a_hunt_shows_its_rate_on_its_release_and_not_yet_run_elsewhere(tmp_path: Path) -> None:
+    hunt = next(h for h in HUNTS if h.scenario.concurrencies == (0,))
+    source = read_report(PROOF / "tiny-falcon-h1-offloading-python.json.xz")
+    edited = tmp_path / "edited.json.xz"
+    write_report(edited, source.model_copy(update={"concurrency": 0}))
+    case = f"{hunt.scenario.profiles[0]}-offloading-python-all-at-once"
+    assert "not yet run" in grade.hunt_table({})
+    _commit_run(tmp_path / "results", hunt.release, {case: edited}, {})
+    table = grade.hunt_table(grade.history_runs(tmp_path / "results"))
+    row = next(r for r in table.splitlines() if hunt.id in r)
+    assert f"iterations caught at all at once ({case}: kv_bytes_identical " in row and hunt.release in row
 
 
 def test_the_history_readme_tables_are_generated() -> None:
