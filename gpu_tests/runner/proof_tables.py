@@ -1,14 +1,24 @@
 """The KV proof's tables, made from committed reports only: every clean case with its byte verdict at first
-use, and every catalogue case defect by defect (``tables.TABLES`` writes them into the README)."""
+use (per run, or over several runs), their totals, every catalogue case defect by defect, and a run's verdicts
+and runner calls from its ``run.json`` (``tables.TABLES`` writes them into the README)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from gpu_tests.offload_check.probe_files import FirstUse
 from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 
-__all__ = ["catalogue_table", "clean_table"]
+__all__ = [
+    "calls_table",
+    "catalogue_table",
+    "clean_table",
+    "clean_table_by_run",
+    "clean_total",
+    "runner_rows",
+    "verdict_line",
+]
 
 
 def _uses(it: Iteration) -> tuple[dict[str, int], int, int]:
@@ -34,38 +44,128 @@ def _groups(uses: Sequence[FirstUse]) -> int:
     return max((len(u.groups) for u in uses), default=0)
 
 
+_CLEAN_HEAD = (
+    "case | verdict | clean passes | first-use blocks as computed / checked (not counted: null, "
+    "recurrent between snapshots) | connector-loaded blocks as computed | groups digested | judge |"
+)
+
+
+def _clean_counts(r: OffloadCheckReport) -> tuple[dict[str, int], int, int, int]:
+    """Over ``r``'s clean passes: the first-use verdict counts, the connector-loaded blocks as computed, the
+    groups digested and the groups the layout has (most of any pass)."""
+    total: dict[str, int] = {}
+    loaded = digested = groups = 0
+    for it in r.clean():
+        counts, n, d = _uses(it)
+        for k, v in counts.items():
+            total[k] = total.get(k, 0) + v
+        loaded += n
+        digested = max(digested, d)
+        groups = max(groups, _groups(it.first_use))
+    return total, loaded, digested, groups
+
+
+def _checked(total: dict[str, int]) -> int:
+    """First-use blocks the proof judged: every verdict but null (``n``) and recurrent between snapshots
+    (``s``)."""
+    return sum(v for k, v in total.items() if k not in "ns")
+
+
+def _clean_row(r: OffloadCheckReport) -> str:
+    clean = r.clean()
+    total, loaded, digested, groups = _clean_counts(r)
+    bad = ", ".join(f"{total[k]} {k}" for k in "xup" if total.get(k))
+    cell = f"{total.get('v', 0)} / {_checked(total)}" + (f" ({bad})" if bad else "")
+    cell += f" ({total.get('n', 0)} null, {total.get('s', 0)} recurrent)"
+    passes = f"{sum(it.status == 'passed' for it in clean)}/{len(clean)}"
+    defects = ", ".join(d.id for d in r.defects)
+    verdict = r.status + (f", shows {defects}" if defects else "")
+    return (
+        f"{r.case_id} | {verdict} | {passes} | {cell} | {loaded} | {digested} of {groups} | "
+        f"{(r.judge_commit or 'unknown')[:7]} |"
+    )
+
+
 def clean_table(reports: Sequence[OffloadCheckReport]) -> str:
     """One row per case: its verdict, the clean passes, and what ``kv_bytes_identical`` checked in them."""
-    rows = [
-        "| case | verdict | clean passes | first-use blocks as computed / checked (not counted: null, "
-        "recurrent between snapshots) | connector-loaded blocks as computed | groups digested | judge |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in sorted(reports, key=lambda r: r.case_id):
-        clean = r.clean()
-        if not clean:
+    rows = ["| " + _CLEAN_HEAD, "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows += ["| " + _clean_row(r) for r in sorted(reports, key=lambda r: r.case_id) if r.clean()]
+    return "\n".join(rows)
+
+
+def clean_table_by_run(runs: Sequence[tuple[str, Sequence[OffloadCheckReport]]]) -> str:
+    """:func:`clean_table` over several runs, each row naming its run (in the order given)."""
+    rows = ["| run | " + _CLEAN_HEAD, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, reports in runs:
+        rows += [
+            f"| `{run}` | " + _clean_row(r) for r in sorted(reports, key=lambda r: r.case_id) if r.clean()
+        ]
+    return "\n".join(rows)
+
+
+def clean_total(reports: Sequence[OffloadCheckReport]) -> str:
+    """One line: every clean pass of the run together, as the clean table counts them."""
+    total: dict[str, int] = {}
+    loaded = passes = cases = 0
+    for r in reports:
+        if not r.clean():
             continue
-        total: dict[str, int] = {}
-        loaded = digested = 0
-        groups = 0
-        for it in clean:
-            counts, n, d = _uses(it)
-            for k, v in counts.items():
-                total[k] = total.get(k, 0) + v
-            loaded += n
-            digested = max(digested, d)
-            groups = max(groups, _groups(it.first_use))
-        checked = sum(v for k, v in total.items() if k not in "ns")
-        bad = ", ".join(f"{total[k]} {k}" for k in "xup" if total.get(k))
-        cell = f"{total.get('v', 0)} / {checked}" + (f" ({bad})" if bad else "")
-        cell += f" ({total.get('n', 0)} null, {total.get('s', 0)} recurrent)"
-        passes = f"{sum(it.status == 'passed' for it in clean)}/{len(clean)}"
-        defects = ", ".join(d.id for d in r.defects)
-        verdict = r.status + (f", shows {defects}" if defects else "")
-        rows.append(
-            f"| {r.case_id} | {verdict} | {passes} | {cell} | {loaded} | {digested} of {groups} | "
-            f"{(r.judge_commit or 'unknown')[:7]} |"
-        )
+        counts, n, _, _ = _clean_counts(r)
+        for k, v in counts.items():
+            total[k] = total.get(k, 0) + v
+        loaded += n
+        passes += len(r.clean())
+        cases += 1
+    return (
+        f"In all: {cases} cases, {passes} clean passes; {_checked(total)} first-use blocks checked, "
+        f"{total.get('v', 0)} as computed, {total.get('x', 0)} `x`, {total.get('u', 0)} `u`, "
+        f"{total.get('p', 0)} `p` (not counted: {total.get('n', 0)} null, {total.get('s', 0)} recurrent "
+        f"between snapshots); {loaded} connector-loaded blocks as computed."
+    )
+
+
+def runner_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per case its runner row from ``run.json``: the call that ran it, not one that listed it ``not_run``."""
+    rows: dict[str, dict[str, Any]] = {}
+    for call in meta.get("calls", []):
+        for row in call.get("summary", {}).get("cases", []):
+            if row["case_id"] not in rows or row.get("status") != "not_run":
+                rows[row["case_id"]] = row
+    return rows
+
+
+def verdict_line(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
+    """One line: the run's reports by verdict, a failure with the defect it names, an error with the runner's
+    verdict (``unsupported``: vLLM refused the case), each non-passing case by id."""
+    runner = runner_rows(meta)
+    groups: dict[str, list[str]] = {}
+    for r in sorted(reports, key=lambda r: r.case_id):
+        label = r.status
+        if r.defects:
+            label += ", naming " + ", ".join(d.id for d in r.defects)
+        elif r.status == "error" and runner.get(r.case_id, {}).get("verdict") not in (None, "error"):
+            label += f" (the runner's verdict: {runner[r.case_id]['verdict']})"
+        groups.setdefault(label, []).append(r.case_id)
+    parts = [
+        f"{len(ids)} {label}" + ("" if label == "passed" else ": " + ", ".join(f"`{i}`" for i in ids))
+        for label, ids in sorted(groups.items(), key=lambda kv: (kv[0] != "passed", kv[0]))
+    ]
+    return f"{len(reports)} reports: " + "; ".join(parts) + "."
+
+
+def calls_table(runs: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """Per run and runner call (``run.json``, in its order): the runner's wall time, the cases it started and
+    its verdicts. The runner's time, not the device call's: a call's setup may run before the runner."""
+    rows = [
+        "| run | runner call | runner wall s | cases started | the runner's verdicts |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for run, meta in runs:
+        for n, call in enumerate(meta.get("calls", []), 1):
+            summary = call.get("summary", {})
+            started = sum(row.get("status") != "not_run" for row in summary.get("cases", []))
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("counts", {}).items()))
+            rows.append(f"| `{run}` | {n} | {summary.get('wall_s', '-')} | {started} | {counts} |")
     return "\n".join(rows)
 
 
@@ -83,8 +183,13 @@ def catalogue_table(reports: Sequence[OffloadCheckReport]) -> str:
             v = it.mutation_verdict if it is not None else None
             if name in skipped:
                 cells.append("n/a")
+            elif it is not None and v is None and it.error:  # stopped before it was judged
+                cells.append(f"not finished ({it.error})")
             elif v is None:
                 cells.append("not run")
+            elif not v.caught and v.applied == 0:  # nothing to catch: distinct from a miss
+                others = ", ".join(v.failed)
+                cells.append("never acted (applied 0" + (f"; failed: {others}" if others else "") + ")")
             elif v.caught:
                 cells.append(f"caught: {', '.join(e for e in v.expected if e in v.failed)}")
             else:

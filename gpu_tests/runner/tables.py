@@ -30,13 +30,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
-MATRIX_RUN = "kv-proof-2026-12-01-rerun"
-# issue 33's runs: the first-use proof (two calls), then its fixes' catalogue run with one clean pass a case
-PROOF_RUN = "kv-proof-2026-12-02"
-PROOF_FIX_RUN = "kv-proof-2026-12-02b"
-# the catalogue with the shared slot and the stale slot as they stand now, every family, and at real size
+# issue 33's runs under the KV proof (reference digests at first use), newest first: the whole tiny matrix
+# with three clean passes (judge 1918cd4), and the real-size catalogues again with Gemma's clean pass
+PROOF_D_RUN = "kv-proof-2026-12-02d"
+REAL_PROOF_B_RUN = "real-size-2026-12-02b"
+# the catalogue with the shared slot and the stale slot as they were then, every family, and at real size
 PROOF_C_RUN = "kv-proof-2026-12-02c"
 REAL_PROOF_RUN = "real-size-2026-12-02"
+# the fixes' catalogue run, one clean pass a case (judge 4d5bd63)
+PROOF_FIX_RUN = "kv-proof-2026-12-02b"
+# every real-size run made under the proof, newest first: their clean passes share one table
+REAL_PROOF_RUNS = (REAL_PROOF_B_RUN, REAL_PROOF_RUN)
 REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
@@ -49,15 +53,8 @@ def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], d
     return reports, meta
 
 
-def _runner_verdicts(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per case its runner row: the call that ran it (a later call lists a case it did not start again as
-    ``not_run``, which must not hide how an earlier call ended it)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for call in meta.get("calls", []):
-        for row in call.get("summary", {}).get("cases", []):
-            if row["case_id"] not in rows or row.get("status") != "not_run":
-                rows[row["case_id"]] = row
-    return rows
+# Per case its runner row (a later call lists a case it did not start again as ``not_run``).
+_runner_verdicts = proof_tables.runner_rows
 
 
 def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
@@ -74,22 +71,6 @@ def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
     return f"{r.status}; shows {ids}" if r.defects else r.status
 
 
-def _iterations(r: OffloadCheckReport) -> str:
-    clean = r.clean()
-    return f"{sum(it.status == 'passed' for it in clean)}/{len(clean)}" if clean else "-"
-
-
-def _compared(r: OffloadCheckReport) -> str:
-    """Per clean iteration: reload answers equal to the same-split warm answer / compared; not comparable."""
-    cells = []
-    for it in r.clean():
-        agree = sum(c.verdict == "agree" for c in it.comparisons)
-        compared = agree + sum(c.verdict == "differ" for c in it.comparisons)
-        other = sum(c.verdict not in ("agree", "differ") for c in it.comparisons)
-        cells.append(f"{agree}/{compared}" + (f" (+{other})" if other else ""))
-    return ", ".join(cells) or "-"
-
-
 def _bytes(r: OffloadCheckReport) -> str:
     clean = r.clean()
     if not clean:
@@ -104,76 +85,6 @@ def _bytes(r: OffloadCheckReport) -> str:
     layers = max((len(lg.layers) for lg in ledgers), default=0)
     blocks = sum(lg.loaded_blocks for lg in ledgers)
     return f"{verified} identical, {mismatched} not; {blocks} blocks, {groups} groups, {layers} layers"
-
-
-def _boundaries(r: OffloadCheckReport) -> str:
-    clean = r.clean()
-    if not clean:
-        return "-"
-    sizes = sorted({p.boundary for p in r.probes if p.boundary})
-    a = clean[0].assertion("boundaries_reached")
-    if a.evaluated:
-        reached = "loaded" if a.passed else "not loaded"
-    else:
-        reached = "not reloaded by vLLM (not evaluated)" if sizes else "none"
-    return f"{'/'.join(map(str, sizes)) or '-'}: {reached}"
-
-
-def _family(r: OffloadCheckReport) -> str:
-    groups = ", ".join(f"{g.kind} {g.block_size}" for g in r.layout) or "?"
-    return f"{r.family} ({'/'.join(r.architectures)}; {groups})"
-
-
-def matrix_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
-    verdicts = _runner_verdicts(meta)
-    rows = [
-        "| family (architecture; groups: kind block) | connector | frontend | verdict | clean passes | "
-        "reload = same-split warm, per pass (+ not comparable) | kv_bytes_identical, 3 passes | "
-        "boundary sizes: reload from CPU | startup s | case s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in sorted(reports, key=lambda r: r.case_id):
-        if r.mutations() or r.case_id.endswith("-mutations"):
-            continue
-        rows.append(
-            f"| {_family(r)} | {r.connector.replace('Connector', '')} | {r.frontend} | "
-            f"{_status(r, verdicts)} | "
-            f"{_iterations(r)} | {_compared(r)} | {_bytes(r)} | {_boundaries(r)} | "
-            f"{r.timings.get('server_startup_s', 0):.0f} | {r.timings.get('case_s', 0):.0f} |"
-        )
-    return "\n".join(rows)
-
-
-def mutation_table(reports: Sequence[OffloadCheckReport]) -> str:
-    # The catalogue the run had (a later catalogue renames its defects): its reports name them.
-    names = list(
-        dict.fromkeys(
-            name
-            for r in sorted(reports, key=lambda r: r.case_id)
-            for name in [*(it.mutation for it in r.mutations()), *r.extra.get("mutations_not_applicable", {})]
-            if name
-        )
-    )
-    rows = ["| family | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
-    for r in sorted(reports, key=lambda r: r.case_id):
-        if not r.case_id.endswith("-mutations"):
-            continue
-        skipped = r.extra.get("mutations_not_applicable", {})
-        by = {it.mutation: it.mutation_verdict for it in r.mutations()}
-        cells = []
-        for name in names:
-            v = by.get(name)
-            if name in skipped:
-                cells.append(f"n/a ({skipped[name]})")
-            elif v is None:
-                cells.append("not run")
-            elif v.caught:
-                caught = [e for e in v.expected if e in v.failed]
-                cells.append(f"caught by {', '.join(caught)} (applied {v.applied})")
-            else:
-                cells.append(f"MISSED: {v.message}")
-        rows.append(f"| {r.family} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
 
 
 def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
@@ -208,50 +119,15 @@ def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
             matched = sum(c.shape == "last_token_doubled" for c in shapes)
             others = [c for c in first.comparisons if c.probe not in d.probes]
             fine = sum(c.verdict == "agree" for c in others)
+            # A probe that loaded nothing from the connector is not compared (never counted as agreement).
+            idle = sum(c.verdict == "not_loaded" for c in others)
             rows.append(
                 f"| {r.case_id} | [{d.id}]({d.url}) | {len(d.probes)}: {', '.join(d.probes)} | "
                 f"last_token_doubled on {matched}/{len(shapes)} (first pass) | "
-                f"{fine}/{len(others)} answered like their same-split reference (first pass) |"
+                f"{fine}/{len(others)} answered like their same-split reference"
+                + (f", {idle} loaded nothing from the connector" if idle else "")
+                + " (first pass) |"
             )
-    return "\n".join(rows)
-
-
-def cost_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
-    """Per device call: its setup and wall time, and the verdicts of its cases' committed reports."""
-    verdicts = _runner_verdicts(meta)
-    by_id = {r.case_id: r for r in reports}
-    rows = [
-        "| call | setup s | matrix wall s | call s | cases | verdicts of the committed reports |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for call in meta.get("calls", []):
-        summary = call.get("summary", {})
-        counts: dict[str, int] = {}
-        for row in summary.get("cases", []):
-            report = by_id.get(row["case_id"])
-            label = _status(report, verdicts).split(" (")[0] if report is not None else row["verdict"]
-            counts[label] = counts.get(label, 0) + 1
-        text = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-        rows.append(
-            f"| {call.get('part')} | {call.get('setup_s', '-')} | {summary.get('wall_s', '-')} | "
-            f"{call.get('call_s')} | {len(summary.get('cases', []))} | {text} |"
-        )
-    return "\n".join(rows)
-
-
-def startup_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
-    """Server startup per family and call: the first call of a family compiles its Triton kernels into the
-    machine's shared cache, a later call starts from it."""
-    part = {
-        row["case_id"]: call.get("part") for call in meta.get("calls", []) for row in call["summary"]["cases"]
-    }
-    cells: dict[tuple[str, str], list[float]] = {}
-    for r in reports:
-        if "server_startup_s" in r.timings and r.case_id in part:
-            cells.setdefault((r.family, str(part[r.case_id])), []).append(r.timings["server_startup_s"])
-    rows = ["| family | call | cases | startup s (min-max) |", "| --- | --- | --- | --- |"]
-    for (family, call), values in sorted(cells.items()):
-        rows.append(f"| {family} | {call} | {len(values)} | {min(values):.0f}-{max(values):.0f} |")
     return "\n".join(rows)
 
 
@@ -468,19 +344,22 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-proof-d-verdicts": lambda: proof_tables.verdict_line(*load(PROOF_D_RUN)),
+    "gpu-proof-d-clean": lambda: proof_tables.clean_table(load(PROOF_D_RUN)[0]),
+    "gpu-proof-d-total": lambda: proof_tables.clean_total(load(PROOF_D_RUN)[0]),
+    "gpu-proof-d-defects": lambda: defect_table(load(PROOF_D_RUN)[0]),
+    "gpu-proof-d-calls": lambda: proof_tables.calls_table(
+        [(run, load(run)[1]) for run in (PROOF_D_RUN, REAL_PROOF_B_RUN)]
+    ),
+    "gpu-proof-real-clean": lambda: proof_tables.clean_table_by_run(
+        [(run, load(run)[0]) for run in REAL_PROOF_RUNS]
+    ),
+    "gpu-proof-real-b-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_B_RUN)[0]),
     "gpu-proof-c-clean": lambda: proof_tables.clean_table(load(PROOF_C_RUN)[0]),
     "gpu-proof-c-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_C_RUN)[0]),
-    "gpu-proof-real-clean": lambda: proof_tables.clean_table(load(REAL_PROOF_RUN)[0]),
     "gpu-proof-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_RUN)[0]),
-    "gpu-proof-clean": lambda: proof_tables.clean_table(load(PROOF_RUN)[0]),
-    "gpu-proof-catalogue-first": lambda: proof_tables.catalogue_table(load(PROOF_RUN)[0]),
     "gpu-proof-fix-clean": lambda: proof_tables.clean_table(load(PROOF_FIX_RUN)[0]),
     "gpu-proof-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_FIX_RUN)[0]),
-    "gpu-matrix": lambda: matrix_table(*load(MATRIX_RUN)),
-    "gpu-mutations": lambda: mutation_table(load(MATRIX_RUN)[0]),
-    "gpu-defects": lambda: defect_table(load(MATRIX_RUN)[0]),
-    "gpu-cost": lambda: cost_table(*load(MATRIX_RUN)),
-    "gpu-startup": lambda: startup_table(*load(MATRIX_RUN)),
 }
 
 

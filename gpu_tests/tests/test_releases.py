@@ -67,7 +67,7 @@ def test_the_check_fits_its_profile_to_the_release_it_is_told() -> None:
 
 def test_the_recurrent_families_are_those_whose_committed_reports_have_a_mamba_group() -> None:
     seen: dict[str, bool] = {}
-    for run in ("kv-proof-2026-12-02", "kv-proof-2026-12-02c"):
+    for run in ("kv-proof-2026-12-02d", "kv-proof-2026-12-02c"):
         for path in report_paths(RESULTS / run):
             r = read_report(path)
             if r.layout:
@@ -136,7 +136,7 @@ def _edited(path: Path, version: str, **update: object):  # type: ignore[no-unty
 
 
 def test_a_tier_that_serves_after_a_full_reset_fails_reload_proven_and_is_named_only_on_0_20_2() -> None:
-    path = RESULTS / "kv-proof-2026-12-02" / "tiny-llama-offloading-python.json.xz"
+    path = RESULTS / "kv-proof-2026-12-02d" / "tiny-llama-offloading-python.json.xz"
     report = read_report(path)
     first = report.iterations[0]
     cold = first.windows["cold"].model_copy(update={"external_prefix_cache_hits": 64.0})
@@ -171,7 +171,7 @@ def test_a_tier_that_serves_after_a_full_reset_fails_reload_proven_and_is_named_
 def test_an_error_a_release_s_bug_explains_is_named_and_stays_an_error(
     case: str, where: str, text: str, named_on: str, not_on: str
 ) -> None:
-    path = RESULTS / "kv-proof-2026-12-02" / f"{case}.json.xz"
+    path = RESULTS / "kv-proof-2026-12-02d" / f"{case}.json.xz"
     report = read_report(path)
     if where == "report":
         update: dict[str, object] = {"error": text}
