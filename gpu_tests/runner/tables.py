@@ -366,6 +366,7 @@ TABLES: dict[str, Callable[[], str]] = {
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
     "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
+    "history-hunts": lambda: grade.hunt_table(grade.history_runs(RESULTS)),
     "history-plan": lambda: _history_plan(),
 }
 

@@ -61,13 +61,22 @@ def test_a_hunted_bug_runs_its_scenario_on_its_release_only_and_names_general_ev
     assert not any("0.26.0" in (b.buggy, b.fixed) for b in BUGS if b.scenario.name == "simple-in-flight")
 
 
-def test_with_no_history_run_committed_every_cell_is_not_yet_run() -> None:
-    runs = grade.history_runs(RESULTS)
-    assert runs == {}  # when the first run is committed, this test's claim moves to the one below
+def test_with_no_history_run_every_cell_is_not_yet_run_and_a_release_s_run_fills_only_its_cells(
+    tmp_path: Path,
+) -> None:
+    runs = grade.history_runs(tmp_path)
+    assert runs == {}
     table = grade.grade_table(runs)
     cells = [c for row in table.splitlines()[2:] for c in row.split("|")[4:6]]
     assert len(cells) == 2 * len(BUGS) and all(c.strip().endswith(": not yet run") for c in cells)
     assert grade.runs_table(runs).count("not yet run") == len(history_plan.HISTORY_RELEASES)
+    # The committed runs: a release without one still reads "not yet run" in every cell of it.
+    committed = grade.history_runs(RESULTS)
+    table = grade.grade_table(committed)
+    for bug in BUGS:
+        row = next(r for r in table.splitlines() if bug.id in r)
+        for version in (bug.buggy, bug.fixed):
+            assert (f"**{version}**: not yet run" in row) == (version not in committed), (bug.id, version)
 
 
 def _commit_run(results: Path, version: str, reports: dict[str, Path], skipped: dict[str, str]) -> None:
