@@ -261,18 +261,26 @@ def test_the_catalogue_says_where_each_defect_applies() -> None:
     assert all(m.where and m.bug for m in MUTATIONS.values())
 
 
-def test_boundary_probes_end_on_the_boundary_and_share_no_block() -> None:
+def _probes(
+    sizes: list[int], *, questions: int, shots: int, per_size: int, room: int | None = None
+) -> list[Probe]:
+    """GSM8K probes with one token a character (no tokenizer needed)."""
     train, test = load_gsm8k(data_dir=GSM8K_DIR)
-    probes = build_probes(
+    return build_probes(
         train,
         test,
         lambda s: [ord(c) for c in s],
-        num_questions=3,
-        num_shots=2,
+        num_questions=questions,
+        num_shots=shots,
         max_tokens=9,
-        sizes=boundary_sizes([16, 64]),
-        per_size=2,
+        sizes=sizes,
+        per_size=per_size,
+        max_length=room,
     )
+
+
+def test_boundary_probes_end_on_the_boundary_and_share_no_block() -> None:
+    probes = _probes(boundary_sizes([16, 64]), questions=3, shots=2, per_size=2)
     assert [p.kind for p in probes[:3]] == ["gsm8k"] * 3 and all(p.label is not None for p in probes[:3])
     cut = [p for p in probes if p.kind != "gsm8k"]
     assert {(p.kind, p.boundary) for p in cut} == {(k, b) for k in ("boundary", "control") for b in (16, 64)}
@@ -302,21 +310,10 @@ def test_fingerprints_compute_the_tokens_a_state_ahead_holds_twice() -> None:
 def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_the_context() -> None:
     """A real hybrid's block (1280 tokens) is longer than a few-shot prompt: a probe of one block could
     load nothing (its last token is always computed), so it takes examples until two blocks fit."""
-    train, test = load_gsm8k(data_dir=GSM8K_DIR)
     size = 1280
 
     def probes(questions: int, per_size: int, room: int) -> list[Probe]:
-        return build_probes(
-            train,
-            test,
-            lambda s: [ord(c) for c in s],
-            num_questions=questions,
-            num_shots=1,
-            max_tokens=9,
-            sizes=[size],
-            per_size=per_size,
-            max_length=room,
-        )
+        return _probes([size], questions=questions, shots=1, per_size=per_size, room=room)
 
     cut = [p for p in probes(1, 2, 3 * size + 10) if p.kind != "gsm8k"]
     assert [p.kind for p in cut] == ["boundary", "boundary", "control", "control"]
@@ -331,21 +328,9 @@ def test_a_probe_spans_several_blocks_where_the_context_has_room_so_a_reload_loa
     """Real size, 544-token blocks (Qwen3.5): probes of two blocks reload one block a group from one CPU
     slot, where a permuted load plan or a shared slot cannot act (issue 33's fourth run: load_plan_permuted
     never acted on Qwen3.5). With room, each probe spans PROBE_BLOCKS blocks; without, as many as fit."""
-    train, test = load_gsm8k(data_dir=GSM8K_DIR)
 
     def cut(size: int, room: int) -> list[Probe]:
-        made = build_probes(
-            train,
-            test,
-            lambda s: [ord(c) for c in s],
-            num_questions=0,
-            num_shots=1,
-            max_tokens=9,
-            sizes=[size],
-            per_size=2,
-            max_length=room,
-        )
-        return [p for p in made if p.kind != "gsm8k"]
+        return [p for p in _probes([size], questions=0, shots=1, per_size=2, room=room) if p.kind != "gsm8k"]
 
     for p in cut(544, 4096 - PROBE_MAX_TOKENS):
         blocks = (p.length + (CONTROL_OFFSET if p.kind == "control" else 0)) // 544
