@@ -21,16 +21,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
-from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS
+from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS, connector_by_name
 
 from .jobs import Job, case_args, make_case_id
 
 GIB = 1 << 30
 H200_GIB = 139.0  # what the device tool reports for one H200
 OVERHEAD_GIB = 4.0  # CUDA context, activations and workspace of one server (estimate)
-# The KV a catalogue case gets at most: a mutation reloads a few probes at once (Nemotron's longest, 2,560
-# tokens, x 8 is 20k tokens, about a quarter of its 12 GiB).
+# The KV a catalogue case gets at most: a mutation reloads a few probes at once (Nemotron's longest, 3,840
+# tokens, x 8 is 31k tokens, about an eighth of what 4 GiB holds of its blocks).
 CATALOGUE_KV_GIB = 4.0
+# A catalogue's CPU tier holds every block an iteration stores (its probes of up to four blocks, the iteration
+# before's again, every group): Nemotron-H's upstream 1 GiB holds 61 of its 17.6 MB blocks, fewer than the 70
+# that makes, and a block the tier evicts before the reload leaves its defect nothing to act on.
+CATALOGUE_CPU_GIB = 4.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,9 @@ def plan_real(
                 num_questions=num_questions,
                 concurrency=PROFILES[name].concurrency,
             )
+            if catalogue:
+                cpu_gib = max(PROFILES[name].cpu_gib(connector_by_name(connector)), CATALOGUE_CPU_GIB)
+                args = (*args, "--cpu-gib", f"{cpu_gib:g}")
             defects = catalogue_size(connector)
             expected = case_s(est, cold=rank == 0, kind=kind, defects=defects)
             # The timeout assumes the model's first server on the machine: --only may run any case first,

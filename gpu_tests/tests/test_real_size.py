@@ -180,6 +180,12 @@ def test_the_dry_run_deals_two_calls_and_labels_its_estimates(tmp_path: Path) ->
     args = catalogue.args
     assert args[args.index("--iterations") + 1] == "0" and args[args.index("--mutations") + 1] == "all"
     assert catalogue.case_id.endswith("-mutations")
+    # A catalogue's CPU tier holds what its iterations store; a clean pass keeps upstream's.
+    for job in jobs:
+        given = job.args[job.args.index("--cpu-gib") + 1] if "--cpu-gib" in job.args else None
+        assert (given is not None and float(given) >= real_plan.CATALOGUE_CPU_GIB) == (
+            job.kind == "mutations"
+        )
     # Any case may be the first of its model on the machine (--only): its timeout allows the cold startup.
     for job in jobs:
         est = real_plan.ESTIMATES[PROFILES[job.family].real_size_of or ""]
