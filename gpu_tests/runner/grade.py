@@ -30,6 +30,7 @@ from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, scenario_jobs
+from .proof_tables import runner_rows
 
 __all__ = ["HistoryRun", "grade_cell", "grade_table", "history_runs", "hunt_table", "runs_table"]
 
@@ -153,12 +154,8 @@ def grade_table(runs: dict[str, HistoryRun]) -> str:
 
 def _verdict_counts(meta: dict[str, Any]) -> str:
     counts: dict[str, int] = {}
-    rows: dict[str, str] = {}
-    for call in meta.get("calls", []):
-        for row in call.get("summary", {}).get("cases", []):
-            if row["case_id"] not in rows or row.get("verdict") != "not_run":
-                rows[row["case_id"]] = row.get("verdict", "?")
-    for v in rows.values():
+    for row in runner_rows(meta).values():
+        v = row.get("verdict", "?")
         counts[v] = counts.get(v, 0) + 1
     return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
 
