@@ -53,10 +53,6 @@ def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], d
     return reports, meta
 
 
-# Per case its runner row (a later call lists a case it did not start again as ``not_run``).
-_runner_verdicts = proof_tables.runner_rows
-
-
 def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
     row = verdicts.get(r.case_id, {})
     if row.get("verdict") == "unsupported":
@@ -144,7 +140,7 @@ def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> s
     """Upstream's matrix at real size: per case its verdict, the reload, the byte proof, the answers against
     the batch control, the boundaries and the mutations its catalogue caught; then the cases the run's calls
     left without a report (stopped at a deadline, or never started), from the runner's summaries."""
-    verdicts = _runner_verdicts(meta)
+    verdicts = proof_tables.runner_rows(meta)
     rows = [
         "| profile (GPUs used) | connector CPU / frontend | verdict | reload proven | kv_bytes_identical | "
         "answers: reload = same-split warm; batch control moved | boundaries | mutations caught | "
