@@ -355,6 +355,7 @@ def run_case(
                 settings,
                 reset_under_load=reset_under_load,
                 load_length=min(room, LOAD_LENGTH) if room is not None else LOAD_LENGTH,
+                max_prompt=room,
             )
             plans, skipped = (
                 _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)

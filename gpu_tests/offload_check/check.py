@@ -145,6 +145,7 @@ def _iteration(
     batch_control_s: float = 0.0,
     decode_in_flight: int = 0,
     load: Sequence[Probe] = (),
+    max_prompt: int | None = None,
 ) -> Iteration:
     timings: dict[str, float] = {}
     runs: dict[str, Run] = {}
@@ -229,7 +230,7 @@ def _iteration(
             for pid in need if any(g.recurrent for g in layout) else ():
                 split = reload_by[pid].split
                 for shape in SHAPES:
-                    fp = fingerprint(by_id[pid], split.cached if split else 0, shape, block)
+                    fp = fingerprint(by_id[pid], split.cached if split else 0, shape, block, max_prompt)
                     if fp is not None:
                         shapes.append(fp)
                         st.fingerprints[fp.id] = fp
@@ -323,6 +324,7 @@ def run_check(
                     batch_control_s=settings.batch_control_s,
                     decode_in_flight=settings.decode_in_flight,
                     load=load,
+                    max_prompt=settings.max_prompt,
                 )
             )
             timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
@@ -342,6 +344,7 @@ def run_check(
                     order=plan.order,
                     floor=False,
                     clock=clock,
+                    max_prompt=settings.max_prompt,
                 )
             )
             timings[f"mutation_{plan.order.name}_s"] = round(clock() - t0, 3)

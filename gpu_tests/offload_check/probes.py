@@ -152,9 +152,12 @@ def build_probes(
     return probes
 
 
-def fingerprint(probe: Probe, cached: int, shape: Shape, block: int) -> Probe | None:
+def fingerprint(
+    probe: Probe, cached: int, shape: Shape, block: int, max_length: int | None = None
+) -> Probe | None:
     """The prompt standing for ``shape`` on ``probe`` whose reload cached ``cached`` tokens, or None where the
-    shape cannot be built (the state would lie past the prompt, or nothing was cached)."""
+    shape cannot be built (the state would lie past the prompt, nothing was cached, or the prompt would be
+    longer than ``max_length``, what the server takes)."""
     if cached <= 0 or cached >= probe.length:
         return None
     ahead = 1 if shape == "last_token_doubled" else block
@@ -162,6 +165,8 @@ def fingerprint(probe: Probe, cached: int, shape: Shape, block: int) -> Probe | 
     if ahead <= 0 or state_at > probe.length:
         return None
     ids = probe.token_ids[:state_at] + probe.token_ids[cached:]
+    if max_length is not None and len(ids) > max_length:
+        return None
     return Probe(
         f"fp-{shape}-{probe.id}-s{state_at}",
         "fingerprint",

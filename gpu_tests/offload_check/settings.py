@@ -34,5 +34,8 @@ class CheckSettings:
     # resetting again once they finished
     reset_under_load: int = 0
     load_length: int = 2048
+    # the longest prompt the server takes (its context less a probe's tokens; None: not known): a fingerprint
+    # longer than this is not built (a four-block probe's later-block shape adds a block)
+    max_prompt: int | None = None
     # mutation name -> the assertions that must catch it (gpu_tests/kv_proof/catalogue.py)
     mutation_expectations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

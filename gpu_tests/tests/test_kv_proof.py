@@ -307,6 +307,16 @@ def test_fingerprints_compute_the_tokens_a_state_ahead_holds_twice() -> None:
     assert doubled.id == "fp-last_token_doubled-b4-q09-s12" and doubled.base == "b4-q09"
 
 
+def test_a_fingerprint_longer_than_the_server_takes_is_not_built() -> None:
+    """Nemotron-H 8B at real size (issue 33's fifth run): a probe of three 1280-token blocks made a
+    later-block fingerprint of 5,120 tokens against a 4,096-token context, and every such request failed."""
+    p = Probe("b4-q09", "boundary", tuple(range(100, 112)), 9, None, 5, 4)
+    assert fingerprint(p, 4, "later_block_state", 4, max_length=15) is None  # 16 tokens
+    fits = fingerprint(p, 4, "later_block_state", 4, max_length=16)
+    assert fits is not None and fits.length == 16
+    assert fingerprint(p, 11, "last_token_doubled", 4, max_length=13) is not None
+
+
 def test_a_block_longer_than_a_few_shot_prompt_gets_probes_of_two_blocks_within_the_context() -> None:
     """A real hybrid's block (1280 tokens) is longer than a few-shot prompt: a probe of one block could
     load nothing (its last token is always computed), so it takes examples until two blocks fit."""

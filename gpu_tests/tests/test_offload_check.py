@@ -106,6 +106,21 @@ def test_the_0_26_recurrent_boundary_bug_fails_with_its_name_and_fingerprint() -
     assert first.assertion("kv_bytes_identical").passed
 
 
+def test_no_fingerprint_is_longer_than_the_server_takes() -> None:
+    """The check sends a fingerprint only where it fits the server's context (``max_prompt``): a longer one
+    would fail as a request, not show a shape."""
+
+    def sent(report: OffloadCheckReport) -> list[int]:
+        length = {p.id: p.length for p in report.probes}
+        return [length[a.probe] for a in report.iterations[0].runs["fingerprint"].answers]
+
+    full = sent(_check(FakeServer(layout=MAMBA), MAMBA))
+    capped_report = _check(FakeServer(layout=MAMBA), MAMBA, max_prompt=max(full) - 1)
+    capped = sent(capped_report)
+    assert capped and len(capped) < len(full) and max(capped) < max(full)
+    assert capped_report.status == "failed" and [d.id for d in capped_report.defects] == ["vllm#51094"]
+
+
 def test_the_fixed_connector_passes_the_same_recurrent_prompts() -> None:
     report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
     assert report.status == "passed" and report.defects == []
