@@ -32,7 +32,7 @@ from .probe_files import (
 from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
 from .profiles import CheckCase, ModelProfile, gpu_count, resolve_model
 from .report import OffloadCheckReport
-from .server import KVEventsSettings, ServerConfig, VllmServer
+from .server import KVEventsSettings, ServerConfig, VllmServer, engine_fault
 from .server_io import ServerIO
 from .settings import CheckSettings
 
@@ -392,7 +392,10 @@ def run_case(
                 errors.insert(
                     0, "no reference digests: the worker extension did not run (--worker-extension-cls)"
                 )
-            report = judge_case(settings, report.model_copy(update={"instrument_errors": errors}))
+            fault = engine_fault(server.log_path)
+            report = judge_case(
+                settings, report.model_copy(update={"instrument_errors": errors, "engine_fault": fault})
+            )
     except Exception as exc:  # the server never came up: an error report, not a crash of the matrix
         timings["server_startup_s"] = round(time.monotonic() - t0, 3)
         report = OffloadCheckReport(

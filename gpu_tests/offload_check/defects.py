@@ -80,6 +80,26 @@ def _errors_with(needle: str) -> StreamMatch:
     return match
 
 
+def _engine_died_in(path: str, function: str, exception: str) -> StreamMatch:
+    """The engine's fatal traceback (``engine_fault``, from the server log) raised ``exception`` in its
+    innermost frame, ``function`` of a file whose path holds ``path``: its last lines are the evidence."""
+
+    def match(report: OffloadCheckReport) -> list[str]:
+        lines = [x.strip() for x in (report.engine_fault or "").splitlines()]
+        frames = [x for x in lines if x.startswith("File ")]
+        if not lines or not lines[-1].startswith(exception) or not frames:
+            return []
+        if path not in frames[-1] or not frames[-1].endswith(f"in {function}"):
+            return []
+        return [f"vLLM {report.vllm_version}: the engine died: {' | '.join(lines[-3:])}"]
+
+    return match
+
+
+def _hybrid_offloading(report: OffloadCheckReport) -> bool:
+    return report.connector == "OffloadingConnector" and any(g.recurrent for g in report.layout)
+
+
 def _cold_runs_loaded(report: OffloadCheckReport) -> list[str]:
     """Cold runs, after the full reset, that loaded from the CPU tier (what fails ``reload_proven``)."""
     return [
@@ -147,6 +167,15 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
         "https://github.com/vllm-project/vllm/pull/41956",
         stream=_cold_runs_loaded,
         applies=_up_to(("OffloadingConnector",), "0.20.2"),
+    ),
+    KnownDefect(
+        "vllm#50454",
+        "OffloadingConnectorScheduler.update_state_after_alloc asserts num_locally_computed_tokens <= the "
+        "hash-backed GPU blocks and the engine dies: a hybrid (Mamba) model with prefix caching whose GPU "
+        "prefix cache evicts while the CPU tier serves (reported on 0.25.1 with MTP; open)",
+        "https://github.com/vllm-project/vllm/issues/50454",
+        stream=_engine_died_in("offloading/scheduler.py", "update_state_after_alloc", "AssertionError"),
+        applies=_hybrid_offloading,
     ),
     KnownDefect(
         "vllm#54325",

@@ -265,6 +265,8 @@ class OffloadCheckReport(_Frozen):
     assertions: list[AssertionResult] = Field(default_factory=list)  # over the whole case
     defects: list[Defect] = Field(default_factory=list)
     instrument_errors: list[str] = Field(default_factory=list)
+    # the end of the engine's fatal traceback, from the server log, where the engine died during the case
+    engine_fault: str | None = None
     status: Status = "error"
     passed: bool = False
     judge_commit: str | None = None

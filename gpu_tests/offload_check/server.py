@@ -10,7 +10,9 @@ What it takes care of:
 - readiness through the client only (``wait_until_ready``, then ``models()`` lists a model); a server that
   exits or never gets there raises :class:`ServerStartError` with the end of its log;
 - process handling through :mod:`vllm_devclient.testing.processes`: the server leads its own process group,
-  gets SIGTERM (then SIGKILL) as a group, and SIGTERM if the launching process dies.
+  gets SIGTERM (then SIGKILL) as a group, and SIGTERM if the launching process dies;
+- the engine's death, read from its log (:func:`engine_fault`): a dead engine answers its requests with 500s
+  and refused connections that do not say why, its log does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -41,6 +44,7 @@ __all__ = [
     "VllmServer",
     "build_command",
     "build_env",
+    "engine_fault",
     "free_port",
     "kv_transfer_config",
 ]
@@ -71,6 +75,35 @@ class ServerStartError(DevClientError):
         self.log_tail = log_tail
         self.returncode = returncode
         self.log_path = log_path
+
+
+# vLLM's log line: "(EngineCore pid=9968) ERROR 12-03 18:27:56 [core.py:1332] <message>"
+_LOG_LINE = re.compile(r"^\((?P<proc>[^)]*)\) ERROR \S+ \S+ \[(?P<where>[^\]]+)\] ?(?P<msg>.*)$")
+_FATAL = "EngineCore encountered a fatal error"
+
+
+def engine_fault(log_path: Path | None, frames: int = 8) -> str | None:
+    """The end of the engine's fatal traceback in ``log_path`` (its innermost ``frames`` lines, the exception
+    last), or None where the engine did not die. The first death only: what follows is its consequences."""
+    if log_path is None or not log_path.exists():
+        return None
+    block: list[str] = []
+    tag: tuple[str, str] | None = None
+    with log_path.open(errors="replace") as fh:
+        for line in fh:
+            m = _LOG_LINE.match(line.rstrip("\n"))
+            if tag is None:
+                if m is not None and _FATAL in m["msg"]:
+                    tag = (m["proc"], m["where"])
+                continue
+            if m is None or (m["proc"], m["where"]) != tag:
+                break
+            block.append(m["msg"].rstrip())
+    if tag is None:
+        return None
+    # Drop the carets Python 3.11+ prints under a call: they point, they say nothing.
+    lines = [x for x in block if x.strip() and set(x.strip()) != {"^"}]
+    return "\n".join(lines[-frames:]) or _FATAL
 
 
 def kv_transfer_config(

@@ -1,8 +1,9 @@
 """Issue 35's grade: bug x release, made from the committed history runs (never written by hand).
 
-A history run is one folder per vLLM release, ``gpu_tests/results/history-<version>-<date>/`` (``collect``
-writes it; the newest folder of a release counts), with ``run.json`` carrying its vLLM version, judge
-commits, device calls and the cases the release could not serve. For each bug of ``history/bugs.py`` and each
+A history run is a folder, ``gpu_tests/results/history-<version>-<date>/`` (``collect`` writes it), with
+``run.json`` carrying its vLLM version, judge commits, device calls and the cases the release could not
+serve. A release may have several (each device session runs what its budget allows): its cases' newest
+reports count, each from the folder it was committed in. For each bug of ``history/bugs.py`` and each
 of its two releases (buggy, fixed) a cell says:
 
 - ``caught``: an evidence assertion failed, with its name, its case and the first words of its message;
@@ -40,25 +41,39 @@ NOT_RUN = "not yet run"
 
 @dataclass(frozen=True)
 class HistoryRun:
+    """A release's committed history runs, oldest first, and each case's newest report."""
+
     version: str
-    folder: Path
-    meta: dict[str, Any]
+    folders: tuple[Path, ...]
+    metas: tuple[dict[str, Any], ...]
     reports: dict[str, OffloadCheckReport]
 
     @property
     def skipped(self) -> dict[str, str]:
-        return {s["case_id"]: s["reason"] for s in self.meta.get("skipped", [])}
+        """The cases a run could not serve, where no run reported them."""
+        out = {s["case_id"]: s["reason"] for meta in self.metas for s in meta.get("skipped", [])}
+        return {k: v for k, v in out.items() if k not in self.reports}
+
+    @property
+    def names(self) -> str:
+        return ", ".join(f.name for f in self.folders)
 
 
 def history_runs(results: Path = RESULTS) -> dict[str, HistoryRun]:
-    """The newest committed history run of each release (by folder name: ``history-<version>-<date>``)."""
+    """Every committed history run, by release (folder name ``history-<version>-<date>``); a newer folder's
+    report of a case replaces an older one's."""
     out: dict[str, HistoryRun] = {}
-    folders = sorted(p for p in results.glob("history-*") if (p / "run.json").exists())
-    for folder in folders:
+    for folder in sorted(p for p in results.glob("history-*") if (p / "run.json").exists()):
         version = folder.name.removeprefix("history-").split("-")[0]
         meta = json.loads((folder / "run.json").read_text())
         reports = {r.case_id: r for r in (read_report(p) for p in report_paths(folder))}
-        out[version] = HistoryRun(version, folder, meta, reports)
+        old = out.get(version)
+        if old is not None:
+            out[version] = HistoryRun(
+                version, (*old.folders, folder), (*old.metas, meta), {**old.reports, **reports}
+            )
+        else:
+            out[version] = HistoryRun(version, (folder,), (meta,), reports)
     return out
 
 
@@ -76,7 +91,7 @@ def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: History
         return f"could not run ({case_id}): {run.skipped[case_id]}"
     report = run.reports.get(case_id)
     if report is None:
-        return f"not run ({case_id} has no report in {run.folder.name})"
+        return f"not run ({case_id} has no report in {run.names})"
     clean = report.clean()
     if timing:
         caught = [a for it in clean if (a := next(iter(_failed(it.assertions, evidence)), None))]
@@ -172,10 +187,12 @@ def runs_table(runs: dict[str, HistoryRun]) -> str:
         if run is None:
             rows.append(f"| {version} | {NOT_RUN} | - | - | - | - | - |")
             continue
-        reported = ", ".join(run.meta.get("vllm_versions", [])) or "-"
-        commits = ", ".join(c[:10] for c in run.meta.get("judge_commits", [])) or "-"
-        rows.append(
-            f"| {version} | `{run.folder.name}` | {reported} | {commits} | {len(run.meta.get('calls', []))} "
-            f"| {_verdict_counts(run.meta)} | {len(run.skipped)} |"
-        )
+        for folder, meta in zip(run.folders, run.metas, strict=True):
+            reported = ", ".join(meta.get("vllm_versions", [])) or "-"
+            commits = ", ".join(c[:10] for c in meta.get("judge_commits", [])) or "-"
+            skipped = len(meta.get("skipped", []))
+            rows.append(
+                f"| {version} | `{folder.name}` | {reported} | {commits} | {len(meta.get('calls', []))} "
+                f"| {_verdict_counts(meta)} | {skipped} |"
+            )
     return "\n".join(rows)

@@ -30,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
+# issue 33's fifth run (judge 1a0c83b): every catalogue again, tiny and real size, and the
+# real-size clean passes of Qwen3.5 and Nemotron-H
+PROOF_E_RUN = "kv-proof-2026-12-03"
+REAL_PROOF_E_RUN = "real-size-2026-12-03"
 # issue 33's runs under the KV proof (reference digests at first use), newest first: the whole tiny matrix
 # with three clean passes (judge 1918cd4), and the real-size catalogues again with Gemma's clean pass
 PROOF_D_RUN = "kv-proof-2026-12-02d"
@@ -40,7 +44,7 @@ REAL_PROOF_RUN = "real-size-2026-12-02"
 # the fixes' catalogue run, one clean pass a case (judge 4d5bd63)
 PROOF_FIX_RUN = "kv-proof-2026-12-02b"
 # every real-size run made under the proof, newest first: their clean passes share one table
-REAL_PROOF_RUNS = (REAL_PROOF_B_RUN, REAL_PROOF_RUN)
+REAL_PROOF_RUNS = (REAL_PROOF_E_RUN, REAL_PROOF_B_RUN, REAL_PROOF_RUN)
 REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
@@ -340,6 +344,14 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-proof-e-calls": lambda: proof_tables.calls_table(
+        [(run, load(run)[1]) for run in (PROOF_E_RUN, REAL_PROOF_E_RUN)]
+    ),
+    "gpu-proof-e-verdicts": lambda: "\n\n".join(
+        f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in (PROOF_E_RUN, REAL_PROOF_E_RUN)
+    ),
+    "gpu-proof-e-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_E_RUN)[0]),
+    "gpu-proof-e-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_E_RUN)[0]),
     "gpu-proof-d-verdicts": lambda: proof_tables.verdict_line(*load(PROOF_D_RUN)),
     "gpu-proof-d-clean": lambda: proof_tables.clean_table(load(PROOF_D_RUN)[0]),
     "gpu-proof-d-total": lambda: proof_tables.clean_total(load(PROOF_D_RUN)[0]),

@@ -79,8 +79,10 @@ def test_with_no_history_run_every_cell_is_not_yet_run_and_a_release_s_run_fills
             assert (f"**{version}**: not yet run" in row) == (version not in committed), (bug.id, version)
 
 
-def _commit_run(results: Path, version: str, reports: dict[str, Path], skipped: dict[str, str]) -> None:
-    folder = results / f"history-{version}-2026-12-03"
+def _commit_run(
+    results: Path, version: str, reports: dict[str, Path], skipped: dict[str, str], date: str = "2026-12-03"
+) -> None:
+    folder = results / f"history-{version}-{date}"
     folder.mkdir(parents=True)
     for case_id, source in reports.items():
         r = read_report(source)
@@ -164,6 +166,29 @@ def test_a_hunt_shows_its_rate_on_its_release_and_not_yet_run_elsewhere(tmp_path
     table = grade.hunt_table(grade.history_runs(tmp_path / "results"))
     row = next(r for r in table.splitlines() if hunt.id in r)
     assert f"iterations caught at all at once ({case}: kv_bytes_identical " in row and hunt.release in row
+
+
+def test_a_release_s_later_run_adds_its_cases_and_replaces_only_the_ones_it_ran_again(tmp_path: Path) -> None:
+    """A device session runs what its budget allows: a release's second run must not hide the first's cases
+    (issue 35: 0.26.0's hunt at 64 ran again beside, not instead of, the first run's all-at-once case)."""
+    hunt = next(h for h in HUNTS if h.scenario.concurrencies == (0,))
+    source = read_report(PROOF / "tiny-falcon-h1-offloading-python.json.xz")
+    first, again = tmp_path / "first.json.xz", tmp_path / "again.json.xz"
+    write_report(first, source.model_copy(update={"concurrency": 0}))
+    write_report(again, source.model_copy(update={"concurrency": 0, "iterations": source.iterations[:1]}))
+    case = f"{hunt.scenario.profiles[0]}-offloading-python-all-at-once"
+    results = tmp_path / "results"
+    _commit_run(results, hunt.release, {case: first, "other-case": first}, {"gone": "why"}, "2026-12-02")
+    _commit_run(results, hunt.release, {case: again}, {"other-case": "not this time"})
+    (run,) = grade.history_runs(results).values()
+    assert [f.name for f in run.folders] == [
+        f"history-{hunt.release}-2026-12-02",
+        f"history-{hunt.release}-2026-12-03",
+    ]
+    assert set(run.reports) == {case, "other-case"} and len(run.reports[case].iterations) == 1
+    assert run.skipped == {"gone": "why"}  # a case some run reported is not "could not run"
+    table = grade.runs_table(grade.history_runs(results))
+    assert f"`history-{hunt.release}-2026-12-02`" in table and f"`history-{hunt.release}-2026-12-03`" in table
 
 
 def test_the_history_readme_tables_are_generated() -> None:

@@ -33,6 +33,7 @@ def stand_in(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         def __init__(self, config: Any) -> None:
             configs.append(config)
             self.config = config
+            self.log_path: Path | None = None  # no server log: the engine cannot have died
 
         def __enter__(self) -> StandIn:
             # What the recording scheduler writes at start: the layout (here one full-attention group).

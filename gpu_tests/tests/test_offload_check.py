@@ -15,6 +15,7 @@ import pytest
 from gpu_tests.kv_proof.instruments import INSTRUMENTS
 from gpu_tests.offload_check.case import measure_and_judge
 from gpu_tests.offload_check.check import MutationPlan, run_check
+from gpu_tests.offload_check.defects import named_defects
 from gpu_tests.offload_check.judge import judge_case, rejudge
 from gpu_tests.offload_check.probe_files import GroupLayout, MutationOrder
 from gpu_tests.offload_check.probes import Probe, boundary_sizes, build_probes
@@ -119,6 +120,28 @@ def test_no_fingerprint_is_longer_than_the_server_takes() -> None:
     capped = sent(capped_report)
     assert capped and len(capped) < len(full) and max(capped) < max(full)
     assert capped_report.status == "failed" and [d.id for d in capped_report.defects] == ["vllm#51094"]
+
+
+def test_an_engine_death_in_the_offloading_scheduler_is_named_from_its_innermost_frame() -> None:
+    """vllm#50454 (issue 33's fifth run, Nemotron-H 8B): the engine's fatal traceback, read from the server
+    log, ends in the OffloadingConnector scheduler's assert. The same assert in a wrapper's frame, another
+    exception, or the Simple connector names nothing."""
+    report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
+    where = (
+        '  File "/site/vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py", line 816, '
+        "in update_state_after_alloc"
+    )
+
+    def named(fault: str, connector: str = "OffloadingConnector") -> list[str]:
+        dead = report.model_copy(update={"engine_fault": fault, "connector": connector})
+        return [d.id for d in named_defects(dead, dead.iterations)]
+
+    assert named(f"{where}\n    num_locally_computed_tokens\nAssertionError") == ["vllm#50454"]
+    wrapper = '  File "/repo/gpu_tests/kv_proof/recorder.py", line 126, in update_state_after_alloc'
+    assert named(f"{where}\n    x\n{wrapper}\n    y\nAssertionError") == []
+    assert named(f"{where}\n    x\nRuntimeError: boom") == []
+    assert named(f"{where}\n    x\nAssertionError", "SimpleCPUOffloadConnector") == []
+    assert named("") == [] and report.defects == []
 
 
 def test_the_fixed_connector_passes_the_same_recurrent_prompts() -> None:

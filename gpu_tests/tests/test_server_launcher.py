@@ -25,6 +25,7 @@ from gpu_tests.offload_check.server import (
     VllmServer,
     build_command,
     build_env,
+    engine_fault,
     kv_transfer_config,
 )
 from vllm_devclient.errors import InvalidParameterError
@@ -306,3 +307,46 @@ def test_cannot_start_twice(fake: tuple[Path, Path]) -> None:
     finally:
         server.close()
     assert server.process is not None and server.process.returncode == -signal.SIGTERM
+
+
+# vLLM 0.26.0's log of the engine's death (issue 33's fifth run, Nemotron-H 8B; paths shortened), cut: the
+# fatal block, then what the API server logs after it.
+_ENGINE = "(EngineCore pid=9968) ERROR 12-03 18:27:56 [core.py:1332] "
+_DEATH = "\n".join(
+    [
+        "(APIServer pid=9858) INFO 12-03 18:27:47 [loggers.py:310] Engine 000: Running: 43 reqs",
+        *(
+            _ENGINE + x
+            for x in (
+                "EngineCore encountered a fatal error.",
+                "Traceback (most recent call last):",
+                '  File "/v/core.py", line 1323, in run_engine_core',
+                "    engine_core.run_busy_loop()",
+                "               ^^^^^^^^^^^^^^^^^^^^^^^^^^",
+                '  File "/v/offloading/scheduler.py", line 816, in update_state_after_alloc',
+                "    num_locally_computed_tokens",
+                "AssertionError",
+            )
+        ),
+        "(APIServer pid=9858) ERROR 12-03 18:27:56 [async_llm.py:704] AsyncLLM output_handler failed.",
+        "(APIServer pid=9858) ERROR 12-03 18:27:56 [async_llm.py:704] Traceback (most recent call last):",
+        _ENGINE + "EngineCore encountered a fatal error.",
+        _ENGINE + "RuntimeError: a later consequence",
+    ]
+)
+
+
+def test_the_engine_s_death_is_read_from_its_log_innermost_frames_last(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(_DEATH)
+    fault = engine_fault(log, frames=3)
+    assert fault is not None
+    assert fault.splitlines() == [
+        '  File "/v/offloading/scheduler.py", line 816, in update_state_after_alloc',
+        "    num_locally_computed_tokens",
+        "AssertionError",
+    ]
+    assert "^" not in (engine_fault(log) or "") and "RuntimeError" not in (engine_fault(log) or "")
+    log.write_text("\n".join(x for x in _DEATH.splitlines() if "fatal" not in x))
+    assert engine_fault(log) is None  # an engine that did not die
+    assert engine_fault(tmp_path / "absent.log") is None and engine_fault(None) is None
