@@ -6,7 +6,10 @@ only; ``reference.py`` hooks it into vLLM's worker). See ``reference.py`` for wh
   a V region), by KV-cache group; one region per distinct memory region.
 - :class:`Proof`: after each step, records the digest of every prompt block the step completed and checks
   every request at its first step against the book (``book.py``), writing ``firstuse-<pid>.jsonl``; and the
-  poison.
+  poison. Before a step, it digests the one state a first step overwrites before ``after_step`` reads it: a
+  request that starts inside a block of a group keeping a state at every boundary (``mamba_cache_mode=all``)
+  was served that block's end state (vLLM #51094's load, or a stale one), and its first step computes on
+  top of it in place.
 
 A digest is one int64 per layer region: the block's bytes as int32 words, times odd weights, summed modulo
 2**64 on the device (exact, order-free; one changed word always changes it).
@@ -163,6 +166,8 @@ class Proof:
         self.weights = weights.to(self.device)
         self.book = Book()
         self.requests: dict[str, _Request] = {}
+        # (request, group) -> (block index, block id, digest before the forward): see before_step
+        self.before: dict[tuple[str, int], tuple[int, int, bytes]] = {}
         self.seq = 0
         self.poisoned = 0
         self.poisoned_blocks = 0
@@ -235,6 +240,8 @@ class Proof:
     def _track(self, out: Any) -> None:
         for rid in getattr(out, "finished_req_ids", ()) or ():
             self.requests.pop(rid, None)
+            for g in self.groups:
+                self.before.pop((rid, g.index), None)
         for new in out.scheduled_new_reqs:
             if new.prompt_token_ids is None:
                 continue
@@ -263,6 +270,28 @@ class Proof:
             starts[rid] = int(cached.num_computed_tokens[i])
         return starts
 
+    def before_step(self, out: Any) -> None:
+        """Digest, before the forward, the state block a new request starts inside of, in every group that
+        keeps a state at each boundary: what it was served, checked at first use against the block's end."""
+        with self.lock:
+            wanted: dict[int, list[tuple[str, int, int]]] = {}
+            for new in out.scheduled_new_reqs:
+                c0 = int(new.num_computed_tokens)
+                if new.prompt_token_ids is None or c0 <= 0:
+                    continue
+                for g in self.groups:
+                    k = c0 // g.block_size
+                    if not (g.recurrent and g.every_boundary) or c0 % g.block_size == 0:
+                        continue
+                    ids = new.block_ids[g.index]
+                    if k < len(ids) and ids[k] != NULL_BLOCK:
+                        wanted.setdefault(g.index, []).append((new.req_id, k, int(ids[k])))
+            for g in self.groups:
+                items = wanted.get(g.index, [])
+                digests = self._digest(g, [block for _, _, block in items])
+                for (rid, k, block), digest in zip(items, digests, strict=True):
+                    self.before[(rid, g.index)] = (k, block, digest)
+
     def after_step(self, out: Any) -> None:
         with self.lock:
             self._track(out)
@@ -286,7 +315,7 @@ class Proof:
             wanted: dict[int, set[int]] = {}
             for g, _, block in records:
                 wanted.setdefault(g.index, set()).add(block)
-            plans = {rid: self._plan(req, c0) for rid, req, c0 in firsts}
+            plans = {rid: self._plan(rid, req, c0) for rid, req, c0 in firsts}
             for plan in plans.values():
                 for g, _, block in plan:
                     if block is not None:
@@ -298,7 +327,13 @@ class Proof:
                     digests[(g.index, block)] = digest
             for g, key, block in records:
                 self.book.record(g.index, key, digests[(g.index, block)])
-            lines = [self._first_use(rid, c0, plans[rid], digests) for rid, _, c0 in firsts]
+            lines = [
+                self._first_use(rid, c0, plans[rid], {**digests, **self._served(rid)})
+                for rid, _, c0 in firsts
+            ]
+            for rid, _, _ in firsts:
+                for g in self.groups:
+                    self.before.pop((rid, g.index), None)
             if lines:
                 with self.uses.open("a") as fh:
                     fh.write("".join(json.dumps(line) + "\n" for line in lines))
@@ -314,7 +349,11 @@ class Proof:
             return range(end // B - 1, end // B)
         return range(0)
 
-    def _plan(self, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
+    def _served(self, rid: str) -> dict[tuple[int, int], bytes]:
+        """The before-step digests of ``rid``'s served states, by (group, block id)."""
+        return {(gi, block): digest for (r, gi), (_, block, digest) in self.before.items() if r == rid}
+
+    def _plan(self, rid: str, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
         """(group, index, block id or None) for every block of the cached prefix; None: not checked."""
         plan: list[tuple[_Group, int, int | None]] = []
         for g in self.groups:
@@ -323,6 +362,9 @@ class Proof:
             if g.recurrent:
                 if cached % B == 0 and cached // B - 1 < len(ids) and ids[cached // B - 1] != NULL_BLOCK:
                     plan.append((g, cached // B - 1, ids[cached // B - 1]))
+                elif (rid, g.index) in self.before:
+                    k, block, _ = self.before[(rid, g.index)]
+                    plan.append((g, k, block))  # the block's end state, digested before the forward
                 else:
                     plan.append((g, -1, None))  # a state between snapshots
                 continue

@@ -12,8 +12,10 @@ KV tensors:
   attention group each block, for a recurrent group the state at a block boundary (every boundary with
   ``mamba_cache_mode=all``, else where the step ended on one); (2) every request at its first step is
   checked block by block against the book over the prefix it started from, and one line goes to
-  ``firstuse-<pid>.jsonl``. Loads of both connectors finish before their request's first step (they are
-  asynchronous), and a block computed in the same step is recorded before the checks.
+  ``firstuse-<pid>.jsonl``. A state a request starts inside of (``all`` mode: the block's end state, vLLM
+  #51094's load) is digested before the step, since the step computes on it in place. Loads of both
+  connectors finish before their request's first step (they are asynchronous), and a block computed in the
+  same step is recorded before the checks.
 
 The worker gains ``kv_proof_poison`` for ``/collective_rpc``: every block but the null block is filled with
 0x41 bytes (finite in every float format), so a load that copies nothing, or part of a block, leaves what no
@@ -62,8 +64,13 @@ def _initialize_from_config(self: Any, kv_cache_config: Any, *args: Any, **kwarg
 
 
 def _execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
-    output = _real_execute(self, scheduler_output, *args, **kwargs)
     proof = getattr(self, "_kv_proof", None)
+    if proof is not None:
+        try:
+            proof.before_step(scheduler_output)
+        except Exception:  # the instrument must never stop the engine; the check reads the error
+            proof.error("before_step")
+    output = _real_execute(self, scheduler_output, *args, **kwargs)
     if proof is not None:
         try:
             proof.after_step(scheduler_output)

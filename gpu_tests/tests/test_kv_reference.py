@@ -42,6 +42,7 @@ class Engine:
 
     tmp: Path
     recurrent: bool = False
+    mode: str = "align"
     kv: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -49,7 +50,9 @@ class Engine:
         groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0", "l1"])]
         if self.recurrent:
             self.kv["m0"] = [torch.zeros((BLOCKS, PAGE // 2), dtype=torch.int16)]
-            groups.append(SimpleNamespace(kv_cache_spec=MambaSpec(), layer_names=["m0"]))
+            groups.append(
+                SimpleNamespace(kv_cache_spec=MambaSpec(mamba_cache_mode=self.mode), layer_names=["m0"])
+            )
         config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
         context = {name: SimpleNamespace(kv_cache=kv) for name, kv in self.kv.items()}
         self.proof = Proof(config, context, self.tmp)
@@ -60,8 +63,16 @@ class Engine:
         for name in ("l0", "l1"):
             self.kv[name][block] = torch.randint(-100, 100, (PAGE,), generator=gen, dtype=torch.int8)
 
+    def state(self, block: int, prompt: list[int], end: int) -> None:
+        """What a forward leaves in a recurrent block: the state after ``prompt[:end]``."""
+        gen = torch.Generator().manual_seed(hash(("state", tuple(prompt[:end]))) % 2**31)
+        self.kv["m0"][0][block] = torch.randint(-100, 100, (PAGE // 2,), generator=gen, dtype=torch.int16)
+
     def step(
-        self, new: list[tuple[str, list[int], tuple[list[int], ...], int]], scheduled: dict[str, int]
+        self,
+        new: list[tuple[str, list[int], tuple[list[int], ...], int]],
+        scheduled: dict[str, int],
+        forward: Any = None,
     ) -> None:
         out = SimpleNamespace(
             finished_req_ids=set(),
@@ -74,6 +85,9 @@ class Engine:
             ),
             num_scheduled_tokens=scheduled,
         )
+        self.proof.before_step(out)
+        if forward is not None:
+            forward()  # what the step's forward writes, between the two hooks
         self.proof.after_step(out)
 
 
@@ -127,6 +141,35 @@ def test_a_recurrent_state_is_checked_only_where_a_snapshot_exists(tmp_path: Pat
     assert uses["b"].groups[1].verdicts == "v"  # the state at 8 tokens, as computed
     assert uses["c"].groups[1].verdicts == "s"  # 6 tokens: between snapshots, never counted as verified
     assert uses["c"].groups[0].verdicts == "v" and uses["c"].bad() == 0
+
+
+def test_a_state_served_inside_a_block_is_checked_before_the_step_computes_over_it(tmp_path: Path) -> None:
+    """``mamba_cache_mode=all`` (a state at every boundary): a request served ``prompt - 1`` tokens (vLLM
+    #51094's load) starts inside its last block, whose state its first step overwrites in place. That state
+    is digested before the step and checked against the block's end: the state as computed reads ``v``, one a
+    stale CPU slot served from another prompt reads ``x``, where both read ``s`` (unchecked) before."""
+    engine = Engine(tmp_path, recurrent=True, mode="all")
+    prompt = list(range(1, 9))  # two blocks of 4
+    other = list(range(50, 58))
+    for rid, p, att, states in (("a", prompt, [1, 2], [3, 4]), ("z", other, [5, 6], [7, 8])):
+        for k in range(2):
+            engine.write(att[k], p, (k + 1) * B)
+            engine.state(states[k], p, (k + 1) * B)
+        engine.step([(rid, p, (att, states), 0)], {rid: 8})
+    engine.kv["l0"][9], engine.kv["l1"][9] = engine.kv["l0"][1].clone(), engine.kv["l1"][1].clone()
+    engine.kv["m0"][0][10] = engine.kv["m0"][0][4]  # the state at 8 tokens, loaded
+    engine.kv["m0"][0][11] = engine.kv["m0"][0][8]  # another prompt's state at 8, from a reused slot
+
+    def forward() -> None:  # each step computes token 8 again on top of its state, in place
+        engine.state(10, [*prompt, 8], 9)
+        engine.state(11, [*prompt, 8], 9)
+
+    blocks_b, blocks_c = ([9, 12], [0, 10]), ([9, 13], [0, 11])
+    engine.step([("b", prompt, blocks_b, 7), ("c", prompt, blocks_c, 7)], {"b": 1, "c": 1}, forward)
+    uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses() if u.request_id in ("b", "c")}
+    assert uses["b"].groups[1].verdicts == "v" and uses["b"].bad() == 0
+    assert uses["c"].groups[1].verdicts == "x" and uses["c"].groups[0].verdicts == "v"
+    assert engine.proof.before == {}  # consumed at first use
 
 
 def test_groups_that_share_memory_each_keep_their_regions(tmp_path: Path) -> None:
