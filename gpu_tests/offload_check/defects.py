@@ -69,10 +69,11 @@ def _up_to(connectors: tuple[str, ...], version: str, mode: str | None = None) -
 
 
 def _errors_with(needle: str) -> StreamMatch:
-    """The case's and its iterations' errors, and its failed requests', that contain ``needle``."""
+    """The case's and its iterations' errors, its failed requests', and the engine's fatal traceback (a dead
+    engine answers 500 without its message), that contain ``needle``."""
 
     def match(report: OffloadCheckReport) -> list[str]:
-        texts = [report.error, *(it.error for it in report.iterations)]
+        texts = [report.error, report.engine_fault, *(it.error for it in report.iterations)]
         texts += [a.error for it in report.iterations for r in it.runs.values() for a in r.answers]
         hits = [t for t in texts if t and needle in t]
         return [f"vLLM {report.vllm_version}: {' '.join(t.split())[:200]}" for t in dict.fromkeys(hits)][:12]

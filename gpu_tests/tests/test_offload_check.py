@@ -144,6 +144,20 @@ def test_an_engine_death_in_the_offloading_scheduler_is_named_from_its_innermost
     assert named("") == [] and report.defects == []
 
 
+def test_an_assert_message_only_the_server_log_holds_names_its_defect() -> None:
+    """A dead engine answers 500 with "EngineCore encountered an issue", not its assert: vLLM 0.22's
+    align-mode assert (issue #45268) is named from the engine's traceback in the log."""
+    report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
+    layout = [g.model_copy(update={"cache_mode": "align"}) if g.recurrent else g for g in report.layout]
+    fault = '  File "/site/vllm/v1/core/sched/scheduler.py", line 9, in schedule\n'
+    fault += "AssertionError: External KV connector is not verified yet"
+    update = {"engine_fault": fault, "connector": "OffloadingConnector", "layout": layout}
+    dead = report.model_copy(update={**update, "vllm_version": "0.22.0"})
+    assert [d.id for d in named_defects(dead, dead.iterations)] == ["vllm-issue45268"]
+    later = dead.model_copy(update={"vllm_version": "0.23.0"})  # fixed there: the same text names nothing
+    assert named_defects(later, later.iterations) == []
+
+
 def test_the_fixed_connector_passes_the_same_recurrent_prompts() -> None:
     report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
     assert report.status == "passed" and report.defects == []
