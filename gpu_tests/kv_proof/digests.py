@@ -166,8 +166,8 @@ class Proof:
         self.weights = weights.to(self.device)
         self.book = Book()
         self.requests: dict[str, _Request] = {}
-        # (request, group) -> (block index, block id, digest before the forward): see before_step
-        self.before: dict[tuple[str, int], tuple[int, int, bytes]] = {}
+        # request -> group -> (block index, block id, digest before the forward): see before_step
+        self.before: dict[str, dict[int, tuple[int, int, bytes]]] = {}
         self.seq = 0
         self.poisoned = 0
         self.poisoned_blocks = 0
@@ -240,8 +240,7 @@ class Proof:
     def _track(self, out: Any) -> None:
         for rid in getattr(out, "finished_req_ids", ()) or ():
             self.requests.pop(rid, None)
-            for g in self.groups:
-                self.before.pop((rid, g.index), None)
+            self.before.pop(rid, None)
         for new in out.scheduled_new_reqs:
             if new.prompt_token_ids is None:
                 continue
@@ -290,7 +289,7 @@ class Proof:
                 items = wanted.get(g.index, [])
                 digests = self._digest(g, [block for _, _, block in items])
                 for (rid, k, block), digest in zip(items, digests, strict=True):
-                    self.before[(rid, g.index)] = (k, block, digest)
+                    self.before.setdefault(rid, {})[g.index] = (k, block, digest)
 
     def after_step(self, out: Any) -> None:
         with self.lock:
@@ -332,8 +331,7 @@ class Proof:
                 for rid, _, c0 in firsts
             ]
             for rid, _, _ in firsts:
-                for g in self.groups:
-                    self.before.pop((rid, g.index), None)
+                self.before.pop(rid, None)
             if lines:
                 with self.uses.open("a") as fh:
                     fh.write("".join(json.dumps(line) + "\n" for line in lines))
@@ -351,19 +349,20 @@ class Proof:
 
     def _served(self, rid: str) -> dict[tuple[int, int], bytes]:
         """The before-step digests of ``rid``'s served states, by (group, block id)."""
-        return {(gi, block): digest for (r, gi), (_, block, digest) in self.before.items() if r == rid}
+        return {(gi, block): digest for gi, (_, block, digest) in self.before.get(rid, {}).items()}
 
     def _plan(self, rid: str, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
         """(group, index, block id or None) for every block of the cached prefix; None: not checked."""
         plan: list[tuple[_Group, int, int | None]] = []
+        served = self.before.get(rid, {})
         for g in self.groups:
             ids = req.blocks[g.index]
             B = g.block_size
             if g.recurrent:
                 if cached % B == 0 and cached // B - 1 < len(ids) and ids[cached // B - 1] != NULL_BLOCK:
                     plan.append((g, cached // B - 1, ids[cached // B - 1]))
-                elif (rid, g.index) in self.before:
-                    k, block, _ = self.before[(rid, g.index)]
+                elif g.index in served:
+                    k, block, _ = served[g.index]
                     plan.append((g, k, block))  # the block's end state, digested before the forward
                 else:
                     plan.append((g, -1, None))  # a state between snapshots

@@ -67,13 +67,10 @@ def history_runs(results: Path = RESULTS) -> dict[str, HistoryRun]:
         version = folder.name.removeprefix("history-").split("-")[0]
         meta = json.loads((folder / "run.json").read_text())
         reports = {r.case_id: r for r in (read_report(p) for p in report_paths(folder))}
-        old = out.get(version)
-        if old is not None:
-            out[version] = HistoryRun(
-                version, (*old.folders, folder), (*old.metas, meta), {**old.reports, **reports}
-            )
-        else:
-            out[version] = HistoryRun(version, (folder,), (meta,), reports)
+        old = out.get(version) or HistoryRun(version, (), (), {})
+        out[version] = HistoryRun(
+            version, (*old.folders, folder), (*old.metas, meta), {**old.reports, **reports}
+        )
     return out
 
 
