@@ -5,8 +5,10 @@
 # (gpu_tests/runner/tiny_init.py) as a vLLM plugin, builds the tiny models into /tmp/tiny and the real-size
 # folders (committed configs made offline, SmolLM2 tokenizer) into /tmp/real.
 # Run from the repository root (the package and gpu_tests must be importable from here). About 60 s.
+# A second release on the same machine (issue 35): VLLM_SITE=/tmp/site-X STAGE=/tmp/stage-X SITE_ONLY=1 unpacks
+# only that release's vLLM, beside the first; the model, GSM8K and the tiny and real-size folders are shared.
 set -euo pipefail
-S=${STAGE:-/tmp/stage}; SITE=/tmp/site; M=/tmp/models; ROOT=$PWD
+S=${STAGE:-/tmp/stage}; SITE=${VLLM_SITE:-/tmp/site}; M=/tmp/models; ROOT=$PWD
 cd "$S"
 cat $(ls p[0-9]* | sort -V) > payload.tar
 sha256sum -c payload.sha256
@@ -29,9 +31,11 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE pl/gguf-0.19.0-py3-none-any.whl
 # Wheels staged beside the parts (STAGE/whl) top up a payload built before minimal_reqs.txt grew.
 if ls whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE whl/*.whl; fi
+if [ "${SITE_ONLY:-0}" != 1 ]; then
 mkdir -p $M/gguf /tmp/gsm8k && xz -dc pl/gguf.xz > $M/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 gzip -dc pl/gsm8k_test.jsonl.gz > /tmp/gsm8k/test.jsonl
 gzip -dc pl/gsm8k_train.jsonl.gz > /tmp/gsm8k/train.jsonl
+fi
 # The seeded dummy initialiser and the defect catalogue (armed only by the check), loaded by every vLLM process
 # through their plugin entry points.
 d=$SITE/vllm_devclient_tiny_init-0.1.dist-info && mkdir -p $d
@@ -39,6 +43,7 @@ printf 'Metadata-Version: 2.1\nName: vllm-devclient-tiny-init\nVersion: 0.1\n' >
 printf '[vllm.general_plugins]\ntiny_init = gpu_tests.runner.tiny_init:register\nkv_defects = gpu_tests.kv_proof.defects:register\n' > $d/entry_points.txt
 cd "$ROOT"
 export PYTHONPATH=$ROOT:$SITE HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+if [ "${SITE_ONLY:-0}" != 1 ]; then
 python3 "$S/pl/convert_gguf.py" $M/gguf SmolLM2-135M-Instruct.Q4_1.gguf $M/smollm2 2>&1 | tail -1
 # TINY_FAMILIES=none (the real-size matrix) builds no tiny model.
 if [ "${TINY_FAMILIES:-all}" != none ]; then
@@ -46,6 +51,7 @@ if [ "${TINY_FAMILIES:-all}" != none ]; then
     | grep -v Warning || true
 fi
 python3 -m gpu_tests.runner.real_models --out /tmp/real --tokenizer $M/smollm2
+fi
 # The MoE extension's name changed after vLLM 0.23.0 (_moe_C -> _moe_C_stable_libtorch).
 python3 -c "import importlib, importlib.util as u, vllm, vllm._C_stable_libtorch, vllm.vllm_flash_attn as f; \
 importlib.import_module('vllm._moe_C_stable_libtorch' if u.find_spec('vllm._moe_C_stable_libtorch') else 'vllm._moe_C'); \

@@ -4,19 +4,24 @@
 #   gpu_tests/runner/h200.sh OUT_DIR [run_matrix.py options...]
 #
 # Expects the payload parts of gpu_tests/runner/build_payload.sh in $STAGE (default /tmp/stage), unpacks them
-# (device_setup.sh, unless /tmp/site is there already), then runs run_matrix.py: every tiny family x connector x
-# frontend with three clean passes, and per family the mutation catalogue, in parallel on the one GPU. The plan
-# is dealt over device calls (--parts 2 --part 1, then --part 2 on the same warm machine), each under its
-# deadline. `--families real` runs upstream's models at real size instead (gpu_tests/real_size/PLAN.md).
+# (device_setup.sh, unless $VLLM_SITE, default /tmp/site, is there already), then runs run_matrix.py: every tiny
+# family x connector x frontend with three clean passes, and per family the mutation catalogue, in parallel on
+# the one GPU. The plan is dealt over device calls (--parts 2 --part 1, then --part 2 on the same warm machine),
+# each under its deadline. `--families real` runs upstream's models at real size instead
+# (gpu_tests/real_size/PLAN.md).
 # Writes OUT_DIR/results-partK.tgz (JSON reports, probe folders, summary, logs). Run from the repo root.
 set -uo pipefail
 out=${1:?usage: gpu_tests/runner/h200.sh OUT_DIR [run_matrix options]}; shift
 t0=$(date +%s)
 # The real-size matrix serves no tiny model: its setup skips building them.
 case " $* " in *" real "*) export TINY_FAMILIES=${TINY_FAMILIES:-none} ;; esac
-[ -d /tmp/site/vllm ] || bash gpu_tests/runner/device_setup.sh
+# VLLM_SITE picks the release when a machine holds several (device_setup.sh, SITE_ONLY); each keeps its own
+# compile cache, so one release never reads another's compiled graphs.
+site=${VLLM_SITE:-/tmp/site}
+[ -d "$site/vllm" ] || bash gpu_tests/runner/device_setup.sh
 setup_s=$(( $(date +%s) - t0 ))
-export PYTHONPATH=$PWD:/tmp/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+[ "$site" = /tmp/site ] || export VLLM_CACHE_ROOT=$site-cache
+export PYTHONPATH=$PWD:$site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 # flashinfer is not in the payload: without this the sampler imports it and the engine dies.
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_DEVCLIENT_TINY_DIR=/tmp/tiny VLLM_DEVCLIENT_GSM8K_DIR=/tmp/gsm8k
 export VLLM_DEVCLIENT_SMALL_MODEL=/tmp/models/smollm2 VLLM_DEVCLIENT_REAL_DIR=/tmp/real
