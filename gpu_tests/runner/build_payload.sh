@@ -3,7 +3,7 @@
 # the vllm-rs binary, ray (trimmed, for vLLM's IPC weight-transfer engine; gpu_tests/rl/payload_reqs.txt), SmolLM2-135M-Instruct (Q4_1 GGUF, converted on the GPU machine) and GSM8K to an offline
 # GPU machine (torch 2.11.0+cu130, Python 3.12). Runs on a CPU machine with internet, about 5-10 minutes.
 #
-# usage: gpu_tests/runner/build_payload.sh OUT_DIR [PART_SIZE] [GSM8K_DIR]
+# usage: [SITE_ONLY=1] gpu_tests/runner/build_payload.sh OUT_DIR [PART_SIZE] [GSM8K_DIR]
 #   PART_SIZE  default 48M: each part plus the repository tree (with the committed reports) must stay under
 #              the device tool's 64 MiB a call
 #   GSM8K_DIR  folder with train.jsonl and test.jsonl (default: ../shared/data/gsm8k beside the checkout)
@@ -52,7 +52,10 @@ rm -rf ../ray_site && $PIP install -q --isolated --no-deps --no-compile $PLAT --
 (cd ../ray_whl && tar -cf - $(ls *.whl | grep -v '^ray-')) > payload/ray_deps.tar
 gzip -9 -c "$gsm8k/test.jsonl" > payload/gsm8k_test.jsonl.gz
 gzip -9 -c "$gsm8k/train.jsonl" > payload/gsm8k_train.jsonl.gz
-(cd payload && sha256sum * > ../S && mv ../S SHA256SUMS)
+# SITE_ONLY=1: a second release for a machine that already holds a first (device_setup.sh SITE_ONLY=1) needs
+# neither the model nor GSM8K, three parts fewer to stage.
+[ "${SITE_ONLY:-0}" != 1 ] || rm -f payload/gguf.xz payload/gsm8k_*.jsonl.gz
+(cd payload && rm -f SHA256SUMS && sha256sum * > ../S && mv ../S SHA256SUMS)
 tar -cf payload.tar -C payload . && sha256sum payload.tar | tee payload.sha256
 rm -rf ../parts && mkdir ../parts && split -b "$part" -d -a 1 payload.tar ../parts/p && cp payload.sha256 ../parts/
 ls -l payload ../parts
