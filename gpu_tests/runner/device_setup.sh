@@ -56,6 +56,9 @@ fi
 python3 -c "import importlib, importlib.util as u, vllm, vllm._C_stable_libtorch, vllm.vllm_flash_attn as f; \
 importlib.import_module('vllm._moe_C_stable_libtorch' if u.find_spec('vllm._moe_C_stable_libtorch') else 'vllm._moe_C'); \
 print('vllm', vllm.__version__, 'FA3', f.FA3_AVAILABLE, 'MoE ok')"
+# What `vllm serve` imports first: a release missing a package fails here, once, not in every server
+# (0.23.0 needs ijson, mistral_common and theirs: release_extras.py).
+python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, gpu_tests.kv_proof.instruments; print('serve imports ok')"
 # The RL runner's import (gpu_tests/rl): with the device's own requirements first, else with the payload's.
 ipc="import ray, vllm.distributed.weight_transfer.ipc_engine; print('ray', ray.__version__, 'ipc_engine ok')"
 if [ -f "$S/pl/ray_deps.tar" ] && ! python3 -c "$ipc"; then
