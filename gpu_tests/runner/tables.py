@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
+# issue 33's sixth run (judge 60cb2de): Nemotron-H's Simple catalogue again; the rest of that call was lost
+REAL_PROOF_F_RUN = "real-size-2026-12-03b"
 # issue 33's fifth run (judge 1a0c83b): every catalogue again, tiny and real size, and the
 # real-size clean passes of Qwen3.5 and Nemotron-H
 PROOF_E_RUN = "kv-proof-2026-12-03"
@@ -44,7 +46,7 @@ REAL_PROOF_RUN = "real-size-2026-12-02"
 # the fixes' catalogue run, one clean pass a case (judge 4d5bd63)
 PROOF_FIX_RUN = "kv-proof-2026-12-02b"
 # every real-size run made under the proof, newest first: their clean passes share one table
-REAL_PROOF_RUNS = (REAL_PROOF_E_RUN, REAL_PROOF_B_RUN, REAL_PROOF_RUN)
+REAL_PROOF_RUNS = (REAL_PROOF_F_RUN, REAL_PROOF_E_RUN, REAL_PROOF_B_RUN, REAL_PROOF_RUN)
 REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
 NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
@@ -344,6 +346,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
     "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-proof-f-calls": lambda: proof_tables.calls_table([(REAL_PROOF_F_RUN, load(REAL_PROOF_F_RUN)[1])]),
+    "gpu-proof-f-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_F_RUN)[0]),
     "gpu-proof-e-calls": lambda: proof_tables.calls_table(
         [(run, load(run)[1]) for run in (PROOF_E_RUN, REAL_PROOF_E_RUN)]
     ),
