@@ -100,10 +100,30 @@ def write_report(path: Path, report: OffloadCheckReport) -> None:
     path.write_bytes(lzma.compress(data, preset=9) if path.name.endswith(".xz") else data)
 
 
-def rejudge_run(folder: Path) -> list[str]:
+def device_verdicts(meta: dict[str, Any]) -> dict[str, str]:
+    """The verdicts a run's device gave, from its ``run.json``: those kept when the run was judged again, the
+    map ``collect`` writes, else (older runs) the runner's summary rows ("killed" is the runner's word for a
+    case it stopped: its report is an error)."""
+    if "device_verdicts" in meta:
+        return dict(meta["device_verdicts"])
+    if "verdicts" in meta:
+        return dict(meta["verdicts"])
+    rows = [row for call in meta.get("calls", []) for row in (call.get("summary") or {}).get("cases", [])]
+    return {row["case_id"]: "error" if row["status"] == "killed" else row["status"] for row in rows}
+
+
+def run_verdicts(meta: dict[str, Any]) -> dict[str, str]:
+    """A run's verdicts as its committed reports hold them: the device's, with any later judging's on top."""
+    return {**device_verdicts(meta), **meta.get("verdicts", {})}
+
+
+def rejudge_run(folder: Path, judge_commit: str = "unknown") -> list[str]:
     """Judge a committed run's reports again; rewrite those whose verdicts moved. Returns their names. Files
-    that are not offload-check reports (another tool's run, as ``rl-*``) are left alone."""
+    that are not offload-check reports (another tool's run, as ``rl-*``) are left alone. Where a verdict
+    moved, ``run.json`` keeps the device's (``device_verdicts``), holds the new ones (``verdicts``) and says
+    which judge moved them (``rejudged``), so that a report never differs from its run's record."""
     moved = []
+    statuses: dict[str, str] = {}
     for path in report_paths(folder):
         data = json.loads(_read_bytes(path))
         if not isinstance(data, dict) or data.get("format") != 2 or "case_id" not in data:
@@ -113,6 +133,15 @@ def rejudge_run(folder: Path) -> list[str]:
         if judged != report:
             write_report(path, judged)
             moved.append(path.name)
+            if judged.status != report.status:
+                statuses[judged.case_id] = judged.status
+    if statuses and (folder / "run.json").exists():
+        meta = json.loads((folder / "run.json").read_text())
+        device = device_verdicts(meta)
+        meta["device_verdicts"] = device
+        meta["verdicts"] = {**run_verdicts(meta), **statuses}
+        meta.setdefault("rejudged", []).append({"judge_commit": judge_commit, "verdicts": statuses})
+        (folder / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
     return moved
 
 
@@ -120,11 +149,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_tests.runner.collect", description=__doc__.split("\n")[0])
     p.add_argument("--name", help="the folder under gpu_tests/results/")
     p.add_argument("--rejudge", action="store_true", help="judge committed run folders again, in place")
+    p.add_argument(
+        "--judge-commit", default="unknown", help="with --rejudge: the judge's commit (git rev-parse HEAD)"
+    )
     p.add_argument("folders", nargs="+", type=Path, help="matrix folders of the run's calls, in order")
     args = p.parse_args(argv)
     if args.rejudge:
         for folder in args.folders:
-            moved = rejudge_run(folder)
+            moved = rejudge_run(folder, args.judge_commit)
             print(
                 f"{folder}: {len(moved)} report(s) judged otherwise"
                 + (f": {', '.join(moved)}" if moved else "")

@@ -16,7 +16,7 @@ import pytest
 
 from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import tables
-from gpu_tests.runner.collect import read_report, report_paths
+from gpu_tests.runner.collect import device_verdicts, read_report, report_paths, run_verdicts
 from gpu_tests.runner.jobs import Cost, Job, expected_costs, makespan, plan, split_parts
 from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
 from vllm_devclient.testing.processes import spawn
@@ -280,23 +280,16 @@ COMMITTED = [
 ]
 
 
-def _device_verdicts(run: Path) -> dict[str, str]:
-    """The verdicts a run's device gave, from its run.json: the map ``collect`` writes, else (older runs) the
-    runner's summary rows ("killed" is the runner's word for a case it stopped: its report is an error)."""
-    data = json.loads((run / "run.json").read_text())
-    if "verdicts" in data:
-        return dict(data["verdicts"])
-    rows = [row for call in data.get("calls", []) for row in (call.get("summary") or {}).get("cases", [])]
-    return {row["case_id"]: "error" if row["status"] == "killed" else row["status"] for row in rows}
-
-
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_a_committed_report_holds_the_verdict_its_device_gave(path: Path) -> None:
+def test_a_committed_report_holds_the_verdict_its_run_records(path: Path) -> None:
     report = read_report(path)
-    device = _device_verdicts(path.parent)
-    if report.case_id in device:
-        assert report.status == device[report.case_id], "a committed verdict differs from its run.json"
-    # A failure is never turned by a later judge: rejudging keeps it.
+    meta = json.loads((path.parent / "run.json").read_text())
+    recorded, device = run_verdicts(meta), device_verdicts(meta)
+    if report.case_id in recorded:
+        assert report.status == recorded[report.case_id], "a committed verdict differs from its run.json"
+    # The device's failure stands: no later judging turned it, and rejudging now keeps it.
+    if device.get(report.case_id) in ("failed", "error"):
+        assert report.status in ("failed", "error")
     if report.status in ("failed", "error"):
         assert rejudge(report).status == report.status
 
@@ -334,12 +327,22 @@ def test_rejudge_rewrites_only_the_reports_a_judge_change_moves_and_never_passes
     write_report(agreeing, current.model_copy(update={"case_id": "agreeing"}))
     other = tmp_path / "call.json"
     other.write_text('{"status": 0}\n')
+    device = {current.case_id: "not_proven", "failure": "failed", "agreeing": "passed"}
+    (tmp_path / "run.json").write_text(json.dumps({"name": "r", "verdicts": device}))
     before = {p.name: p.read_bytes() for p in (agreeing, other)}
-    assert sorted(rejudge_run(tmp_path)) == ["failure.json", "stale.json.xz"]
+    assert sorted(rejudge_run(tmp_path, "abc123")) == ["failure.json", "stale.json.xz"]
     assert read_report(stale) == current
     kept = read_report(failure)
     assert kept.status == "failed" and kept.assertions[-1].name == "device_verdict_kept"
     assert {p.name: p.read_bytes() for p in (agreeing, other)} == before
+    # run.json keeps the device's verdicts and records the moved one, with the judge that moved it.
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert device_verdicts(meta) == device
+    assert run_verdicts(meta) == {**device, current.case_id: "passed"}
+    assert meta["rejudged"] == [{"judge_commit": "abc123", "verdicts": {current.case_id: "passed"}}]
+    # Judged again with nothing moved: the record stays as it is.
+    assert rejudge_run(tmp_path, "def456") == []
+    assert json.loads((tmp_path / "run.json").read_text()) == meta
 
 
 def test_only_picks_cases_by_part_of_their_id_and_a_dollar_ends_it(tmp_path: Path) -> None:
