@@ -13,8 +13,10 @@ it digests.
   one verdict: ``v`` it equals a computation of its prefix; ``x`` it matches none (corrupt, whatever broke:
   the store, the slot, the plan, the copy, a late write); ``u`` its prefix was never computed here (nothing
   can vouch for it); ``p`` it still holds the poison written into free blocks before the reload (nothing was
-  copied there). ``n`` (a null block: outside a sliding window) and ``s`` (a recurrent state between two
-  snapshots, left to the restored-state check) are written by the instrument, never counted as verified.
+  copied there). An ``x`` says what it holds instead: another prefix's bytes, the poison in part of its
+  layers, zeros (a wiped block), or bytes no computation left. ``n`` (a null block: outside a sliding
+  window) and ``s`` (a recurrent state between two snapshots, left to the restored-state check) are written
+  by the instrument, never counted as verified.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DIGEST_BYTES", "Book", "Check", "chain_keys", "differing_regions"]
+__all__ = ["DIGEST_BYTES", "Book", "Check", "chain_keys", "differing_regions", "zero_regions"]
 
 DIGEST_BYTES = 8  # one int64 per layer region
 MAX_EXAMPLES = 8
@@ -42,6 +44,15 @@ def chain_keys(
         prev = keys[-1] if keys else b""
         keys.append(hashlib.blake2b(prev + tokens, digest_size=16).digest())
     return keys
+
+
+def zero_regions(digest: bytes) -> int:
+    """How many layer regions of a digest read as all zeros. The instrument's digest is a weighted sum of the
+    region's words (``digests.Proof``), so a region of zeros digests to exactly 0, and a computed one
+    practically never does."""
+    return sum(
+        digest[i : i + DIGEST_BYTES] == bytes(DIGEST_BYTES) for i in range(0, len(digest), DIGEST_BYTES)
+    )
 
 
 def differing_regions(a: bytes, b: bytes) -> int:
@@ -91,6 +102,10 @@ class Book:
             holds = "the bytes of another prefix"
         elif poison is not None and differing_regions(digest, poison) < len(digest) // DIGEST_BYTES:
             holds = "the poison in part of its layers: a partial copy"
+        elif zeros := zero_regions(digest):
+            regions = len(digest) // DIGEST_BYTES
+            where = "every layer region" if zeros == regions else f"{zeros} of {regions} layer regions"
+            holds = f"zeros in {where}: wiped, or never written"
         else:
             holds = "bytes that match no computed block"
         if not known:

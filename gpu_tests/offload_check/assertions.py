@@ -181,6 +181,11 @@ def reload_proven(
                 f"no CPU store for full-attention group(s) {events.missing_cpu_groups} "
                 f"(GPU full-attention groups {events.gpu_full_attention_groups})"
             )
+        elif events is not None and events.ungrouped_cpu_blocks:
+            notes.append(
+                f"per-group CPU stores not checked: {events.ungrouped_cpu_blocks} CPU blocks stored without "
+                "a group (this release's events carry none)"
+            )
     return AssertionResult(
         name="reload_proven", passed=not problems, message="; ".join(problems or notes) or "ok"
     )

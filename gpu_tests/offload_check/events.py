@@ -8,6 +8,10 @@ default, a *placeholder* payload: one hash per offloaded chunk, ``token_ids=[]``
 chunk's per-block hashes and its tokens (``len(token_ids) == block_size * len(block_hashes)``), while other
 groups keep the placeholder. A chunk overlapping a shared prefix re-announces hashes already announced, so a
 consumer must reference-count them. ``AllBlocksCleared`` (no medium) follows a successful GPU reset.
+Older releases (vLLM 0.23.0's OffloadingConnector, for one) send CPU-tier stores *ungrouped*: no
+``group_idx``, one event per stored job with its blocks' hashes (of every group), no tokens,
+``block_size=0``. Which group a CPU store holds then cannot be told, so the per-group coverage check is not
+made (``ungrouped_cpu_blocks``).
 
 :class:`GroupEventAccount` counts stores and removes per (medium, group_idx), learns each group's kind from
 the events that carry one, keeps a reference count per hash, and checks the payload rules above. It does no
@@ -65,6 +69,11 @@ class KVEventsSummary(BaseModel):
     cpu_stored_groups: list[int]
     missing_cpu_groups: list[int] = Field(
         description="full-attention groups with GPU stores and no CPU store"
+    )
+    ungrouped_cpu_blocks: int = Field(
+        default=0,
+        description="CPU-tier blocks stored without a group_idx (a release before the group stamp): while "
+        "there are any, missing_cpu_groups is not checked",
     )
     cleared: int
     unknown_events: int
@@ -213,7 +222,14 @@ class GroupEventAccount:
         """Groups the GPU events show, whose kind is full attention (or MLA, which holds the full prefix)."""
         return sorted(g for g in self.groups_with_stores("GPU") if self.kinds.get(g) in FULL_ATTENTION_KINDS)
 
+    def ungrouped_cpu_blocks(self) -> int:
+        counts = self._counts.get(("CPU", None))
+        return counts.stored_blocks if counts else 0
+
     def missing_cpu_groups(self) -> list[int]:
+        # An ungrouped store may hold any group's blocks: no group can be called missing.
+        if self.ungrouped_cpu_blocks():
+            return []
         cpu = set(self.groups_with_stores("CPU"))
         return [g for g in self.gpu_full_attention_groups() if g not in cpu]
 
@@ -242,7 +258,10 @@ class GroupEventAccount:
         for group, n_hashes, n_tokens, block_size in self._cpu_events:
             kind = self.kinds.get(group) if group is not None else None
             full = kind in FULL_ATTENTION_KINDS
-            if self.self_describing and full:
+            if group is None:
+                ok = n_tokens == 0 and block_size == 0 and n_hashes >= 1
+                rule = "ungrouped (no group_idx: one job's hashes, no tokens, block_size 0)"
+            elif self.self_describing and full:
                 ok = block_size > 0 and n_tokens == block_size * n_hashes
                 rule = "self-describing (token_ids = block_size x hashes)"
             else:
@@ -279,6 +298,7 @@ class GroupEventAccount:
             gpu_full_attention_groups=self.gpu_full_attention_groups(),
             cpu_stored_groups=self.groups_with_stores("CPU"),
             missing_cpu_groups=self.missing_cpu_groups(),
+            ungrouped_cpu_blocks=self.ungrouped_cpu_blocks(),
             cleared=self.cleared,
             unknown_events=self.unknown,
             payload_problems=self.payload_check(),

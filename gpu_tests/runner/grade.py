@@ -111,8 +111,11 @@ def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: History
         return f"error ({case_id}): {_first(errors[0] if errors else 'no message')}"
     if report.status in ("passed", "not_proven"):
         return f"{report.status.replace('_', ' ')} ({case_id})"
+    # The bug's evidence held while the case failed on others: on a fixed release, the fix as the check
+    # sees it; the defects the failure names say which other bug it met.
     others = sorted({a.name for a in report.failures()})
-    return f"not caught ({case_id} failed {', '.join(others)})"
+    named = f"; it names {', '.join(d.id for d in report.defects)}" if report.defects else ""
+    return f"not caught: {', '.join(evidence)} held ({case_id} failed {', '.join(others)}{named})"
 
 
 def _scenario_cases(scenario: Scenario) -> list[str]:

@@ -243,3 +243,20 @@ def test_a_padded_page_is_digested_without_its_padding(tmp_path: Path) -> None:
     config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
     proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
     assert proof.groups[0].regions[0].width == PAGE // 2
+
+
+def test_a_loaded_block_wiped_to_zeros_is_named_as_zeros(tmp_path: Path) -> None:
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    # A load into 9 and 10, then the second block zeroed in both layers and the first in one of them.
+    for name in ("l0", "l1"):
+        engine.kv[name][9], engine.kv[name][10] = engine.kv[name][1].clone(), engine.kv[name][2].clone()
+    engine.kv["l0"][10].zero_()
+    engine.kv["l1"][10].zero_()
+    engine.step([("b", PROMPT, ([9, 10, 11],), 8)], {"b": 2}, forward=lambda: engine.kv["l1"][9].zero_())
+    (use,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "b"]
+    assert use.groups[0].verdicts == "xx"
+    holds = {e.block: e.holds for e in use.examples}
+    assert holds == {0: "zeros in 1 of 2 layer regions: wiped, or never written"} | {
+        1: "zeros in every layer region: wiped, or never written"
+    }

@@ -143,6 +143,37 @@ def test_without_self_describing_every_cpu_store_must_be_a_placeholder() -> None
     assert "expected placeholder" in problem
 
 
+def cpu_ungrouped(hashes: list[int]) -> Any:
+    # vLLM 0.23.0's OffloadingConnectorScheduler.take_events: one event per stored job, no group_idx.
+    return kv_events.BlockStored(
+        block_hashes=hashes,
+        parent_block_hash=None,
+        token_ids=[],
+        block_size=0,
+        lora_id=None,
+        medium="CPU",
+        lora_name=None,
+    )
+
+
+@pytest.mark.parametrize("wire", [False, True], ids=["vllm-objects", "decoded"])
+def test_ungrouped_cpu_stores_of_an_older_release_follow_their_own_rule(wire: bool) -> None:
+    feed = over_the_wire if wire else (lambda events: events)
+    account = GroupEventAccount(self_describing=True)
+    account.add(feed([*GPU, cpu_ungrouped([2, 12, 22]), cpu_ungrouped([1])]))
+    summary = account.summary()
+    # Which group an ungrouped store holds cannot be told: no group is called missing, and it says so.
+    assert summary.ungrouped_cpu_blocks == 4 and summary.missing_cpu_groups == []
+    assert summary.payload_problems == []
+    account.add(feed([cpu_ungrouped([])]))  # an ungrouped store must still name its blocks
+    (problem,) = account.summary().payload_problems
+    assert "ungrouped" in problem and "hashes=0" in problem
+    # Without ungrouped stores the coverage check stands.
+    grouped = GroupEventAccount()
+    grouped.add(feed([*GPU, cpu_placeholder(1, 12)]))
+    assert grouped.summary().ungrouped_cpu_blocks == 0 and grouped.missing_cpu_groups() == [2]
+
+
 def test_repeated_hashes_are_reference_counted() -> None:
     # Chunks overlapping a shared prefix re-announce the shared hashes once per chunk.
     account = GroupEventAccount(self_describing=True)
@@ -190,3 +221,24 @@ def test_conflicting_kinds_for_one_group_are_reported() -> None:
     account = GroupEventAccount()
     account.add([gpu_store(0, "full_attention", [1]), gpu_store(0, "sliding_window", [2])])
     assert account.summary().payload_problems == ["group 0 announced as full_attention and as sliding_window"]
+
+
+def test_reload_proven_notes_what_ungrouped_cpu_stores_leave_unchecked() -> None:
+    from gpu_tests.offload_check.assertions import reload_proven
+    from gpu_tests.offload_check.settings import CheckSettings
+    from vllm_devclient.metrics import MetricsDelta
+
+    settings = CheckSettings(expect_cpu_store_events=True)
+    windows = {
+        "cold": MetricsDelta(seconds=1, external_prefix_cache_hits=0),
+        "reload": MetricsDelta(seconds=1, external_prefix_cache_hits=64),
+    }
+    older = GroupEventAccount()
+    older.add([*GPU, cpu_ungrouped([12, 22])])
+    result = reload_proven(settings, windows, 2, older.summary())
+    assert result.passed and "per-group CPU stores not checked: 2 CPU blocks" in result.message
+    # A grouped stream that misses a full-attention group still fails.
+    newer = GroupEventAccount()
+    newer.add([*GPU, cpu_placeholder(1, 12)])
+    result = reload_proven(settings, windows, 1, newer.summary())
+    assert not result.passed and "no CPU store for full-attention group(s) [2]" in result.message
