@@ -7,7 +7,7 @@ its vLLM release), so a recurrent state restored one token ahead at a chunk boun
 ``all`` mode and PR #44599's bug in ``align`` mode on vLLM 0.23.0 and before. The bugs issue 35 grades
 (``gpu_tests/history/bugs.py``) that leave a fingerprint of their own are named here too: the engine's
 assert on the first CPU hit in align mode, the Simple connector's refused reset, the OffloadingConnector's
-tier that serves after a full reset. The grade never reads these names, only the judge's assertions."""
+tier that serves after a full reset, a loaded block wiped by the zeroing for Mamba models. The grade never reads these names, only the judge's assertions."""
 
 from __future__ import annotations
 
@@ -127,6 +127,24 @@ def _simple_evictions_as_gpu_removes(report: OffloadCheckReport) -> list[str]:
     return [f"vLLM {report.vllm_version}: {p}" for p in removes[:12]]
 
 
+def _hybrid_up_to(version: str) -> Applies:
+    """A server with a recurrent (Mamba) group, on vLLM ``version`` or older, with either CPU connector."""
+    older = _up_to(("OffloadingConnector", "SimpleCPUOffloadConnector"), version)
+    return lambda report: older(report) and any(g.recurrent for g in report.layout)
+
+
+def _zeros_at_first_use(report: OffloadCheckReport) -> list[str]:
+    """Blocks a request started from that read as zeros (the instrument names them: ``book.zero_regions``)."""
+    return [
+        f"vLLM {report.vllm_version} {it.label}: request {use.request_id[:24]} group {e.group} block {e.block} "
+        f"(GPU block {e.gpu_block}) holds {e.holds}"
+        for it in report.clean()
+        for use in it.first_use
+        for e in use.examples
+        if e.holds.startswith("zeros")
+    ][:12]
+
+
 KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     KnownDefect(
         "vllm#51094",
@@ -168,6 +186,15 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
         "https://github.com/vllm-project/vllm/pull/41956",
         stream=_cold_runs_loaded,
         applies=_up_to(("OffloadingConnector",), "0.20.2"),
+    ),
+    KnownDefect(
+        "vllm-skip-zero-block-ids",
+        "The blocks vLLM zeroes for Mamba models each step include those an asynchronous load is filling, "
+        "and the zeroing can land after the load: a loaded prefix reads as zeros (vLLM 0.25.1 and before, "
+        "fixed in 0.26.0 by _skip_zero_block_ids)",
+        "https://github.com/vllm-project/vllm/compare/v0.25.1...v0.26.0",
+        stream=_zeros_at_first_use,
+        applies=_hybrid_up_to("0.25.1"),
     ),
     KnownDefect(
         "vllm#50454",

@@ -121,7 +121,8 @@ def rejudge_run(folder: Path, judge_commit: str = "unknown") -> list[str]:
     """Judge a committed run's reports again; rewrite those whose verdicts moved. Returns their names. Files
     that are not offload-check reports (another tool's run, as ``rl-*``) are left alone. Where a verdict
     moved, ``run.json`` keeps the device's (``device_verdicts``), holds the new ones (``verdicts``) and says
-    which judge moved them (``rejudged``), so that a report never differs from its run's record."""
+    which judge moved them (``rejudged``, with every report it rewrote), so that a report never differs from
+    its run's record."""
     moved = []
     statuses: dict[str, str] = {}
     for path in report_paths(folder):
@@ -135,12 +136,15 @@ def rejudge_run(folder: Path, judge_commit: str = "unknown") -> list[str]:
             moved.append(path.name)
             if judged.status != report.status:
                 statuses[judged.case_id] = judged.status
-    if statuses and (folder / "run.json").exists():
+    # Every rewrite is recorded, a verdict moved or not (a later judge may only add a defect's name).
+    if moved and (folder / "run.json").exists():
         meta = json.loads((folder / "run.json").read_text())
-        device = device_verdicts(meta)
-        meta["device_verdicts"] = device
-        meta["verdicts"] = {**run_verdicts(meta), **statuses}
-        meta.setdefault("rejudged", []).append({"judge_commit": judge_commit, "verdicts": statuses})
+        if statuses:
+            meta["device_verdicts"] = device_verdicts(meta)
+            meta["verdicts"] = {**run_verdicts(meta), **statuses}
+        meta.setdefault("rejudged", []).append(
+            {"judge_commit": judge_commit, "verdicts": statuses, "reports": sorted(moved)}
+        )
         (folder / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
     return moved
 

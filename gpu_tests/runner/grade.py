@@ -83,7 +83,23 @@ def _failed(assertions: Sequence[AssertionResult], names: Sequence[str]) -> list
     return [a for a in assertions if a.name in names and a.evaluated and not a.passed]
 
 
-def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: HistoryRun) -> str:
+def _names(report: OffloadCheckReport, bug_id: str | None) -> str:
+    """The other known defects the report names: which bug a failure met, where it is not the graded one."""
+    others = [d.id for d in report.defects if d.id != bug_id]
+    return f"; it names {', '.join(others)}" if others else ""
+
+
+def _case_cell(
+    evidence: Sequence[str],
+    timing: bool,
+    case_id: str,
+    run: HistoryRun,
+    *,
+    bug_id: str | None = None,
+    fixed: bool = False,
+) -> str:
+    """One case's cell. On a fixed release a failing evidence assertion reads "failed", not "caught": the
+    bug is not there, and the report's other named defects say what the case met instead."""
     if case_id in run.skipped:
         return f"could not run ({case_id}): {run.skipped[case_id]}"
     report = run.reports.get(case_id)
@@ -103,8 +119,10 @@ def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: History
     failed = _failed(report.assertions, evidence) + [
         a for it in clean for a in _failed(it.assertions, evidence)
     ]
+    failed.sort(key=lambda a: evidence.index(a.name))  # the bug's own order: its most direct evidence first
     if failed:
-        return f"caught by {failed[0].name} ({case_id}): {_first(failed[0].message)}"
+        verb = "failed on" if fixed else "caught by"
+        return f"{verb} {failed[0].name} ({case_id}{_names(report, bug_id)}): {_first(failed[0].message)}"
     # An error is not an assertion: it is shown as what it is, never as the bug caught.
     errors = [e for e in [*(it.error for it in clean if it.status == "error"), report.error] if e]
     if report.status == "error":
@@ -114,8 +132,8 @@ def _case_cell(evidence: Sequence[str], timing: bool, case_id: str, run: History
     # The bug's evidence held while the case failed on others: on a fixed release, the fix as the check
     # sees it; the defects the failure names say which other bug it met.
     others = sorted({a.name for a in report.failures()})
-    named = f"; it names {', '.join(d.id for d in report.defects)}" if report.defects else ""
-    return f"not caught: {', '.join(evidence)} held ({case_id} failed {', '.join(others)}{named})"
+    held = ", ".join(evidence)
+    return f"not caught: {held} held ({case_id} failed {', '.join(others)}{_names(report, bug_id)})"
 
 
 def _scenario_cases(scenario: Scenario) -> list[str]:
@@ -127,7 +145,10 @@ def grade_cell(bug: Bug, version: str, runs: dict[str, HistoryRun]) -> str:
     if run is None:
         return NOT_RUN
     cases = _scenario_cases(bug.scenario)
-    return "<br>".join(_case_cell(bug.evidence, bug.timing, case_id, run) for case_id in cases)
+    fixed = version == bug.fixed
+    return "<br>".join(
+        _case_cell(bug.evidence, bug.timing, case_id, run, bug_id=bug.id, fixed=fixed) for case_id in cases
+    )
 
 
 def hunt_table(runs: dict[str, HistoryRun]) -> str:

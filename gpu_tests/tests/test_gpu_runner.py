@@ -339,7 +339,13 @@ def test_rejudge_rewrites_only_the_reports_a_judge_change_moves_and_never_passes
     meta = json.loads((tmp_path / "run.json").read_text())
     assert device_verdicts(meta) == device
     assert run_verdicts(meta) == {**device, current.case_id: "passed"}
-    assert meta["rejudged"] == [{"judge_commit": "abc123", "verdicts": {current.case_id: "passed"}}]
+    assert meta["rejudged"] == [
+        {
+            "judge_commit": "abc123",
+            "verdicts": {current.case_id: "passed"},
+            "reports": ["failure.json", "stale.json.xz"],
+        }
+    ]
     # Judged again with nothing moved: the record stays as it is.
     assert rejudge_run(tmp_path, "def456") == []
     assert json.loads((tmp_path / "run.json").read_text()) == meta

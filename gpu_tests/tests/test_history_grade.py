@@ -113,7 +113,12 @@ def test_the_grade_names_the_assertion_and_its_evidence_and_tells_passed_and_cou
         {"tiny-falcon-h1-align-offloading-python": falcon, "tiny-qwen3-next-offloading-python": qwen},
         {"tiny-nemotron-h-align-offloading-python": "no such model on this machine"},
     )
-    _commit_run(tmp_path, "0.24.0", {"tiny-qwen3-next-offloading-python": qwen}, {})
+    _commit_run(
+        tmp_path,
+        "0.24.0",
+        {"tiny-qwen3-next-offloading-python": qwen, "tiny-falcon-h1-align-offloading-python": falcon},
+        {},
+    )
     runs = grade.history_runs(tmp_path)
     align = next(b for b in BUGS if b.id == "vllm-pr44599")
     buggy = grade.grade_cell(align, "0.23.0", runs).split("<br>")
@@ -122,11 +127,13 @@ def test_the_grade_names_the_assertion_and_its_evidence_and_tells_passed_and_cou
         buggy[1] == "could not run (tiny-nemotron-h-align-offloading-python): no such model on this machine"
     )
     assert buggy[2].startswith(
-        "caught by recurrent_state_consistent (tiny-falcon-h1-align-offloading-python): "
+        "caught by recurrent_state_consistent (tiny-falcon-h1-align-offloading-python; it names vllm#51094): "
     )
     assert "ahead" in buggy[2]
     fixed = grade.grade_cell(align, "0.24.0", runs).split("<br>")
     assert fixed[0] == "passed (tiny-qwen3-next-offloading-python)" and fixed[1].startswith("not run (")
+    # On the fixed release a failing evidence assertion is a failure, never "caught".
+    assert fixed[2].startswith("failed on recurrent_state_consistent (tiny-falcon-h1-align-offloading-python")
     # A bug whose evidence the failure is not: the same failing report does not catch it.
     died = next(b for b in BUGS if b.id == "vllm-issue45268")
     assert (

@@ -158,6 +158,42 @@ def test_an_assert_message_only_the_server_log_holds_names_its_defect() -> None:
     assert named_defects(later, later.iterations) == []
 
 
+def test_a_loaded_block_read_as_zeros_on_an_older_hybrid_names_the_zeroing() -> None:
+    """Blocks wiped by the zeroing for Mamba models read as zeros at first use: named on a hybrid up to vLLM
+    0.25.1, with either connector; the same bytes name nothing on 0.26.0 or on an attention-only model."""
+    from gpu_tests.offload_check.probe_files import FirstUse, FirstUseExample, FirstUseGroup
+
+    report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
+    zeros = FirstUseExample(
+        group=0,
+        block=3,
+        gpu_block=255,
+        verdict="x",
+        holds="zeros in every layer region: wiped, or never written",
+    )
+    use = FirstUse(
+        seq=1,
+        pid=1,
+        request_id="cmpl-1",
+        cached=64,
+        groups=[FirstUseGroup(group=0, block_size=16, regions=1, verdicts="vvvx")],
+        examples=[zeros],
+    )
+    it = report.iterations[0].model_copy(update={"first_use": [use]})
+    wiped = report.model_copy(update={"iterations": [it], "vllm_version": "0.24.0"})
+    for connector in ("OffloadingConnector", "SimpleCPUOffloadConnector"):
+        older = wiped.model_copy(update={"connector": connector})
+        (defect,) = named_defects(older, older.iterations)
+        assert defect.id == "vllm-skip-zero-block-ids" and "GPU block 255) holds zeros" in defect.evidence[0]
+    fixed = wiped.model_copy(update={"vllm_version": "0.26.0"})
+    assert named_defects(fixed, fixed.iterations) == []
+    attention = wiped.model_copy(update={"layout": [g for g in wiped.layout if not g.recurrent]})
+    assert named_defects(attention, attention.iterations) == []
+    other = zeros.model_copy(update={"holds": "bytes that match no computed block"})
+    plain = it.model_copy(update={"first_use": [use.model_copy(update={"examples": [other]})]})
+    assert named_defects(wiped.model_copy(update={"iterations": [plain]}), [plain]) == []
+
+
 def test_the_fixed_connector_passes_the_same_recurrent_prompts() -> None:
     report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
     assert report.status == "passed" and report.defects == []
