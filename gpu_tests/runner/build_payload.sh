@@ -4,8 +4,9 @@
 # GPU machine (torch 2.11.0+cu130, Python 3.12). Runs on a CPU machine with internet, about 5-10 minutes.
 #
 # usage: [SITE_ONLY=1] gpu_tests/runner/build_payload.sh OUT_DIR [PART_SIZE] [GSM8K_DIR]
-#   PART_SIZE  default 46M: each part plus the repository tree (with the committed reports, about 15 MiB) must
-#              stay under the device tool's 64 MiB a call
+#   PART_SIZE  default auto: 59 MiB less the tracked tree (its committed reports grow with each run), so that a
+#              part plus the tree stays under the device tool's 64 MiB a call (46M beside a 15.4 MiB tree was
+#              refused on 2026-12-04, 43M went)
 #   GSM8K_DIR  folder with train.jsonl and test.jsonl (default: ../shared/data/gsm8k beside the checkout)
 # Leaves OUT_DIR/parts/p0..pN and OUT_DIR/parts/payload.sha256; gpu_tests/runner/device_setup.sh unpacks them.
 #
@@ -15,7 +16,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-out=$(mkdir -p "$1" && cd "$1" && pwd); part=${2:-46M}
+out=$(mkdir -p "$1" && cd "$1" && pwd); part=${2:-auto}
+if [ "$part" = auto ]; then
+  tree_mib=$(cd "$repo" && git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print int(s / 1048576) + 1}')
+  part="$(( 59 - tree_mib ))M"; echo "part size $part (tree ${tree_mib} MiB)"
+fi
 gsm8k=${3:-$repo/../shared/data/gsm8k}
 VLLM_VERSION=${VLLM_VERSION:-0.26.0}
 cd "$out"

@@ -35,10 +35,10 @@ def gpu_store(group: int, kind: str, hashes: list[int], parent: int | None = Non
     )
 
 
-def cpu_placeholder(group: int, chunk_hash: int) -> Any:
-    # OffloadingEventsTracker._placeholder_stored: one hash per chunk, no tokens, block_size 0.
+def cpu_store(hashes: list[int], group: int | None) -> Any:
+    """A CPU-tier store with no tokens and ``block_size=0``."""
     return kv_events.BlockStored(
-        block_hashes=[chunk_hash],
+        block_hashes=hashes,
         parent_block_hash=None,
         token_ids=[],
         block_size=0,
@@ -47,6 +47,11 @@ def cpu_placeholder(group: int, chunk_hash: int) -> Any:
         lora_name=None,
         group_idx=group,
     )
+
+
+def cpu_placeholder(group: int, chunk_hash: int) -> Any:
+    # OffloadingEventsTracker._placeholder_stored: one hash per chunk, no tokens, block_size 0.
+    return cpu_store([chunk_hash], group)
 
 
 def cpu_self_describing(group: int, kind: str, hashes: list[int], tokens: int | None = None) -> Any:
@@ -145,15 +150,7 @@ def test_without_self_describing_every_cpu_store_must_be_a_placeholder() -> None
 
 def cpu_ungrouped(hashes: list[int]) -> Any:
     # vLLM 0.23.0's OffloadingConnectorScheduler.take_events: one event per stored job, no group_idx.
-    return kv_events.BlockStored(
-        block_hashes=hashes,
-        parent_block_hash=None,
-        token_ids=[],
-        block_size=0,
-        lora_id=None,
-        medium="CPU",
-        lora_name=None,
-    )
+    return cpu_store(hashes, None)
 
 
 @pytest.mark.parametrize("wire", [False, True], ids=["vllm-objects", "decoded"])
