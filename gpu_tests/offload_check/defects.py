@@ -7,7 +7,8 @@ its vLLM release), so a recurrent state restored one token ahead at a chunk boun
 ``all`` mode and PR #44599's bug in ``align`` mode on vLLM 0.23.0 and before. The bugs issue 35 grades
 (``gpu_tests/history/bugs.py``) that leave a fingerprint of their own are named here too: the engine's
 assert on the first CPU hit in align mode, the Simple connector's refused reset, the OffloadingConnector's
-tier that serves after a full reset, a loaded block wiped by the zeroing for Mamba models. The grade never reads these names, only the judge's assertions."""
+tier that serves after a full reset, a loaded block wiped by the zeroing for Mamba models. The grade never
+reads these names, only the judge's assertions."""
 
 from __future__ import annotations
 
@@ -136,8 +137,8 @@ def _hybrid_up_to(version: str) -> Applies:
 def _zeros_at_first_use(report: OffloadCheckReport) -> list[str]:
     """Blocks a request started from that read as zeros (the instrument names them: ``book.zero_regions``)."""
     return [
-        f"vLLM {report.vllm_version} {it.label}: request {use.request_id[:24]} group {e.group} block {e.block} "
-        f"(GPU block {e.gpu_block}) holds {e.holds}"
+        f"vLLM {report.vllm_version} {it.label}: request {use.request_id[:24]} group {e.group} "
+        f"block {e.block} (GPU block {e.gpu_block}) holds {e.holds}"
         for it in report.clean()
         for use in it.first_use
         for e in use.examples

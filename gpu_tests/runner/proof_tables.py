@@ -16,6 +16,8 @@ __all__ = [
     "clean_table",
     "clean_table_by_run",
     "clean_total",
+    "first_use_cell",
+    "outcomes_table",
     "runner_rows",
     "verdict_line",
 ]
@@ -71,12 +73,24 @@ def _checked(total: dict[str, int]) -> int:
     return sum(v for k, v in total.items() if k not in "ns")
 
 
+def _first_use(total: dict[str, int]) -> str:
+    bad = ", ".join(f"{total[k]} {k}" for k in "xup" if total.get(k))
+    cell = f"{total.get('v', 0)} / {_checked(total)}" + (f" ({bad})" if bad else "")
+    return cell + f" ({total.get('n', 0)} null, {total.get('s', 0)} recurrent)"
+
+
+def first_use_cell(r: OffloadCheckReport) -> str:
+    """Over ``r``'s clean passes, as the clean table counts them: first-use blocks as computed / checked
+    (``x``, ``u``, ``p`` where any; null and recurrent between snapshots not counted), then the
+    connector-loaded blocks as computed and the groups digested."""
+    total, loaded, digested, groups = _clean_counts(r)
+    return f"{_first_use(total)}; {loaded} connector-loaded, {digested} of {groups} groups digested"
+
+
 def _clean_row(r: OffloadCheckReport) -> str:
     clean = r.clean()
     total, loaded, digested, groups = _clean_counts(r)
-    bad = ", ".join(f"{total[k]} {k}" for k in "xup" if total.get(k))
-    cell = f"{total.get('v', 0)} / {_checked(total)}" + (f" ({bad})" if bad else "")
-    cell += f" ({total.get('n', 0)} null, {total.get('s', 0)} recurrent)"
+    cell = _first_use(total)
     passes = f"{sum(it.status == 'passed' for it in clean)}/{len(clean)}"
     defects = ", ".join(d.id for d in r.defects)
     verdict = r.status + (f", shows {defects}" if defects else "")
@@ -122,6 +136,25 @@ def clean_total(reports: Sequence[OffloadCheckReport]) -> str:
         f"{total.get('p', 0)} `p` (not counted: {total.get('n', 0)} null, {total.get('s', 0)} recurrent "
         f"between snapshots); {loaded} connector-loaded blocks as computed."
     )
+
+
+def outcomes_table(reports: Sequence[OffloadCheckReport]) -> str:
+    """Per case with clean passes: each assertion's outcomes over those passes (``passed 3``, ``failed 3``,
+    ``not evaluated 3``), in the order the passes hold them."""
+    cases = [r for r in sorted(reports, key=lambda r: r.case_id) if r.clean()]
+    names = list(dict.fromkeys(a.name for r in cases for it in r.clean() for a in it.assertions))
+    rows = ["| case | clean passes | " + " | ".join(names) + " |", "| --- | --- |" + " --- |" * len(names)]
+    for r in cases:
+        cells = []
+        for name in names:
+            counts: dict[str, int] = {}
+            for it in r.clean():
+                for a in it.assertions:
+                    if a.name == name:
+                        counts[a.outcome] = counts.get(a.outcome, 0) + 1
+            cells.append(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
+        rows.append(f"| {r.case_id} | {len(r.clean())} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def runner_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -54,14 +54,15 @@ class Estimate:
         return self.weights_gib + self.kv_gib + OVERHEAD_GIB
 
 
-# From the real-size run gpu_tests/results/real-size-2026-12-01b (up to four servers on one H200): cold
-# startups (the first server of a model on the machine: the catalogues, DeepSeek), warm ones (the clean passes
-# of the second call), the mean run of the first clean pass (cold, warm, warm2, reload, cold2 with 206-216
-# requests at once), the catalogues. KV: what that run gave, so that two calls hold every model's
-# Offloading/python case and catalogue. Qwen's 12 GiB (16 before) did not keep the cold run's probes on the
-# GPU until the warm run (the judge reads the batch control then); DeepSeek's 10 GiB held its 208 prompts
-# whole.
-# Still estimates: DeepSeek's warm startup (real-size-2026-12-01's rust case) and catalogue (it runs none).
+# From the real-size run real-size-2026-12-01b (up to four servers on one H200; a byte-ledger run, retired:
+# git history, commit 81f2ae5): cold startups (the first server of a model on the machine: the catalogues,
+# DeepSeek), warm ones (the clean passes of the second call), the mean run of the first clean pass (cold,
+# warm, warm2, reload, cold2 with 206-216 requests at once), the catalogues. KV: what that run gave, so that
+# two calls hold every model's Offloading/python case and catalogue. Qwen's 12 GiB (16 before) did not keep
+# the cold run's probes on the GPU until the warm run (the judge reads the batch control then); DeepSeek's
+# 10 GiB held its 208 prompts whole.
+# Still estimates: DeepSeek's warm startup (real-size-2026-12-01's rust case, retired likewise) and catalogue
+# (it ran none).
 ESTIMATES: dict[str, Estimate] = {
     "nemotron-h-8b": Estimate(13.8, 12.0, 12.0, 159.0, 50.0, 62.0, 97.0),
     "gemma-4-e4b-it": Estimate(12.9, 12.0, 13.0, 71.0, 55.0, 46.0, 87.0),
@@ -264,7 +265,10 @@ def best_deal(
 
 def describe(slots: Sequence[Slot], left: Sequence[Job], *, calls: int, setup_s: float) -> list[str]:
     """The dry run's lines: per call its cases and end, then what does not fit. ESTIMATES throughout."""
-    lines = ["real-size plan on one H200 (ESTIMATED costs, from the shared-GPU run real-size-2026-12-01b)"]
+    lines = [
+        "real-size plan on one H200 (ESTIMATED costs, from the shared-GPU run real-size-2026-12-01b, "
+        "retired: git history, commit 81f2ae5)"
+    ]
     for call in range(1, calls + 1):
         mine = [s for s in slots if s.call == call]
         end = max((s.end_s for s in mine), default=setup_s if call == 1 else 0.0)

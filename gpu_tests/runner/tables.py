@@ -16,20 +16,25 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
-from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
+from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCheckReport
 
 from . import budget, grade, history_plan, proof_tables
-from .collect import read_report, report_paths
+from .collect import read_report, report_paths, run_verdicts
 from .jobs import expected_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
+# issue 33's seventh run (judge efe88c1): the `all`-mode tiny families' Offloading cases under
+# Proof.before_step, and Nemotron-H 8B's real-size clean pass again (its engine died on vllm#50454 again)
+PROOF_G_RUN = "kv-proof-2026-12-04"
+REAL_PROOF_G_RUN = "real-size-2026-12-04"
 # issue 33's sixth run (judge 60cb2de): Nemotron-H's Simple catalogue again; the rest of that call was lost
 REAL_PROOF_F_RUN = "real-size-2026-12-03b"
 # issue 33's fifth run (judge 1a0c83b): every catalogue again, tiny and real size, and the
@@ -45,10 +50,19 @@ PROOF_C_RUN = "kv-proof-2026-12-02c"
 REAL_PROOF_RUN = "real-size-2026-12-02"
 # the fixes' catalogue run, one clean pass a case (judge 4d5bd63)
 PROOF_FIX_RUN = "kv-proof-2026-12-02b"
-# every real-size run made under the proof, newest first: their clean passes share one table
-REAL_PROOF_RUNS = (REAL_PROOF_F_RUN, REAL_PROOF_E_RUN, REAL_PROOF_B_RUN, REAL_PROOF_RUN)
-REAL_RUN: str | None = "real-size-2026-12-01b"  # issue 27's real-size run under results/
-NO_REAL_RUN = "No real-size run is committed yet: `gpu_tests/real_size/PLAN.md` says how to make one."
+# every real-size run made under the proof, newest first: their clean passes share one table, and issue 27's
+# real-size tables take each model's newest clean pass (and its case's newest catalogue) from them
+REAL_PROOF_RUNS = (
+    REAL_PROOF_G_RUN,
+    REAL_PROOF_F_RUN,
+    REAL_PROOF_E_RUN,
+    REAL_PROOF_B_RUN,
+    REAL_PROOF_RUN,
+)
+NO_REAL_RUN = (
+    "No real-size clean pass is committed under the proof yet: `gpu_tests/real_size/PLAN.md` says how to "
+    "make one."
+)
 _MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
 
@@ -57,36 +71,6 @@ def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], d
     reports = [read_report(p) for p in report_paths(folder)]
     meta = json.loads((folder / "run.json").read_text())
     return reports, meta
-
-
-def _status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
-    row = verdicts.get(r.case_id, {})
-    if row.get("verdict") == "unsupported":
-        return "unsupported by vLLM 0.26 (the Simple connector needs a full-attention group)"
-    ids = ", ".join(d.id for d in r.defects)
-    if r.defects and r.status == "failed":
-        return "failed: " + ids
-    if r.status == "failed":
-        names = sorted({a.name for a in r.failures()})
-        return "failed: " + ", ".join(names)
-    # A catalogue's byte-mutation iterations can show a defect its verdict does not rest on.
-    return f"{r.status}; shows {ids}" if r.defects else r.status
-
-
-def _bytes(r: OffloadCheckReport) -> str:
-    clean = r.clean()
-    if not clean:
-        return "-"
-    first = clean[0].assertion("kv_bytes_identical")
-    if not first.evaluated:
-        return "not evaluated"
-    ledgers = [it.ledger for it in clean if it.ledger is not None]
-    verified = sum(lg.verified for lg in ledgers)
-    mismatched = sum(lg.mismatched + lg.unverified for lg in ledgers)
-    groups = len({g for lg in ledgers for g in lg.loaded_blocks_by_group})
-    layers = max((len(lg.layers) for lg in ledgers), default=0)
-    blocks = sum(lg.loaded_blocks for lg in ledgers)
-    return f"{verified} identical, {mismatched} not; {blocks} blocks, {groups} groups, {layers} layers"
 
 
 def defect_table(reports: Sequence[OffloadCheckReport]) -> str:
@@ -138,56 +122,115 @@ def _case(r: OffloadCheckReport) -> str:
     return f"{r.connector.replace('Connector', '')}{cpu} / {r.frontend}"
 
 
-def _real_sorted(reports: Sequence[OffloadCheckReport]) -> list[OffloadCheckReport]:
-    return sorted((r for r in reports if not r.case_id.endswith("-mutations")), key=lambda r: r.case_id)
+@dataclass(frozen=True)
+class Sourced:
+    """A committed report, the run folder that holds it and the verdict that run's ``run.json`` records for it
+    (with the runner's row for the case, where the run has one)."""
+
+    run: str
+    report: OffloadCheckReport
+    verdict: str
+    runner: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def judge(self) -> str:
+        """The short commit of the judge that gave the report's verdicts (``judge_commit``)."""
+        return (self.report.judge_commit or "unknown")[:7]
+
+    def source(self) -> str:
+        """The run and its judge, as a reader traces the row (the run in backticks, the commit short)."""
+        return f"`{self.run}` ({self.judge})"
 
 
-def real_table(reports: Sequence[OffloadCheckReport], meta: dict[str, Any]) -> str:
-    """Upstream's matrix at real size: per case its verdict, the reload, the byte proof, the answers against
-    the batch control, the boundaries and the mutations its catalogue caught; then the cases the run's calls
-    left without a report (stopped at a deadline, or never started), from the runner's summaries."""
-    verdicts = proof_tables.runner_rows(meta)
-    rows = [
-        "| profile (GPUs used) | connector CPU / frontend | verdict | reload proven | kv_bytes_identical | "
-        "answers: reload = same-split warm; batch control moved | boundaries | mutations caught | "
-        "startup s | case s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+@dataclass(frozen=True)
+class RealRow:
+    """One real-size model: its newest clean pass, and the newest catalogue of the same case (None: none)."""
+
+    clean: Sourced
+    catalogue: Sourced | None = None
+
+    def sources(self) -> str:
+        own = self.catalogue
+        return self.clean.source() + ("" if own is None else f"; catalogue {own.source()}")
+
+
+Run = tuple[str, Sequence[OffloadCheckReport], Mapping[str, Any]]
+
+
+def newest_real(runs: Sequence[Run]) -> list[RealRow]:
+    """Per real-size model (profile), its newest clean-pass report (a case id without ``-mutations``) over
+    ``runs`` (run name, reports, ``run.json``; newest first), whatever its verdict: a newer error stands over
+    an older pass. Beside it, the newest catalogue of the same case (``CASE-mutations``) from the same runs.
+    Each report keeps its own run and that run's recorded verdict."""
+    clean: dict[str, Sourced] = {}
+    catalogues: dict[str, Sourced] = {}
+    for run, reports, meta in runs:
+        recorded, runner = run_verdicts(dict(meta)), proof_tables.runner_rows(dict(meta))
+        for r in sorted(reports, key=lambda r: r.case_id):
+            s = Sourced(run, r, recorded.get(r.case_id, r.status), runner.get(r.case_id, {}))
+            if r.case_id.endswith("-mutations"):
+                catalogues.setdefault(r.case_id, s)
+            else:
+                clean.setdefault(r.profile, s)
+    return [RealRow(s, catalogues.get(f"{s.report.case_id}-mutations")) for _, s in sorted(clean.items())]
+
+
+def _judged(it: Iteration, name: str) -> AssertionResult | None:
+    """The pass's verdict on ``name``; None where the pass ended before it was judged (an error)."""
+    return next((a for a in it.assertions if a.name == name), None)
+
+
+def _bytes(r: OffloadCheckReport) -> str:
+    """``kv_bytes_identical`` over the clean passes, with what the proof checked at first use."""
+    clean = r.clean()
+    if not clean:
+        return "-"
+    judged = [a for it in clean if (a := _judged(it, "kv_bytes_identical")) is not None]
+    if not judged:
+        return "not judged: the pass ended in an error"
+    if not any(a.evaluated for a in judged):
+        return "not evaluated"
+    outcome = ", ".join(sorted({a.outcome for a in judged}))
+    return f"{outcome}: {proof_tables.first_use_cell(r)}"
+
+
+def real_table(rows: Sequence[RealRow]) -> str:
+    """Upstream's matrix at real size, a row per model from its newest clean pass: the run it came from (with
+    that run's judge), the verdict that run's ``run.json`` records, the reload, the byte proof, the answers
+    against the batch control, the boundaries and the mutations its case's newest catalogue caught."""
+    lines = [
+        "| profile (GPUs used) | run (judge) | connector CPU / frontend | verdict | reload proven | "
+        "kv_bytes_identical: first-use blocks as computed / checked (null, recurrent); connector-loaded | "
+        "answers: reload = same-split warm; batch control moved | boundaries | mutations caught (catalogue's "
+        "run, judge) | startup s | case s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    by_id = {r.case_id: r for r in reports}
-    for r in _real_sorted(reports):
-        own = _catalogue(r, by_id)
-        its = [*r.mutations(), *own.mutations()]
-        caught = [it.mutation_verdict.caught for it in its if it.mutation_verdict is not None]
-        mutations = f"{sum(caught)}/{len(caught)}" if caught else "-"
-        if own.defects:  # its server reached what the clean pass could not
-            mutations += "; its iterations show " + ", ".join(
-                f"{d.id} ({', '.join(d.probes)})" for d in own.defects
-            )
-        rows.append(
-            f"| {r.profile} ({r.gpus_used}) | {_case(r)} | {_real_status(r, verdicts)} | {_proven(r)} | "
-            f"{_bytes(r)} | {_answers(r)} | {_real_boundaries(r)} | {mutations} | "
+    for row in rows:
+        r = row.clean.report
+        lines.append(
+            f"| {r.profile} ({r.gpus_used}) | {row.clean.source()} | {_case(r)} | "
+            f"{_real_status(row.clean)} | {_proven(r)} | {_bytes(r)} | {_answers(r)} | "
+            f"{_real_boundaries(r)} | {_mutations(row)} | "
             f"{_seconds(r, 'server_startup_s')} | {_seconds(r, 'case_s')} |"
         )
-    for case_id, row in sorted(verdicts.items()):
-        if case_id in by_id or (
-            case_id.endswith("-mutations") and case_id.removesuffix("-mutations") in by_id
-        ):
-            continue
-        why = (
-            f"stopped at its call's deadline after {row.get('wall_s', 0):.0f} s, before its first pass "
-            "ended: no report"
-            if row.get("status") == "killed"
-            else "not run: it did not fit the two calls"
-        )
-        rows.append(f"| {case_id} | | {why} | | | | | | | |")
-    return "\n".join(rows)
+    return "\n".join(lines)
 
 
-def _catalogue(r: OffloadCheckReport, by_id: Mapping[str, OffloadCheckReport]) -> OffloadCheckReport:
-    """The report of ``r``'s mutation catalogue when it ran as a case of its own, else an empty one."""
-    return by_id.get(f"{r.case_id}-mutations") or OffloadCheckReport.model_construct(
-        iterations=[], timings={}
-    )
+def _mutations(row: RealRow) -> str:
+    """The mutations caught by the clean case's own iterations and its newest catalogue, with their runs."""
+    own = row.catalogue
+    its = [*row.clean.report.mutations(), *(own.report.mutations() if own is not None else [])]
+    caught = [it.mutation_verdict.caught for it in its if it.mutation_verdict is not None]
+    if not caught:
+        return "-"
+    cell = f"{sum(caught)}/{len(caught)}"
+    if own is not None:
+        cell += f" (`{own.run}`, {own.judge})"
+        if own.report.defects:  # its server reached what the clean pass could not
+            cell += "; its iterations show " + ", ".join(
+                f"{d.id} ({', '.join(d.probes)})" for d in own.report.defects
+            )
+    return cell
 
 
 def _seconds(r: OffloadCheckReport, key: str) -> str:
@@ -195,11 +238,24 @@ def _seconds(r: OffloadCheckReport, key: str) -> str:
     return "not measured" if value is None else f"{value:.0f}"
 
 
-def _real_status(r: OffloadCheckReport, verdicts: dict[str, dict[str, Any]]) -> str:
+def _real_status(s: Sourced) -> str:
+    """The verdict its run's ``run.json`` records, with what the report says of it: the defect a failure or a
+    dead engine names, the assertions that failed, or a pass cut by the call's deadline."""
+    r, verdict = s.report, s.verdict
+    ids = ", ".join(d.id for d in r.defects)
+    if s.runner.get("verdict") == "unsupported":
+        return "unsupported by vLLM 0.26 (the Simple connector needs a full-attention group)"
     clean = r.clean()
-    if r.status == "error" and clean and all(it.status == "passed" for it in clean) and r.error:
+    if verdict == "error" and r.engine_fault and ids:
+        return f"error: the engine died, {ids} (`engine_fault`)"
+    if verdict == "error" and clean and all(it.status == "passed" for it in clean) and r.error:
         return f"clean pass passed; then {r.error} (the call's deadline)"
-    return _status(r, verdicts)
+    if verdict == "failed" and ids:
+        return "failed: " + ids
+    if verdict == "failed":
+        return "failed: " + ", ".join(sorted({a.name for a in r.failures()}))
+    # A catalogue's byte-mutation iterations can show a defect its verdict does not rest on.
+    return f"{verdict}; shows {ids}" if ids else verdict
 
 
 def _proven(r: OffloadCheckReport) -> str:
@@ -216,20 +272,25 @@ def _answers(r: OffloadCheckReport) -> str:
     if not clean:
         return "-"
     it = clean[0]
+    judged = _judged(it, "answers_unchanged")
+    if judged is None:
+        return "-"
     agree = sum(c.verdict == "agree" for c in it.comparisons)
     differ = sum(c.verdict == "differ" for c in it.comparisons)
     cell = f"{agree}/{agree + differ}"
     moved = moved_by_the_batch(it)
     if moved is not None:
         cell += "; {}/{}".format(*moved)
-    return cell + ("" if it.assertion("answers_unchanged").evaluated else " (not evaluated)")
+    return cell + ("" if judged.evaluated else " (not evaluated)")
 
 
 def _real_boundaries(r: OffloadCheckReport) -> str:
     clean = r.clean()
     if not clean:
         return "-"
-    a = clean[0].assertion("boundaries_reached")
+    a = _judged(clean[0], "boundaries_reached")
+    if a is None:
+        return "-"
     if "evicted" in a.message and not a.evaluated:
         return "not evaluated: the CPU tier evicted the probes"
     if "not evaluated" in a.message and not a.evaluated:
@@ -237,37 +298,40 @@ def _real_boundaries(r: OffloadCheckReport) -> str:
     return a.outcome + (f" ({a.message})" if a.evaluated and a.message else "")
 
 
-def _same(it: Iteration, a: str, b: str) -> tuple[int, int]:
-    """(answers equal, answers compared) of runs ``a`` and ``b`` of one pass, probe by probe at one split."""
+def _same(it: Iteration, a: str, b: str) -> str:
+    """Answers equal / answers compared of runs ``a`` and ``b`` of one pass, probe by probe at one split; "-"
+    where the pass has no such run (it ended before it)."""
     if a not in it.runs or b not in it.runs:
-        return 0, 0
+        return "-"
     pairs = same_split_pairs(it.runs[a], it.runs[b])
-    return sum(x.text == y.text for x, y in pairs), len(pairs)
+    return f"{sum(x.text == y.text for x, y in pairs)}/{len(pairs)}"
 
 
-def batch_table(reports: Sequence[OffloadCheckReport]) -> str:
-    """Why text cannot judge the KV at real size: per case, how often the same prompt at the same split
-    answers alike when only the batch changes, against the reload."""
-    rows = [
-        "| case | cold2 = cold (same schedule) | warm2 = warm (spread over 2 s) | "
+def batch_table(rows: Sequence[RealRow]) -> str:
+    """Why text cannot judge the KV at real size: per model's newest clean pass, how often the same prompt at
+    the same split answers alike when only the batch changes, against the reload."""
+    lines = [
+        "| case | run (judge) | cold2 = cold (same schedule) | warm2 = warm (spread over 2 s) | "
         "decode = warm (8 at once) | reload = warm (same split) | differing reloads that loaded nothing |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in _real_sorted(reports):
+    for row in rows:
+        r = row.clean.report
         clean = r.clean()
         if not clean:
             continue
         it = clean[0]
-        cells = [f"{e}/{n}" for e, n in (_same(it, "cold2", "cold"), _same(it, "warm2", "warm"))]
-        cells.append("{}/{}".format(*_same(it, "decode", "warm")))
-        cells.append("{}/{}".format(*_same(it, "reload", "warm")))
-        pairs = (
-            same_split_pairs(it.runs["reload"], it.runs["warm"]) if {"reload", "warm"} <= set(it.runs) else []
-        )
-        unequal = [x for x, y in pairs if x.text != y.text]
-        cells.append(f"{sum(x.split is not None and not x.split.external for x in unequal)}/{len(unequal)}")
-        rows.append(f"| {r.case_id} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        cells = [_same(it, "cold2", "cold"), _same(it, "warm2", "warm"), _same(it, "decode", "warm")]
+        cells.append(_same(it, "reload", "warm"))
+        if {"reload", "warm"} <= set(it.runs):
+            pairs = same_split_pairs(it.runs["reload"], it.runs["warm"])
+            unequal = [x for x, y in pairs if x.text != y.text]
+            idle = sum(x.split is not None and not x.split.external for x in unequal)
+            cells.append(f"{idle}/{len(unequal)}")
+        else:
+            cells.append("-")
+        lines.append(f"| {r.case_id} | {row.clean.source()} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _decode(r: OffloadCheckReport) -> str:
@@ -318,34 +382,50 @@ def _reload(r: OffloadCheckReport) -> str:
     )
 
 
-def budget_table(reports: Sequence[OffloadCheckReport]) -> str:
-    """The measured budget per model and case (a model's first case started cold); the H100 column is an
-    estimate (``budget.h100``)."""
-    rows = [
-        "| profile | connector CPU / frontend | startup s | output tok/s: 8 at most at once; whole load | "
-        "phases s (first clean pass; catalogue) | CPU tier: entries held, stored, evicted | reload | "
-        "H100 (ESTIMATE) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+def budget_table(rows: Sequence[RealRow]) -> str:
+    """The measured budget per model, from its newest clean pass and its case's newest catalogue (each named
+    with its run and judge); the H100 column is an estimate (``budget.h100``)."""
+    lines = [
+        "| profile | run (judge) | connector CPU / frontend | startup s | "
+        "output tok/s: 8 at most at once; whole load | phases s (first clean pass; catalogue) | "
+        "CPU tier: entries held, stored, evicted | reload | H100 (ESTIMATE) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    by_id = {r.case_id: r for r in reports}
-    for r in _real_sorted(reports):
+    for row in rows:
+        r = row.clean.report
         startup = r.timings.get("server_startup_s")
-        rows.append(
-            f"| {r.profile} | {_case(r)} | {'not measured' if startup is None else f'{startup:.0f}'} | "
-            f"{_decode(r)} | {_phases(r, _catalogue(r, by_id))} | {_occupancy(r)} | {_reload(r)} | "
-            f"{budget.h100(r)} |"
+        own = row.catalogue.report if row.catalogue is not None else None
+        lines.append(
+            f"| {r.profile} | {row.sources()} | {_case(r)} | "
+            f"{'not measured' if startup is None else f'{startup:.0f}'} | {_decode(r)} | {_phases(r, own)} | "
+            f"{_occupancy(r)} | {_reload(r)} | {budget.h100(r)} |"
         )
-    return "\n".join(rows)
+    return "\n".join(lines)
 
 
-def _real(table: Callable[[Sequence[OffloadCheckReport], dict[str, Any]], str]) -> Callable[[], str]:
-    return lambda: NO_REAL_RUN if REAL_RUN is None else table(*load(REAL_RUN, RESULTS))
+def _real(table: Callable[[Sequence[RealRow]], str]) -> Callable[[], str]:
+    """A table of issue 27's real-size matrix, from the newest clean pass per model over the proof's runs."""
+
+    def make() -> str:
+        rows = newest_real([(run, *load(run, RESULTS)) for run in REAL_PROOF_RUNS])
+        return table(rows) if rows else NO_REAL_RUN
+
+    return make
 
 
 TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
-    "gpu-real-budget": _real(lambda reports, _meta: budget_table(reports)),
-    "gpu-real-batch": _real(lambda reports, _meta: batch_table(reports)),
+    "gpu-real-budget": _real(budget_table),
+    "gpu-real-batch": _real(batch_table),
+    "gpu-proof-g-calls": lambda: proof_tables.calls_table(
+        [(run, load(run)[1]) for run in (PROOF_G_RUN, REAL_PROOF_G_RUN)]
+    ),
+    "gpu-proof-g-verdicts": lambda: "\n\n".join(
+        f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in (PROOF_G_RUN, REAL_PROOF_G_RUN)
+    ),
+    "gpu-proof-g-clean": lambda: proof_tables.clean_table(load(PROOF_G_RUN)[0]),
+    "gpu-proof-g-outcomes": lambda: proof_tables.outcomes_table(load(PROOF_G_RUN)[0]),
+    "gpu-proof-g-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_G_RUN)[0]),
     "gpu-proof-f-calls": lambda: proof_tables.calls_table([(REAL_PROOF_F_RUN, load(REAL_PROOF_F_RUN)[1])]),
     "gpu-proof-f-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_F_RUN)[0]),
     "gpu-proof-e-calls": lambda: proof_tables.calls_table(

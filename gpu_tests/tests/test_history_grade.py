@@ -74,7 +74,7 @@ def test_with_no_history_run_every_cell_is_not_yet_run_and_a_release_s_run_fills
     committed = grade.history_runs(RESULTS)
     table = grade.grade_table(committed)
     for bug in BUGS:
-        row = next(r for r in table.splitlines() if bug.id in r)
+        row = next(r for r in table.splitlines() if r.startswith(f"| [{bug.id}]("))
         for version in (bug.buggy, bug.fixed):
             assert (f"**{version}**: not yet run" in row) == (version not in committed), (bug.id, version)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from gpu_tests.runner import proof_tables, tables
+from gpu_tests.runner.collect import run_verdicts
 
 
 def _cells(table: str, case: str) -> dict[str, str]:
@@ -52,3 +53,48 @@ def test_the_real_size_clean_table_names_the_run_of_each_row() -> None:
             if r.clean():
                 assert any(row.startswith(f"| `{run}` | {r.case_id} |") for row in rows)
     assert len(rows) == sum(bool(r.clean()) for _, reports in runs for r in reports)
+
+
+def test_the_real_size_tables_show_each_models_newest_clean_pass_under_the_proof() -> None:
+    """gpu-real-matrix, -budget and -batch: per model the clean pass of the newest proof run that holds one
+    (never an older pass over a newer error), with its run, its judge and its run's ``run.json`` verdict."""
+    runs = [(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS]
+    newest: dict[str, tuple[str, str]] = {}
+    for run, reports, _ in reversed(runs):  # oldest first: a newer run's clean pass replaces an older one
+        for r in reports:
+            if not r.case_id.endswith("-mutations"):
+                newest[r.profile] = (run, r.case_id)
+    rows = tables.newest_real(runs)
+    assert {row.clean.report.profile: (row.clean.run, row.clean.report.case_id) for row in rows} == newest
+    metas = {run: meta for run, _, meta in runs}
+    for row in rows:
+        assert row.clean.verdict == run_verdicts(metas[row.clean.run])[row.clean.report.case_id]
+        assert row.clean.report.judge_commit in metas[row.clean.run]["judge_commits"]
+    nemotron = next(row for row in rows if row.clean.report.profile == "nemotron-h-8b-real")
+    assert (nemotron.clean.run, nemotron.clean.verdict) == (tables.REAL_PROOF_G_RUN, "error")
+    died = nemotron.clean.report
+    assert [d.id for d in died.defects] == ["vllm#50454"] and died.engine_fault
+    for table in (tables.real_table(rows), tables.budget_table(rows), tables.batch_table(rows)):
+        lines = table.splitlines()[2:]
+        assert len(lines) == len(rows)
+        for row, line in zip(rows, lines, strict=True):
+            assert row.clean.source() in line  # the run and its judge's commit, on every row
+    matrix = _cells(tables.real_table(rows), "nemotron-h-8b-real (1)")
+    assert matrix["run (judge)"] == f"`{tables.REAL_PROOF_G_RUN}` (efe88c1)"
+    assert matrix["verdict"] == "error: the engine died, vllm#50454 (`engine_fault`)"
+    assert not any(run.startswith("real-size-2026-12-01") for run in tables.REAL_PROOF_RUNS)
+
+
+def test_no_committed_case_passes_without_a_byte_verdict() -> None:
+    """Issue 33: every committed case of the proof's runs that reads ``passed`` holds ``kv_bytes_identical``
+    evaluated and passed in each clean pass, and no report speaks of the retired byte ledger."""
+    for folder in sorted([*tables.RESULTS.glob("kv-proof-*"), *tables.RESULTS.glob("real-size-*")]):
+        reports, _ = tables.load(folder.name)
+        for r in reports:
+            messages = [a.message for it in r.iterations for a in it.assertions]
+            assert not any("ledger" in m.lower() for m in messages), (folder.name, r.case_id)
+            if r.status != "passed":
+                continue
+            for it in r.clean():
+                judged = [a for a in it.assertions if a.name == "kv_bytes_identical"]
+                assert judged and judged[0].evaluated and judged[0].passed, (folder.name, r.case_id, it.label)
