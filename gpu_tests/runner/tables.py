@@ -413,36 +413,36 @@ def _real(table: Callable[[Sequence[RealRow]], str]) -> Callable[[], str]:
     return make
 
 
+def _calls(*runs: str) -> Callable[[], str]:
+    """The runner calls of ``runs``, one table."""
+    return lambda: proof_tables.calls_table([(run, load(run)[1]) for run in runs])
+
+
+def _verdicts(*runs: str) -> Callable[[], str]:
+    """Each run's verdict line, named by its run."""
+    return lambda: "\n\n".join(f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in runs)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(budget_table),
     "gpu-real-batch": _real(batch_table),
-    "gpu-proof-g-calls": lambda: proof_tables.calls_table(
-        [(run, load(run)[1]) for run in (PROOF_G_RUN, REAL_PROOF_G_RUN)]
-    ),
-    "gpu-proof-g-verdicts": lambda: "\n\n".join(
-        f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in (PROOF_G_RUN, REAL_PROOF_G_RUN)
-    ),
+    "gpu-proof-g-calls": _calls(PROOF_G_RUN, REAL_PROOF_G_RUN),
+    "gpu-proof-g-verdicts": _verdicts(PROOF_G_RUN, REAL_PROOF_G_RUN),
     "gpu-proof-g-clean": lambda: proof_tables.clean_table(load(PROOF_G_RUN)[0]),
     "gpu-proof-g-outcomes": lambda: proof_tables.outcomes_table(load(PROOF_G_RUN)[0]),
     "gpu-proof-g-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_G_RUN)[0]),
-    "gpu-proof-f-calls": lambda: proof_tables.calls_table([(REAL_PROOF_F_RUN, load(REAL_PROOF_F_RUN)[1])]),
+    "gpu-proof-f-calls": _calls(REAL_PROOF_F_RUN),
     "gpu-proof-f-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_F_RUN)[0]),
-    "gpu-proof-e-calls": lambda: proof_tables.calls_table(
-        [(run, load(run)[1]) for run in (PROOF_E_RUN, REAL_PROOF_E_RUN)]
-    ),
-    "gpu-proof-e-verdicts": lambda: "\n\n".join(
-        f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in (PROOF_E_RUN, REAL_PROOF_E_RUN)
-    ),
+    "gpu-proof-e-calls": _calls(PROOF_E_RUN, REAL_PROOF_E_RUN),
+    "gpu-proof-e-verdicts": _verdicts(PROOF_E_RUN, REAL_PROOF_E_RUN),
     "gpu-proof-e-catalogue": lambda: proof_tables.catalogue_table(load(PROOF_E_RUN)[0]),
     "gpu-proof-e-real-catalogue": lambda: proof_tables.catalogue_table(load(REAL_PROOF_E_RUN)[0]),
     "gpu-proof-d-verdicts": lambda: proof_tables.verdict_line(*load(PROOF_D_RUN)),
     "gpu-proof-d-clean": lambda: proof_tables.clean_table(load(PROOF_D_RUN)[0]),
     "gpu-proof-d-total": lambda: proof_tables.clean_total(load(PROOF_D_RUN)[0]),
     "gpu-proof-d-defects": lambda: defect_table(load(PROOF_D_RUN)[0]),
-    "gpu-proof-d-calls": lambda: proof_tables.calls_table(
-        [(run, load(run)[1]) for run in (PROOF_D_RUN, REAL_PROOF_B_RUN)]
-    ),
+    "gpu-proof-d-calls": _calls(PROOF_D_RUN, REAL_PROOF_B_RUN),
     "gpu-proof-real-clean": lambda: proof_tables.clean_table_by_run(
         [(run, load(run)[0]) for run in REAL_PROOF_RUNS]
     ),
