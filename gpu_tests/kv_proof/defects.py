@@ -171,15 +171,16 @@ def _offloading_manager(arm: _Arming) -> None:
             real(self)
             if not entries or not arm.armed("stale_slot_after_reset"):
                 return
+            if not hasattr(self, "_num_evictable_cache_blocks"):
+                # vLLM before 0.24 counts evictable blocks elsewhere: act on nothing rather than on half
+                arm.could_not("stale_slot_after_reset", AttributeError("no _num_evictable_cache_blocks"))
+                return
             kept = 0
-            try:
-                for key, block in entries.items():
-                    if block.block_id % 2 == 0 and block.is_ready:
-                        policy.insert(key, block)
-                        self._num_evictable_cache_blocks += 1
-                        kept += 1
-            except AttributeError as exc:  # vLLM before 0.24 counts evictable blocks elsewhere
-                arm.could_not("stale_slot_after_reset", exc)
+            for key, block in entries.items():
+                if block.block_id % 2 == 0 and block.is_ready:
+                    policy.insert(key, block)
+                    self._num_evictable_cache_blocks += 1
+                    kept += 1
             if kept:
                 arm.acted("stale_slot_after_reset")
 

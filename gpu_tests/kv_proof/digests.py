@@ -93,6 +93,20 @@ def _rows(tensor: torch.Tensor, num_blocks: int, page: int, stride: int) -> torc
     return torch.as_strided(raw, (num_blocks, page), (stride, 1), offset)
 
 
+def _check_block_major(layer: str, kv: torch.Tensor, stride: int) -> None:
+    """The rows are read at ``stride`` bytes a block, each block one dense run of bytes. A layout that is not
+    (a cross-layer KV cache interleaves every layer's page in a block, and may split it by head) would be
+    digested from the wrong bytes: it is refused by name, and the check reports the instrument's error."""
+    block = kv[0]
+    span = sum((n - 1) * st for n, st in zip(block.shape, block.stride(), strict=True)) + 1
+    if kv.stride(0) * kv.element_size() != stride or span != block.numel():
+        raise ValueError(
+            f"layer {layer}: its KV cache is not one dense page a block at {stride} bytes (block stride "
+            f"{kv.stride(0) * kv.element_size()} bytes, a block spans {span} of {block.numel()} elements): "
+            "a cross-layer KV layout the reference digests cannot read"
+        )
+
+
 def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Group]:
     """Every KV-cache group with its block size, kind and distinct memory regions."""
     num_blocks = int(kv_cache_config.num_blocks)
@@ -134,6 +148,7 @@ def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Grou
                 continue
             else:
                 stride = kv.stride(0) * kv.element_size() if layer in packed else page
+                _check_block_major(layer, kv, stride)
                 rows = _rows(kv, num_blocks, page, stride)
             ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
             if ident in seen:

@@ -71,6 +71,7 @@ from .assertions import (
 from .defects import named_defects
 from .events import KVEventsSummary
 from .probe_files import GroupLayout
+from .releases import release
 from .report import (
     AssertionResult,
     Iteration,
@@ -80,6 +81,17 @@ from .report import (
     Status,
 )
 from .settings import CheckSettings
+
+
+def _version_names_frontend(version: str | None) -> bool:
+    """Whether ``version``'s /version tells the Rust frontend from the Python one (unknown: it does)."""
+    if version is None:
+        return True
+    try:
+        return release(version).version_names_frontend
+    except ValueError:  # older than every release the check knows
+        return True
+
 
 __all__ = ["CheckSettings", "judge_case", "judge_iteration", "rejudge"]
 
@@ -181,13 +193,25 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
             )
         )
     if settings.expected_frontend is not None and report.frontend_observed is not None:
-        assertions.append(
-            AssertionResult(
-                name="frontend",
-                passed=report.frontend_observed == settings.expected_frontend,
-                message=f"asked for {settings.expected_frontend}, /version says {report.frontend_observed}",
+        if _version_names_frontend(report.vllm_version):
+            assertions.append(
+                AssertionResult(
+                    name="frontend",
+                    passed=report.frontend_observed == settings.expected_frontend,
+                    message=f"asked for {settings.expected_frontend}, "
+                    f"/version says {report.frontend_observed}",
+                )
             )
-        )
+        else:
+            assertions.append(
+                AssertionResult(
+                    name="frontend",
+                    passed=True,
+                    evaluated=False,
+                    message=f"vLLM {report.vllm_version}'s /version does not name its frontend "
+                    f"(asked for {settings.expected_frontend})",
+                )
+            )
     errors = report.instrument_errors
     assertions.append(
         AssertionResult(

@@ -45,13 +45,23 @@ class Release:
     offloading_hma: bool  # OffloadingConnector is SupportsHMA
     reset_answer: str  # what POST /reset_prefix_cache answers: "empty" (a bare 200) or "success" (JSON)
     wheel: str  # the platform tag build_payload.sh finds it under
+    # /version names the Rust frontend (rust_frontend_version): 0.22.0's vllm-rs has no such key, so there
+    # a Rust server reads as Python and the frontend cannot be observed
+    version_names_frontend: bool = True
 
 
 RELEASES: tuple[Release, ...] = (
     Release(
         "0.20.2", rust_frontend=False, offloading_hma=False, reset_answer="empty", wheel="manylinux_2_35"
     ),
-    Release("0.22.0", rust_frontend=True, offloading_hma=True, reset_answer="empty", wheel="manylinux_2_28"),
+    Release(
+        "0.22.0",
+        rust_frontend=True,
+        offloading_hma=True,
+        reset_answer="empty",
+        wheel="manylinux_2_28",
+        version_names_frontend=False,
+    ),
     Release("0.23.0", rust_frontend=True, offloading_hma=True, reset_answer="empty", wheel="manylinux_2_28"),
     Release("0.24.0", rust_frontend=True, offloading_hma=True, reset_answer="empty", wheel="manylinux_2_28"),
     Release("0.25.0", rust_frontend=True, offloading_hma=True, reset_answer="empty", wheel="manylinux_2_28"),

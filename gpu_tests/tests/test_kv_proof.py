@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -362,3 +363,56 @@ def test_the_load_plan_log_reads_each_release_s_load_jobs() -> None:
     assert recorder._load_jobs(new) == {3: dst} and recorder._load_jobs(mid) == {3: dst}
     assert recorder._load_jobs(old) == {"req-1": dst}
     assert recorder._load_jobs(SimpleNamespace()) == {}
+
+
+def test_a_stale_slot_on_a_release_without_the_evictable_count_acts_on_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM before 0.24 has no ``_num_evictable_cache_blocks``: the defect must not put entries back half-way,
+    and says it could not act; with the count it keeps every other ready entry."""
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    from gpu_tests.kv_proof import defects
+
+    class Policy:
+        def __init__(self) -> None:
+            self.blocks: dict[str, Any] = {}
+
+        def insert(self, key: str, block: Any) -> None:
+            self.blocks[key] = block
+
+    class Manager:
+        def __init__(self, counted: bool) -> None:
+            self._policy = Policy()
+            for k in range(4):
+                self._policy.blocks[f"k{k}"] = SimpleNamespace(block_id=k, is_ready=True)
+            if counted:
+                self._num_evictable_cache_blocks = 0
+
+        def reset_cache(self) -> None:
+            self._policy.blocks = {}
+
+        def _allocate_blocks(self, keys: list[Any]) -> list[Any]:
+            return []
+
+    manager_module, policies_module = ModuleType("manager"), ModuleType("base")
+    manager_module.CPUOffloadingManager = Manager  # type: ignore[attr-defined]
+    policies_module.BlockStatus = SimpleNamespace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm.v1.kv_offload.cpu.manager", manager_module)
+    monkeypatch.setitem(sys.modules, "vllm.v1.kv_offload.cpu.policies.base", policies_module)
+    arm = defects._Arming(tmp_path)
+    monkeypatch.setattr(arm, "armed", lambda name: name == "stale_slot_after_reset")
+    defects._offloading_manager(arm)
+    older = Manager(counted=False)
+    older.reset_cache()
+    assert older._policy.blocks == {}  # nothing put back
+    record = json.loads(arm.path.read_text())
+    assert (
+        record["applied"] == {}
+        and "_num_evictable_cache_blocks" in record["failed"]["stale_slot_after_reset"]
+    )
+    newer = Manager(counted=True)
+    newer.reset_cache()
+    assert sorted(newer._policy.blocks) == ["k0", "k2"] and newer._num_evictable_cache_blocks == 2
+    assert json.loads(arm.path.read_text())["applied"] == {"stale_slot_after_reset": 1}

@@ -260,3 +260,31 @@ def test_a_loaded_block_wiped_to_zeros_is_named_as_zeros(tmp_path: Path) -> None
     assert holds == {0: "zeros in 1 of 2 layer regions: wiped, or never written"} | {
         1: "zeros in every layer region: wiped, or never written"
     }
+
+
+def test_a_cross_layer_kv_layout_is_refused_by_name_and_block_major_ones_are_read(tmp_path: Path) -> None:
+    """Each layer's rows are read at its page stride, one dense page a block. vLLM's cross-layer KV cache
+    interleaves the layers' pages in a block (a layer's view strides over L pages), and with HND splits each
+    page by head: digested as pages, both would read other layers' bytes. They are refused with the layer's
+    name; plain, head-permuted and padded layouts are read."""
+    heads, tokens, dim = 2, B, PAGE // (2 * B * 2)
+
+    def proof_of(kv: Any) -> Proof:
+        groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
+        config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+        return Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+
+    plain = torch.zeros((BLOCKS, 2, tokens, heads, dim), dtype=torch.int8)
+    hnd = torch.zeros((BLOCKS, 2, heads, tokens, dim), dtype=torch.int8).permute(0, 1, 3, 2, 4)
+    padded = torch.zeros((BLOCKS, 2 * PAGE), dtype=torch.int8)[:, :PAGE]
+    for kv in (plain, hnd):
+        assert len(proof_of(kv).groups[0].regions) == 1
+    with pytest.raises(ValueError, match="layer l0: its KV cache is not one dense page a block"):
+        proof_of(padded)  # a stride the spec does not say: refused, never read at the wrong stride
+    layers = 3
+    nhd = torch.zeros((BLOCKS, layers, 2, tokens, heads, dim), dtype=torch.int8)
+    with pytest.raises(ValueError, match="block stride 96 bytes"):
+        proof_of(nhd[:, 1])
+    split = torch.zeros((BLOCKS, 2, heads, layers, tokens, dim), dtype=torch.int8)
+    with pytest.raises(ValueError, match="a cross-layer KV layout"):
+        proof_of(split[:, :, :, 1].permute(0, 1, 3, 2, 4))

@@ -573,3 +573,15 @@ def test_measuring_gives_measurements_only_and_judging_them_gives_the_verdicts()
     judged = judge_case(settings, measured)
     assert judged.status == "failed" and judged.iterations[0].comparisons
     assert judge_case(settings, measured) == judged  # the same measurements, the same verdicts
+
+
+def test_a_release_whose_version_route_names_no_frontend_leaves_the_frontend_unjudged() -> None:
+    """vLLM 0.22.0's vllm-rs answers /version without ``rust_frontend_version``: a Rust server reads as
+    Python there, so the frontend is "not evaluated" with the reason, never failed or passed."""
+    report = _check(FakeServer(layout=FULL), FULL)
+    asked = report.model_copy(update={"frontend": "rust", "frontend_observed": "python"})
+    older = rejudge(asked.model_copy(update={"vllm_version": "0.22.0"}))
+    frontend = older.assertion("frontend")
+    assert not frontend.evaluated and "does not name its frontend" in frontend.message
+    newer = rejudge(asked.model_copy(update={"vllm_version": "0.23.0"}))
+    assert not newer.assertion("frontend").passed and newer.assertion("frontend").evaluated
