@@ -82,17 +82,6 @@ from .report import (
 )
 from .settings import CheckSettings
 
-
-def _version_names_frontend(version: str | None) -> bool:
-    """Whether ``version``'s /version tells the Rust frontend from the Python one (unknown: it does)."""
-    if version is None:
-        return True
-    try:
-        return release(version).version_names_frontend
-    except ValueError:  # older than every release the check knows
-        return True
-
-
 __all__ = ["CheckSettings", "judge_case", "judge_iteration", "rejudge"]
 
 
@@ -168,6 +157,16 @@ def _split_untouched(it: Iteration) -> bool:
     )
 
 
+def _version_names_frontend(version: str | None) -> bool:
+    """Whether ``version``'s /version tells the Rust frontend from the Python one (unknown: it does)."""
+    if version is None:
+        return True
+    try:
+        return release(version).version_names_frontend
+    except ValueError:  # older than every release the check knows
+        return True
+
+
 def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCheckReport:
     """Judge every iteration, then the case: its own assertions, named defects, status."""
     probes, layout, events = report.probes, report.layout, report.events
@@ -193,25 +192,21 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
             )
         )
     if settings.expected_frontend is not None and report.frontend_observed is not None:
-        if _version_names_frontend(report.vllm_version):
-            assertions.append(
-                AssertionResult(
-                    name="frontend",
-                    passed=report.frontend_observed == settings.expected_frontend,
-                    message=f"asked for {settings.expected_frontend}, "
-                    f"/version says {report.frontend_observed}",
-                )
+        # A release whose /version names no frontend cannot show which one served: not evaluated there.
+        observable = _version_names_frontend(report.vllm_version)
+        seen = (
+            f"/version says {report.frontend_observed}"
+            if observable
+            else f"vLLM {report.vllm_version}'s /version does not name its frontend"
+        )
+        assertions.append(
+            AssertionResult(
+                name="frontend",
+                passed=not observable or report.frontend_observed == settings.expected_frontend,
+                evaluated=observable,
+                message=f"asked for {settings.expected_frontend}, {seen}",
             )
-        else:
-            assertions.append(
-                AssertionResult(
-                    name="frontend",
-                    passed=True,
-                    evaluated=False,
-                    message=f"vLLM {report.vllm_version}'s /version does not name its frontend "
-                    f"(asked for {settings.expected_frontend})",
-                )
-            )
+        )
     errors = report.instrument_errors
     assertions.append(
         AssertionResult(
