@@ -3,7 +3,10 @@ only; ``reference.py`` hooks it into vLLM's worker). See ``reference.py`` for wh
 
 - :func:`regions`: every layer's blocks as rows of bytes (block-major, as vLLM lays them out; a recurrent
   layer through its first state tensor; a K/V-outermost layer, vLLM 0.20-0.22's FLASH_ATTN, as a K region and
-  a V region), by KV-cache group; one region per distinct memory region.
+  a V region), by KV-cache group; one region per distinct memory region. A layer whose block is not one dense
+  page in memory (a cross-layer cache, which splits a layer's page by head under HND; K/V leading the shape
+  over block-major memory, vLLM 0.22's hybrids) is read through its own logical view, gathered: the elements
+  its kernels read, never another layer's.
 - :class:`Proof`: after each step, records the digest of every prompt block the step completed and checks
   every request at its first step against the book (``book.py``), writing ``firstuse-<pid>.jsonl``; and the
   poison. Before a step, it digests the one state a first step overwrites before ``after_step`` reads it: a
@@ -41,9 +44,12 @@ _SEED = 20261202
 
 @dataclass
 class _Region:
-    rows: torch.Tensor  # (num_blocks, page) int8 view of one memory region
+    # (num_blocks, page) int8 view of one memory region; gathered: the layer's logical (num_blocks, ...) view
+    # as integers of its element size, any strides
+    rows: torch.Tensor
     width: int  # bytes of a page that hold data (unpadded), a multiple of 4
     layer: str
+    gathered: bool = False
 
 
 @dataclass
@@ -93,18 +99,31 @@ def _rows(tensor: torch.Tensor, num_blocks: int, page: int, stride: int) -> torc
     return torch.as_strided(raw, (num_blocks, page), (stride, 1), offset)
 
 
-def _check_block_major(layer: str, kv: torch.Tensor, stride: int) -> None:
-    """The rows are read at ``stride`` bytes a block, each block one dense run of bytes. A layout that is not
-    (a cross-layer KV cache interleaves every layer's page in a block, and may split it by head) would be
-    digested from the wrong bytes: it is refused by name, and the check reports the instrument's error."""
+_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _block_major(kv: torch.Tensor, stride: int) -> bool:
+    """Whether ``kv``'s blocks lie at ``stride`` bytes, each one dense run of bytes: readable as raw rows."""
     block = kv[0]
     span = sum((n - 1) * st for n, st in zip(block.shape, block.stride(), strict=True)) + 1
-    if kv.stride(0) * kv.element_size() != stride or span != block.numel():
+    return kv.stride(0) * kv.element_size() == stride and span == block.numel()
+
+
+def _block_views(layer: str, kv: torch.Tensor, num_blocks: int) -> list[torch.Tensor]:
+    """The layer's KV as logical views with the block dimension first, as integers of its element size: the
+    tensor itself, or its K and V halves where (2, num_blocks) leads the shape."""
+    if kv.dim() >= 3 and kv.shape[0] == 2 and kv.shape[1] == num_blocks:
+        halves = [kv[0], kv[1]]
+    elif kv.dim() >= 2 and kv.shape[0] == num_blocks:
+        halves = [kv]
+    else:
         raise ValueError(
-            f"layer {layer}: its KV cache is not one dense page a block at {stride} bytes (block stride "
-            f"{kv.stride(0) * kv.element_size()} bytes, a block spans {span} of {block.numel()} elements): "
-            "a cross-layer KV layout the reference digests cannot read"
+            f"layer {layer}: a KV cache of shape {tuple(kv.shape)} has no dimension of its {num_blocks} "
+            "blocks where the reference digests look for one (first, or second after K/V)"
         )
+    if kv.element_size() not in _INTS:
+        raise ValueError(f"layer {layer}: elements of {kv.element_size()} bytes")
+    return [h.view(_INTS[kv.element_size()]) for h in halves]
 
 
 def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Group]:
@@ -148,7 +167,14 @@ def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Grou
                 continue
             else:
                 stride = kv.stride(0) * kv.element_size() if layer in packed else page
-                _check_block_major(layer, kv, stride)
+                if not _block_major(kv, stride):
+                    for view in _block_views(layer, kv, num_blocks):
+                        ident = (view.untyped_storage().data_ptr(), view.storage_offset(), view.stride(0))
+                        if ident not in seen:
+                            seen.add(ident)
+                            width = view[0].numel() * view.element_size() // 4 * 4
+                            regions.append(_Region(rows=view, width=width, layer=layer, gathered=True))
+                    continue
                 rows = _rows(kv, num_blocks, page, stride)
             ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
             if ident in seen:
@@ -215,10 +241,12 @@ class Proof:
         columns = []
         for region in group.regions:
             step = max(1, CHUNK_BYTES // max(region.width * 2, 1))
-            parts = [
-                self._digest_rows(region.rows.index_select(0, index[i : i + step]), region.width)
-                for i in range(0, len(block_ids), step)
-            ]
+            parts = []
+            for i in range(0, len(block_ids), step):
+                rows = region.rows.index_select(0, index[i : i + step])
+                if region.gathered:  # the logical elements, in order, as bytes
+                    rows = rows.reshape(rows.shape[0], -1).view(torch.int8)
+                parts.append(self._digest_rows(rows, region.width))
             columns.append(torch.cat(parts))
         table = torch.stack(columns, dim=1).cpu().numpy().astype("<i8")
         return [row.tobytes() for row in table]
@@ -241,7 +269,10 @@ class Proof:
                     if ident in done:
                         continue
                     done.add(ident)
-                    rows[NULL_BLOCK + 1 :].fill_(POISON_BYTE)
+                    # every byte POISON_BYTE, whatever the element size of a gathered view
+                    rows[NULL_BLOCK + 1 :].fill_(
+                        int.from_bytes(bytes([POISON_BYTE]) * rows.element_size(), "little", signed=True)
+                    )
                     blocks = max(blocks, rows.shape[0] - 1)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)

@@ -42,9 +42,11 @@ A reload answer whose request loaded nothing from the connector is ``not_loaded`
 A mutation iteration is ``caught`` when its defect acted and one of the assertions the catalogue names failed
 (the bytes at first use are evidence whether or not the reload was proven).
 
-For the whole case: ``kv_events_consistent``, ``frontend``, ``instruments_ok`` and (with mutations)
-``mutations_caught``. Its status is ``passed`` only when each clean iteration passed with a byte verdict;
-``not_proven`` when every evaluated assertion held without one. :data:`.defects.KNOWN_DEFECTS` names a
+For the whole case: ``kv_events_consistent``, ``frontend``, ``instruments_ok``, (with mutations)
+``mutations_caught``, and ``requests_ok`` where the engine died (:func:`engine_death`). Its status is
+``passed`` only when each clean iteration passed with a byte verdict; ``not_proven`` when every evaluated
+assertion held without one; ``failed``, not ``error``, when vLLM's engine died, whatever its requests then
+raised: the death is what a user meets, and the check's evidence of it. :data:`.defects.KNOWN_DEFECTS` names a
 vLLM defect whose fingerprint the clean iterations show, or a byte mutation's (its splits and states are
 vLLM's own), or the case's KV-event stream.
 
@@ -167,6 +169,26 @@ def _version_names_frontend(version: str | None) -> bool:
         return True
 
 
+def engine_death(report: OffloadCheckReport) -> AssertionResult | None:
+    """``requests_ok`` failed by the engine's death (its fatal traceback, ``engine_fault``), or None. The
+    death is vLLM's unless the traceback's innermost frame is the check's own code (its instruments run inside
+    the engine): that is the check's error, and stays one."""
+    lines = [x.strip() for x in (report.engine_fault or "").splitlines() if x.strip()]
+    if not lines:
+        return None
+    frames = [x for x in lines if x.startswith("File ")]
+    if frames and any(own in frames[-1] for own in _OWN_CODE):
+        return None
+    return AssertionResult(
+        name=REQUEST_FAILURES,
+        passed=False,
+        message=f"the engine died during the case: {' | '.join(lines[-3:])}"[:600],
+    )
+
+
+_OWN_CODE = ("/gpu_tests/", "/vllm_devclient/")
+
+
 def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCheckReport:
     """Judge every iteration, then the case: its own assertions, named defects, status."""
     probes, layout, events = report.probes, report.layout, report.events
@@ -226,9 +248,14 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
                 + (f"; missed {missed}" if missed else ""),
             )
         )
+    death = engine_death(report)
+    if death is not None:
+        assertions.append(death)
     clean = [it for it in iterations if it.mutation is None]
-    if report.error is not None or not iterations or any(it.status == "error" for it in iterations):
-        status: Status = "error"
+    if death is not None:
+        status: Status = "failed"
+    elif report.error is not None or not iterations or any(it.status == "error" for it in iterations):
+        status = "error"
     elif any(it.status == "failed" for it in clean) or any(a.evaluated and not a.passed for a in assertions):
         status = "failed"
     elif any(it.status != "passed" for it in clean):

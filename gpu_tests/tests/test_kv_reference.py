@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpu_tests.kv_proof.digests import Proof  # noqa: E402
+from gpu_tests.kv_proof.digests import POISON_BYTE, Proof  # noqa: E402
 from gpu_tests.offload_check.probe_files import ProbeFiles  # noqa: E402
 
 B = 4
@@ -262,11 +262,83 @@ def test_a_loaded_block_wiped_to_zeros_is_named_as_zeros(tmp_path: Path) -> None
     }
 
 
-def test_a_cross_layer_kv_layout_is_refused_by_name_and_block_major_ones_are_read(tmp_path: Path) -> None:
-    """Each layer's rows are read at its page stride, one dense page a block. vLLM's cross-layer KV cache
-    interleaves the layers' pages in a block (a layer's view strides over L pages), and with HND splits each
-    page by head: digested as pages, both would read other layers' bytes. They are refused with the layer's
-    name; plain, head-permuted and padded layouts are read."""
+def _read_back(tmp_path: Path, kv: Any, block: Any, outside: Any) -> tuple[Proof, dict[str, Any]]:
+    """A layer whose KV is ``kv`` (``block(b)``: block b's logical elements): a computation into blocks 1
+    and 2, a whole copy of them into 5 and 6 (then ``outside()`` writes the memory around the layer's
+    elements), and a copy into 9 and 10 with one element of 10 changed."""
+    groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
+    config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+    proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
+
+    def step(rid: str, blocks: list[int], cached: int) -> None:
+        out = SimpleNamespace(
+            finished_req_ids=set(),
+            scheduled_new_reqs=[
+                SimpleNamespace(
+                    req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
+                )
+            ],
+            scheduled_cached_reqs=SimpleNamespace(
+                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+            ),
+            num_scheduled_tokens={rid: len(PROMPT) - cached},
+        )
+        proof.after_step(out)
+
+    gen = torch.Generator().manual_seed(3)
+    for b in (1, 2):
+        values = torch.randint(-100, 100, block(b).shape, generator=gen, dtype=torch.int8)
+        block(b).copy_(values.to(kv.dtype))
+    step("a", [1, 2, 3], 0)
+    for src, dst in ((1, 5), (2, 6), (1, 9), (2, 10)):
+        block(dst).copy_(block(src))
+    changed = block(10)
+    changed[(-1,) * changed.dim()] += 1
+    outside()
+    step("b", [5, 6, 7], 8)
+    step("c", [9, 10, 11], 8)
+    return proof, {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
+
+
+def test_a_layer_whose_block_is_not_one_dense_page_is_read_through_its_own_view(tmp_path: Path) -> None:
+    """vLLM's cross-layer KV cache interleaves the layers' pages in a block (a layer's view strides over L
+    pages) and under HND splits each page by head; before 0.23 a hybrid's attention layer leads its shape with
+    K/V over block-major, padded memory. Read as pages, each would digest other layers' bytes or padding: each
+    is read through the layer's own view, so another layer's writes change nothing, and a changed element of
+    its own shows."""
+    heads, tokens, dim, layers = 2, B, PAGE // (2 * B * 2), 3
+    nhd = torch.zeros((BLOCKS, layers, 2, tokens, heads, dim), dtype=torch.int8)
+    hnd = torch.zeros((BLOCKS, heads, layers, 2, tokens, dim), dtype=torch.int8)
+    # bfloat16, as a model's KV: read and poisoned as 16-bit integers
+    padded = torch.zeros((BLOCKS, 2, 2 * tokens * heads * dim), dtype=torch.bfloat16)
+    hybrid = padded[:, :, : tokens * heads * dim].unflatten(2, (tokens, heads, dim)).transpose(0, 1)
+    cases = {  # the layer's view (vLLM 0.22's logical (2, blocks, ...)), its memory, the bytes around it
+        "cross-layer NHD": (nhd[:, 1].permute(1, 0, 2, 3, 4), nhd, nhd[:, 0]),
+        "cross-layer HND": (hnd[:, :, 1].permute(2, 0, 3, 1, 4), hnd, hnd[:, :, 2]),
+        "K-V first over padded block-major": (hybrid, padded, padded[:, :, tokens * heads * dim :]),
+    }
+    for name, (kv, memory, around) in cases.items():
+        (tmp_path / name).mkdir()
+        proof, uses = _read_back(
+            tmp_path / name, kv, lambda b, kv=kv: kv[:, b], lambda around=around: around.fill_(7)
+        )
+        assert [r.gathered for r in proof.groups[0].regions] == [True, True], name
+        assert uses["b"].groups[0].verdicts == "vv", name
+        assert uses["c"].groups[0].verdicts == "vx", name
+        # The poison fills every element of the view's blocks but the null block, and nothing else.
+        before = memory.clone()
+        memory.zero_()
+        kv[:, 1:].fill_(1)
+        mask = memory == 1
+        memory.copy_(before)
+        proof.poison()
+        ints = memory.view({1: torch.int8, 2: torch.int16}[memory.element_size()])
+        pattern = int.from_bytes(bytes([POISON_BYTE]) * memory.element_size(), "little", signed=True)
+        assert bool((ints[mask] == pattern).all()), name
+        assert torch.equal(memory[~mask], before[~mask]), name
+
+
+def test_block_major_layouts_stay_raw_rows_and_a_shape_without_blocks_is_refused(tmp_path: Path) -> None:
     heads, tokens, dim = 2, B, PAGE // (2 * B * 2)
 
     def proof_of(kv: Any) -> Proof:
@@ -276,15 +348,8 @@ def test_a_cross_layer_kv_layout_is_refused_by_name_and_block_major_ones_are_rea
 
     plain = torch.zeros((BLOCKS, 2, tokens, heads, dim), dtype=torch.int8)
     hnd = torch.zeros((BLOCKS, 2, heads, tokens, dim), dtype=torch.int8).permute(0, 1, 3, 2, 4)
-    padded = torch.zeros((BLOCKS, 2 * PAGE), dtype=torch.int8)[:, :PAGE]
     for kv in (plain, hnd):
-        assert len(proof_of(kv).groups[0].regions) == 1
-    with pytest.raises(ValueError, match="layer l0: its KV cache is not one dense page a block"):
-        proof_of(padded)  # a stride the spec does not say: refused, never read at the wrong stride
-    layers = 3
-    nhd = torch.zeros((BLOCKS, layers, 2, tokens, heads, dim), dtype=torch.int8)
-    with pytest.raises(ValueError, match="block stride 96 bytes"):
-        proof_of(nhd[:, 1])
-    split = torch.zeros((BLOCKS, 2, heads, layers, tokens, dim), dtype=torch.int8)
-    with pytest.raises(ValueError, match="a cross-layer KV layout"):
-        proof_of(split[:, :, :, 1].permute(0, 1, 3, 2, 4))
+        (region,) = proof_of(kv).groups[0].regions
+        assert not region.gathered and region.width == PAGE
+    with pytest.raises(ValueError, match=r"layer l0: a KV cache of shape \(3, 5\) has no dimension of"):
+        proof_of(torch.zeros((3, 5), dtype=torch.int8))

@@ -158,6 +158,29 @@ def test_an_assert_message_only_the_server_log_holds_names_its_defect() -> None:
     assert named_defects(later, later.iterations) == []
 
 
+def test_an_engine_that_died_fails_requests_ok_and_the_case_instead_of_erring() -> None:
+    """vLLM 0.22.0's align-mode assert (issue #45268) and 0.25.1's stale transfer jobs (PR #48102) kill the
+    engine: what a user meets is that death, so the case fails ``requests_ok`` with the traceback's end, and
+    is not an error. A death whose innermost frame is the check's own instrument stays the check's error."""
+    report = _check(FakeServer(layout=MAMBA, fixed=True), MAMBA)
+    settings = CheckSettings(reference_digests=True, iterations=1)
+    broken = report.iterations[0].model_copy(update={"error": "InternalServerError: 500 EngineCore"})
+    measured = report.model_copy(update={"iterations": [broken]})
+    assert judge_case(settings, measured).status == "error"  # no death in the log: the check cannot say
+    vllm = '  File "/site/vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py", line 9\n'
+    dead = judge_case(settings, measured.model_copy(update={"engine_fault": vllm + "KeyError: 113"}))
+    assert dead.status == "failed" and not dead.passed
+    (death,) = [a for a in dead.assertions if a.name == "requests_ok"]
+    assert not death.passed and death.evaluated and "the engine died during the case" in death.message
+    assert "KeyError: 113" in death.message
+    own = '  File "/repo/gpu_tests/kv_proof/recorder.py", line 69, in schedule\nValueError: ours'
+    mine = judge_case(settings, measured.model_copy(update={"engine_fault": vllm + own}))
+    assert mine.status == "error" and not any(a.name == "requests_ok" for a in mine.assertions)
+    # A death after every iteration passed still fails the case.
+    late = judge_case(settings, report.model_copy(update={"engine_fault": vllm + "AssertionError"}))
+    assert report.status == "passed" and late.status == "failed"
+
+
 def test_a_loaded_block_read_as_zeros_on_an_older_hybrid_names_the_zeroing() -> None:
     """Blocks wiped by the zeroing for Mamba models read as zeros at first use: named on a hybrid up to vLLM
     0.25.1, with either connector; the same bytes name nothing on 0.26.0 or on an attention-only model."""
