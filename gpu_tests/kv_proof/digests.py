@@ -111,10 +111,16 @@ def _block_major(kv: torch.Tensor, stride: int) -> bool:
 
 def _block_views(layer: str, kv: torch.Tensor, num_blocks: int) -> list[torch.Tensor]:
     """The layer's KV as logical views with the block dimension first, as integers of its element size: the
-    tensor itself, or its K and V halves where (2, num_blocks) leads the shape."""
-    if kv.dim() >= 3 and kv.shape[0] == 2 and kv.shape[1] == num_blocks:
+    tensor itself, or its K and V halves where (2, blocks) leads the shape. A kernel block smaller than the
+    group's (a hybrid's attention at 64 tokens a kernel block, 256 a block: vLLM 0.22) counts ``m`` kernel
+    blocks a block, block b being kernel blocks b*m .. b*m+m-1: they are unflattened into one."""
+
+    def counts_blocks(n: int) -> bool:
+        return n >= num_blocks and n % num_blocks == 0
+
+    if kv.dim() >= 3 and kv.shape[0] == 2 and counts_blocks(kv.shape[1]):
         halves = [kv[0], kv[1]]
-    elif kv.dim() >= 2 and kv.shape[0] == num_blocks:
+    elif kv.dim() >= 2 and counts_blocks(kv.shape[0]):
         halves = [kv]
     else:
         raise ValueError(
@@ -123,7 +129,11 @@ def _block_views(layer: str, kv: torch.Tensor, num_blocks: int) -> list[torch.Te
         )
     if kv.element_size() not in _INTS:
         raise ValueError(f"layer {layer}: elements of {kv.element_size()} bytes")
-    return [h.view(_INTS[kv.element_size()]) for h in halves]
+    per = [
+        h.unflatten(0, (num_blocks, h.shape[0] // num_blocks)) if h.shape[0] != num_blocks else h
+        for h in halves
+    ]
+    return [h.view(_INTS[kv.element_size()]) for h in per]
 
 
 def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Group]:

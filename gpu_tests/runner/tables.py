@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 HISTORY_README = ROOT / "history" / "README.md"  # issue 35's grade (HISTORY_TABLES)
+# issue 33's eighth run (judge 24a0d73): Nemotron-H 8B's real-size clean pass with 64 GiB of GPU KV
+REAL_PROOF_H_RUN = "real-size-2026-12-04b"
 # issue 33's seventh run (judge efe88c1): the `all`-mode tiny families' Offloading cases under
 # Proof.before_step, and Nemotron-H 8B's real-size clean pass again (its engine died on vllm#50454 again)
 PROOF_G_RUN = "kv-proof-2026-12-04"
@@ -53,6 +55,7 @@ PROOF_FIX_RUN = "kv-proof-2026-12-02b"
 # every real-size run made under the proof, newest first: their clean passes share one table, and issue 27's
 # real-size tables take each model's newest clean pass (and its case's newest catalogue) from them
 REAL_PROOF_RUNS = (
+    REAL_PROOF_H_RUN,
     REAL_PROOF_G_RUN,
     REAL_PROOF_F_RUN,
     REAL_PROOF_E_RUN,
@@ -427,6 +430,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(budget_table),
     "gpu-real-batch": _real(batch_table),
+    "gpu-proof-h-calls": _calls(REAL_PROOF_H_RUN),
+    "gpu-proof-h-verdicts": _verdicts(REAL_PROOF_H_RUN),
     "gpu-proof-g-calls": _calls(PROOF_G_RUN, REAL_PROOF_G_RUN),
     "gpu-proof-g-verdicts": _verdicts(PROOF_G_RUN, REAL_PROOF_G_RUN),
     "gpu-proof-g-clean": lambda: proof_tables.clean_table(load(PROOF_G_RUN)[0]),

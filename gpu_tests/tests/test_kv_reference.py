@@ -303,32 +303,41 @@ def _read_back(tmp_path: Path, kv: Any, block: Any, outside: Any) -> tuple[Proof
 def test_a_layer_whose_block_is_not_one_dense_page_is_read_through_its_own_view(tmp_path: Path) -> None:
     """vLLM's cross-layer KV cache interleaves the layers' pages in a block (a layer's view strides over L
     pages) and under HND splits each page by head; before 0.23 a hybrid's attention layer leads its shape with
-    K/V over block-major, padded memory. Read as pages, each would digest other layers' bytes or padding: each
-    is read through the layer's own view, so another layer's writes change nothing, and a changed element of
-    its own shows."""
+    K/V over block-major, padded memory, and may count several kernel blocks a block. Read as pages, each
+    would digest other layers' bytes or padding: each is read through the layer's own view, so another layer's
+    writes change nothing, and a changed element of its own shows."""
     heads, tokens, dim, layers = 2, B, PAGE // (2 * B * 2), 3
     nhd = torch.zeros((BLOCKS, layers, 2, tokens, heads, dim), dtype=torch.int8)
     hnd = torch.zeros((BLOCKS, heads, layers, 2, tokens, dim), dtype=torch.int8)
     # bfloat16, as a model's KV: read and poisoned as 16-bit integers
     padded = torch.zeros((BLOCKS, 2, 2 * tokens * heads * dim), dtype=torch.bfloat16)
     hybrid = padded[:, :, : tokens * heads * dim].unflatten(2, (tokens, heads, dim)).transpose(0, 1)
+    # vLLM 0.22's Nemotron-H: a kernel block of a quarter of the group's block, K/V leading the shape
+    kernel = torch.zeros((BLOCKS * 4, 2, tokens // 4 * heads * dim * 2), dtype=torch.int8)
+    quarter = (
+        kernel[:, :, : tokens // 4 * heads * dim].unflatten(2, (tokens // 4, heads, dim)).transpose(0, 1)
+    )
     cases = {  # the layer's view (vLLM 0.22's logical (2, blocks, ...)), its memory, the bytes around it
         "cross-layer NHD": (nhd[:, 1].permute(1, 0, 2, 3, 4), nhd, nhd[:, 0]),
         "cross-layer HND": (hnd[:, :, 1].permute(2, 0, 3, 1, 4), hnd, hnd[:, :, 2]),
         "K-V first over padded block-major": (hybrid, padded, padded[:, :, tokens * heads * dim :]),
+        "four kernel blocks a block": (quarter, kernel, kernel[:, :, tokens // 4 * heads * dim :]),
     }
     for name, (kv, memory, around) in cases.items():
         (tmp_path / name).mkdir()
-        proof, uses = _read_back(
-            tmp_path / name, kv, lambda b, kv=kv: kv[:, b], lambda around=around: around.fill_(7)
-        )
+        m = kv.shape[1] // BLOCKS  # kernel blocks a block
+
+        def block(b: int, kv: Any = kv, m: int = m) -> Any:
+            return kv[:, b * m : (b + 1) * m]
+
+        proof, uses = _read_back(tmp_path / name, kv, block, lambda around=around: around.fill_(7))
         assert [r.gathered for r in proof.groups[0].regions] == [True, True], name
         assert uses["b"].groups[0].verdicts == "vv", name
         assert uses["c"].groups[0].verdicts == "vx", name
         # The poison fills every element of the view's blocks but the null block, and nothing else.
         before = memory.clone()
         memory.zero_()
-        kv[:, 1:].fill_(1)
+        kv[:, m:].fill_(1)  # every block but the null block
         mask = memory == 1
         memory.copy_(before)
         proof.poison()
