@@ -20,7 +20,7 @@ concurrency. ``tables.py`` writes :func:`grade_table` and :func:`runs_table` int
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,20 @@ from gpu_tests.offload_check.releases import version_key
 from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
-from .history_plan import HISTORY_RELEASES, scenario_jobs
+from .history_plan import HISTORY_RELEASES, history_plans, scenario_jobs
+from .jobs import make_case_id
 from .proof_tables import runner_rows
 
-__all__ = ["HistoryRun", "grade_cell", "grade_table", "history_runs", "hunt_table", "runs_table"]
+__all__ = [
+    "HistoryRun",
+    "clean_cases",
+    "clean_table",
+    "grade_cell",
+    "grade_table",
+    "history_runs",
+    "hunt_table",
+    "runs_table",
+]
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not yet run"
@@ -184,6 +194,78 @@ def grade_table(runs: dict[str, HistoryRun]) -> str:
             f"| {', '.join(bug.evidence)} "
             f"| **{bug.buggy}**: {grade_cell(bug, bug.buggy, runs)} "
             f"| **{bug.fixed}**: {grade_cell(bug, bug.fixed, runs)} |"
+        )
+    return "\n".join(rows)
+
+
+def clean_cases(version: str) -> list[str]:
+    """The clean matrix a release serves on the python frontend (the history runs' scope): every case of its
+    plan but a scenario's own (a case label: another concurrency, the reset under load)."""
+    (plan,) = history_plans([version], report_dir=Path("reports"), costs={}, frontends=["python"])
+    own = {
+        make_case_id(name, bug.scenario.connector, "python", bug.scenario.case_label(c))
+        for bug in (*BUGS, *HUNTS)
+        for name in bug.scenario.profiles
+        for c in bug.scenario.concurrencies
+        if bug.scenario.case_label(c)
+    }
+    return sorted(j.case_id for j in plan.jobs if j.case_id not in own)
+
+
+def _meets(report: OffloadCheckReport, version: str) -> list[str]:
+    """The bugs present in ``version`` that a failed clean case meets: the known defects its report names,
+    and each present bug of its connector and family whose evidence it failed."""
+    failed = {a.name for a in report.failures()}
+    connector = "simple" if "Simple" in report.connector else "offloading"
+    graded = [
+        b.id
+        for b in BUGS
+        if version in b.present
+        and b.scenario.connector == connector
+        and any(f in report.profile for f in b.families)
+        and failed & set(b.evidence)
+    ]
+    return list(dict.fromkeys([*(d.id for d in report.defects), *graded]))
+
+
+def clean_table(
+    runs: dict[str, HistoryRun], served: Mapping[str, Mapping[str, OffloadCheckReport]] | None = None
+) -> str:
+    """Per release, its clean matrix (python frontend) by what each case's newest report says: passed;
+    failed meeting bugs present there (named, with what their evidence does not cover); failed with nothing
+    named (the check's own gap, or a bug the check does not know), with the assertions; not run. ``served``:
+    a release's clean-matrix reports committed outside its history runs (0.26.0's, in issue 33's runs)."""
+    rows = [
+        "| vLLM release | clean cases | passed | failed, meeting a bug present there | failed, nothing named "
+        "| not run |",
+        "|---|---|---|---|---|---|",
+    ]
+    served = served or {}
+    for version in sorted({*runs, *served}, key=version_key):
+        run = runs.get(version)
+        reports = {**served.get(version, {}), **(run.reports if run is not None else {})}
+        cases = clean_cases(version)
+        passed, met, other, missing = [], [], [], []
+        for case_id in cases:
+            report = reports.get(case_id)
+            short = case_id.removeprefix("tiny-").removesuffix("-python")
+            if report is None:
+                missing.append(short)
+            elif report.status == "passed":
+                passed.append(short)
+            elif ids := _meets(report, version):
+                # what no met bug's evidence covers (the check's own instruments_ok among it) is said beside
+                covered = {e for b in BUGS if b.id in ids for e in b.evidence}
+                rest = sorted({a.name for a in report.failures()} - covered)
+                also = f"; also failed: {', '.join(rest)}" if rest else ""
+                met.append(f"{short} ({', '.join(ids)}{also})")
+            else:
+                names = ", ".join(sorted({a.name for a in report.failures()})) or report.status
+                other.append(f"{short}: {names}")
+        rows.append(
+            f"| {version} | {len(cases)} | {len(passed)}: {', '.join(passed) or '-'} "
+            f"| {len(met)}: {'<br>'.join(met) or '-'} | {len(other)}: {'<br>'.join(other) or '-'} "
+            f"| {len(missing)}: {', '.join(missing) or '-'} |"
         )
     return "\n".join(rows)
 

@@ -460,9 +460,19 @@ TABLES: dict[str, Callable[[], str]] = {
 }
 
 
+def _served_clean() -> dict[str, OffloadCheckReport]:
+    """vLLM 0.26.0's clean matrix, from issue 33's runs under the proof: the whole tiny matrix
+    (``PROOF_D_RUN``), then the `all`-mode families' cases under ``Proof.before_step`` (``PROOF_G_RUN``)."""
+    out: dict[str, OffloadCheckReport] = {}
+    for run in (PROOF_D_RUN, PROOF_G_RUN):  # oldest first: a newer report of a case replaces an older one
+        out.update({r.case_id: r for r in load(run)[0]})
+    return out
+
+
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
     "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
+    "history-clean": lambda: grade.clean_table(grade.history_runs(RESULTS), {"0.26.0": _served_clean()}),
     "history-hunts": lambda: grade.hunt_table(grade.history_runs(RESULTS)),
     "history-plan": lambda: _history_plan(),
 }
