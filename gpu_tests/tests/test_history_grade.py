@@ -235,3 +235,35 @@ def test_a_collected_history_run_records_its_vllm_version_judge_calls_and_what_i
     assert runs["0.20.2"].skipped == {"tiny-llama-offloading-rust": "no vllm-rs"}
     row = next(r for r in grade.runs_table(runs).splitlines() if r.startswith("| 0.20.2 "))
     assert "| 0.20.2 | feedc0de | 1 | passed 1 | 1 |" in row
+
+
+def test_a_release_s_clean_matrix_says_which_failures_meet_a_bug_present_there(tmp_path: Path) -> None:
+    """The clean-matrix table: a failure counts as meeting a bug only on a release whose source has it (a
+    named known defect, or a present bug of the case's connector and family whose evidence failed); what
+    that evidence does not cover is said beside it, the check's own ``instruments_ok`` among it; a failure
+    meeting nothing is listed with its assertions."""
+    first, second = RESULTS / "history-0.22.0-2026-12-04", RESULTS / "history-0.22.0-2026-12-04b"
+    simple = first / "tiny-gemma3-simple-python.json.xz"  # the full reset refused with a 500 (vllm-pr39726)
+    reports = {
+        "tiny-gemma3-simple-python": simple,
+        "tiny-gemma3-offloading-python": first / "tiny-gemma3-offloading-python.json.xz",
+        "tiny-nemotron-h-simple-python": second / "tiny-nemotron-h-simple-python.json.xz",
+    }
+    _commit_run(tmp_path, "0.22.0", reports, {})
+    _commit_run(tmp_path, "0.24.0", {"tiny-gemma3-simple-python": simple}, {})
+    table = grade.clean_table(grade.history_runs(tmp_path))
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in table.splitlines()[2:]}
+    cases = grade.clean_cases("0.22.0")
+    assert rows["0.22.0"][1] == str(len(cases)) == "18"
+    assert rows["0.22.0"][2] == "1: gemma3-offloading"
+    assert rows["0.22.0"][3] == (
+        "2: gemma3-simple (vllm-pr39726)<br>"
+        "nemotron-h-simple (vllm-pr39726; also failed: answers_unchanged, instruments_ok)"
+    )
+    assert rows["0.22.0"][4] == "0: -" and rows["0.22.0"][5].startswith("15: ")
+    # 0.24.0 has the fix: the same failure meets nothing there
+    assert rows["0.24.0"][3] == "0: -"
+    assert rows["0.24.0"][4] == "1: gemma3-simple: reload_proven, resets_honoured"
+    # A scenario's own cases (another concurrency, the reset under load) are not the clean matrix.
+    assert "tiny-qwen3-next-offloading-python" in cases
+    assert not any(c.endswith(("-c64", "-c256", "-all-at-once", "-reset-under-load")) for c in cases)
