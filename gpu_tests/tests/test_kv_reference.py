@@ -199,6 +199,23 @@ class PaddedSpec:
         return self.page_size_padded if self.page_size_padded is not None else self.real_page
 
 
+def _first_step(proof: Proof, rid: str, blocks: list[int], cached: int) -> None:
+    """A step in which request ``rid`` (PROMPT, one group) runs first, from ``cached`` cached tokens."""
+    out = SimpleNamespace(
+        finished_req_ids=set(),
+        scheduled_new_reqs=[
+            SimpleNamespace(
+                req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
+            )
+        ],
+        scheduled_cached_reqs=SimpleNamespace(
+            req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+        ),
+        num_scheduled_tokens={rid: len(PROMPT) - cached},
+    )
+    proof.after_step(out)
+
+
 def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Path) -> None:
     """vLLM 0.20-0.22's FLASH_ATTN lays every K block before every V block: a block is a row in each half.
     Read as one block-major region, a block's row would be two other blocks' K."""
@@ -208,28 +225,13 @@ def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Pa
     proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
     assert [r.width for r in proof.groups[0].regions] == [PAGE // 2, PAGE // 2]
 
-    def step(rid: str, blocks: list[int], cached: int) -> None:
-        out = SimpleNamespace(
-            finished_req_ids=set(),
-            scheduled_new_reqs=[
-                SimpleNamespace(
-                    req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
-                )
-            ],
-            scheduled_cached_reqs=SimpleNamespace(
-                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
-            ),
-            num_scheduled_tokens={rid: len(PROMPT) - cached},
-        )
-        proof.after_step(out)
-
     gen = torch.Generator().manual_seed(1)
     kv[:, 1:3] = torch.randint(-100, 100, (2, 2, PAGE // 2), generator=gen, dtype=torch.int8)
-    step("a", [1, 2, 3], 0)
+    _first_step(proof, "a", [1, 2, 3], 0)
     kv[:, 5:7] = kv[:, 1:3]  # a whole copy of both blocks
     kv[0, 9:11] = kv[0, 1:3]  # a copy of the K halves only
-    step("b", [5, 6, 7], 8)
-    step("c", [9, 10, 11], 8)
+    _first_step(proof, "b", [5, 6, 7], 8)
+    _first_step(proof, "c", [9, 10, 11], 8)
     uses = {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
     assert uses["b"].groups[0].verdicts == "vv"
     assert uses["c"].groups[0].verdicts == "xx" and uses["c"].examples[0].regions_differ == 1
@@ -270,33 +272,18 @@ def _read_back(tmp_path: Path, kv: Any, block: Any, outside: Any) -> tuple[Proof
     config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
     proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
 
-    def step(rid: str, blocks: list[int], cached: int) -> None:
-        out = SimpleNamespace(
-            finished_req_ids=set(),
-            scheduled_new_reqs=[
-                SimpleNamespace(
-                    req_id=rid, prompt_token_ids=PROMPT, block_ids=(blocks,), num_computed_tokens=cached
-                )
-            ],
-            scheduled_cached_reqs=SimpleNamespace(
-                req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
-            ),
-            num_scheduled_tokens={rid: len(PROMPT) - cached},
-        )
-        proof.after_step(out)
-
     gen = torch.Generator().manual_seed(3)
     for b in (1, 2):
         values = torch.randint(-100, 100, block(b).shape, generator=gen, dtype=torch.int8)
         block(b).copy_(values.to(kv.dtype))
-    step("a", [1, 2, 3], 0)
+    _first_step(proof, "a", [1, 2, 3], 0)
     for src, dst in ((1, 5), (2, 6), (1, 9), (2, 10)):
         block(dst).copy_(block(src))
     changed = block(10)
     changed[(-1,) * changed.dim()] += 1
     outside()
-    step("b", [5, 6, 7], 8)
-    step("c", [9, 10, 11], 8)
+    _first_step(proof, "b", [5, 6, 7], 8)
+    _first_step(proof, "c", [9, 10, 11], 8)
     return proof, {u.request_id: u for u in ProbeFiles(tmp_path).first_uses()}
 
 
