@@ -166,6 +166,7 @@ def scenario_jobs(
                     (*args, *scenario.check_args),
                     expected * timeout_margin,
                     expected,
+                    compile_s=cost.compile_s,
                 )
             )
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import lzma
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,9 @@ class Job:
     dummy: bool = False
     gpus: int = 1
     mem_gib: float = 0.0  # GPU memory the case reserves (real size); 0: not counted
+    # of expected_s, the family's kernels compiling (a cold startup less a warm one): what a machine whose
+    # compile cache already holds them saves (:func:`warm`)
+    compile_s: float = 0.0
 
     def with_dummy(self) -> Job:
         return replace(self, dummy=True, args=(*self.args, "--server-arg", " ".join(DUMMY_ARGS)))
@@ -58,10 +61,19 @@ class Cost:
         None  # the slowest: the family's first server, compiling (default: the same)
     )
     mutation_s: float | None = None  # one catalogue iteration, measured (default: from run_s)
+    # the fastest: a server that found its family's kernels compiled (most runs start on a fresh machine,
+    # so the median is mostly cold; default: the median)
+    warm_startup_s: float | None = None
 
     @property
     def cold_s(self) -> float:
         return self.startup_s if self.cold_startup_s is None else self.cold_startup_s
+
+    @property
+    def compile_s(self) -> float:
+        """What a cold startup costs beyond a warm one: the family's kernels compiling."""
+        fastest = self.startup_s if self.warm_startup_s is None else self.warm_startup_s
+        return max(0.0, self.cold_s - fastest)
 
     def case_s(self, iterations: int, mutations: int = 0) -> float:
         """A case's seconds, its server starting cold (no kernel of its family compiled yet)."""
@@ -121,6 +133,7 @@ def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[s
             source=f"{len(s or [])} startups, {len(r or [])} runs, {len(m or [])} catalogue iterations",
             cold_startup_s=max(s) if s else None,
             mutation_s=statistics.median(m) if m else None,
+            warm_startup_s=min(s) if s else None,
         )
     return out
 
@@ -217,6 +230,7 @@ def plan(
                         expected * timeout_margin,
                         expected,
                         gpus=gpus,
+                        compile_s=cost.compile_s,
                     )
                 )
         for connector in ("offloading", "simple") if mutations else ():
@@ -233,8 +247,46 @@ def plan(
             count = sum(m.connector == connector_by_name(connector) for m in MUTATIONS.values())
             expected = cost.case_s(catalogue_iterations, count)
             case_id = make_case_id(profile, connector, "python", "mutations")
-            jobs.append(Job(case_id, fam, "mutations", args, expected * timeout_margin, expected, gpus=gpus))
+            jobs.append(
+                Job(
+                    case_id,
+                    fam,
+                    "mutations",
+                    args,
+                    expected * timeout_margin,
+                    expected,
+                    gpus=gpus,
+                    compile_s=cost.compile_s,
+                )
+            )
     return sorted(jobs, key=lambda j: -j.expected_s)
+
+
+COMPILED = "devclient-compiled-families"  # a file in vLLM's cache root: one job family a line
+
+
+def compiled_families(cache_root: Path) -> set[str]:
+    """The job families whose server started and ran on this machine with ``cache_root`` as vLLM's cache
+    (``VLLM_CACHE_ROOT``): their kernels are in its compile cache, so the next start is warm."""
+    path = cache_root / COMPILED
+    return set(path.read_text().split()) if path.exists() else set()
+
+
+def mark_compiled(cache_root: Path, families: Iterable[str]) -> None:
+    new = set(families) - compiled_families(cache_root)
+    if new:
+        cache_root.mkdir(parents=True, exist_ok=True)
+        with (cache_root / COMPILED).open("a") as fh:
+            fh.writelines(f"{f}\n" for f in sorted(new))
+
+
+def warm(jobs: Sequence[Job], families: set[str]) -> list[Job]:
+    """``jobs`` with the compile taken out of the expected time of those whose family is compiled already:
+    a case a cold estimate keeps out of a call's deadline starts in a later call on the same machine."""
+    return [
+        replace(j, expected_s=j.expected_s - j.compile_s, compile_s=0.0) if j.family in families else j
+        for j in jobs
+    ]
 
 
 def makespan(jobs: Sequence[Job], parallel: int, stagger_s: float = 1.0) -> float:

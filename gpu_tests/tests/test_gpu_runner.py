@@ -10,6 +10,7 @@ import json
 import lzma
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,17 @@ import pytest
 from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import tables
 from gpu_tests.runner.collect import device_verdicts, read_report, report_paths, run_verdicts
-from gpu_tests.runner.jobs import Cost, Job, expected_costs, makespan, plan, split_parts
+from gpu_tests.runner.jobs import (
+    Cost,
+    Job,
+    compiled_families,
+    expected_costs,
+    makespan,
+    mark_compiled,
+    plan,
+    split_parts,
+    warm,
+)
 from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
 from vllm_devclient.testing.processes import spawn
 
@@ -137,6 +148,8 @@ def test_costs_are_read_from_the_committed_reports(tmp_path: Path) -> None:
     # medians of 50, 60, 70 and of 5, 5 (format 1 scaled), 10, 10; the first server's (slowest) start: 70
     assert cost.startup_s == 60 and cost.run_s == 7.5 and cost.cold_s == 70
     assert "3 startups" in cost.source and cost.mutation_s == 16
+    # the fastest start found its kernels compiled: what a compiled family saves is 70 - 50
+    assert cost.warm_startup_s == 50 and cost.compile_s == 20
     # A catalogue of two defects: the cold start, no clean pass, the two measured iterations.
     assert cost.case_s(0, 2) == 70 + 2 * 16
 
@@ -227,6 +240,42 @@ def test_the_deadline_starts_only_what_fits_and_stops_what_runs(tmp_path: Path) 
         "not_run": 1,
         "passed": 1,
     }
+
+
+def test_a_family_compiled_by_an_earlier_call_starts_warm_and_fits_where_a_cold_one_does_not(
+    tmp_path: Path,
+) -> None:
+    """A case whose cold estimate (its family's kernels compiling) passes a call's deadline starts in a later
+    call on the same machine: the runner marks in vLLM's cache root each family whose server ran, and
+    takes the compile out of those families' estimates."""
+    jobs = plan(["nemotron-h", "llama"], costs=COSTS, report_dir=tmp_path / "r")
+    cold = next(j for j in jobs if j.case_id == "tiny-nemotron-h-offloading-python")
+    assert cold.compile_s == 160.0  # a cold startup of 220 s against a warm one of 60 s
+    root = tmp_path / "vllm-cache"
+    assert compiled_families(root) == set() and warm(jobs, set()) == jobs
+    mark_compiled(root, ["nemotron-h"])
+    mark_compiled(root, ["nemotron-h"])  # a family is marked once
+    assert compiled_families(root) == {"nemotron-h"}
+    assert (root / "devclient-compiled-families").read_text() == "nemotron-h\n"
+    warmed = {j.case_id: j for j in warm(jobs, compiled_families(root))}
+    assert warmed[cold.case_id].expected_s == cold.expected_s - 160.0
+    assert warmed[cold.case_id].timeout_s == cold.timeout_s  # the case's own limit stays
+    llama = next(j for j in jobs if j.family == "llama")
+    assert warmed[llama.case_id] == llama
+    outcome = {cold.case_id: ("passed", 0.1)}
+    deadline = cold.expected_s - 1.0
+    for given, started in (([cold], "not_run"), ([warmed[cold.case_id]], "passed")):
+        scaled = [replace(j, expected_s=j.expected_s / 100) for j in given]  # seconds as centiseconds
+        (result,) = run_jobs(
+            scaled,
+            out=tmp_path,
+            parallel=1,
+            deadline_s=deadline / 100,
+            launcher=_launcher(tmp_path, outcome),
+            stagger_s=0,
+            poll_s=0.05,
+        )
+        assert result.status == started
 
 
 def test_verdicts_tell_a_named_defect_and_an_unsupported_case_from_a_failure() -> None:
