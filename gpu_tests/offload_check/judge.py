@@ -169,6 +169,9 @@ def _version_names_frontend(version: str | None) -> bool:
         return True
 
 
+_OWN_CODE = ("/gpu_tests/", "/vllm_devclient/")  # a traceback frame in the check's own code
+
+
 def engine_death(report: OffloadCheckReport) -> AssertionResult | None:
     """``requests_ok`` failed by the engine's death (its fatal traceback, ``engine_fault``), or None. The
     death is vLLM's unless the traceback's innermost frame is the check's own code (its instruments run inside
@@ -184,9 +187,6 @@ def engine_death(report: OffloadCheckReport) -> AssertionResult | None:
         passed=False,
         message=f"the engine died during the case: {' | '.join(lines[-3:])}"[:600],
     )
-
-
-_OWN_CODE = ("/gpu_tests/", "/vllm_devclient/")
 
 
 def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCheckReport:
