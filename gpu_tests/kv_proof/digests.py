@@ -102,6 +102,11 @@ def _rows(tensor: torch.Tensor, num_blocks: int, page: int, stride: int) -> torc
 _INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def _ident(rows: torch.Tensor) -> tuple[int, int, int]:
+    """Where a region's rows lie: two regions with the same are one memory region."""
+    return (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
+
+
 def _block_major(kv: torch.Tensor, stride: int) -> bool:
     """Whether ``kv``'s blocks lie at ``stride`` bytes, each one dense run of bytes: readable as raw rows."""
     block = kv[0]
@@ -160,38 +165,36 @@ def regions(kv_cache_config: Any, forward_context: dict[str, Any]) -> list[_Grou
                 continue
             lspec = per_layer.get(layer, spec)
             page = int(lspec.page_size_bytes)
+            width = _unpadded(lspec) // 4 * 4
             if isinstance(kv, (list, tuple)):  # a recurrent layer: its states share one block-major region
                 if not kv:
                     continue
-                first = kv[0]
-                rows = _rows(first, num_blocks, page, page)
+                found = [_Region(rows=_rows(kv[0], num_blocks, page, page), width=width, layer=layer)]
             elif _kv_outermost(kv):  # a block is a K row in one half and a V row in the other
                 half = kv.stride(1) * kv.element_size()
-                width = _unpadded(lspec) // 2 // 4 * 4
-                for part in (kv[0], kv[1]):
-                    rows = _rows(part, num_blocks, half, half)
-                    ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
-                    if ident not in seen:
-                        seen.add(ident)
-                        regions.append(_Region(rows=rows, width=width, layer=layer))
-                continue
+                found = [
+                    _Region(
+                        rows=_rows(part, num_blocks, half, half),
+                        width=_unpadded(lspec) // 2 // 4 * 4,
+                        layer=layer,
+                    )
+                    for part in (kv[0], kv[1])
+                ]
             else:
                 stride = kv.stride(0) * kv.element_size() if layer in packed else page
-                if not _block_major(kv, stride):
-                    for view in _block_views(layer, kv, num_blocks):
-                        ident = (view.untyped_storage().data_ptr(), view.storage_offset(), view.stride(0))
-                        if ident not in seen:
-                            seen.add(ident)
-                            width = view[0].numel() * view.element_size() // 4 * 4
-                            regions.append(_Region(rows=view, width=width, layer=layer, gathered=True))
-                    continue
-                rows = _rows(kv, num_blocks, page, stride)
-            ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
-            if ident in seen:
-                continue
-            seen.add(ident)
-            width = _unpadded(lspec) // 4 * 4
-            regions.append(_Region(rows=rows, width=width, layer=layer))
+                if _block_major(kv, stride):
+                    found = [_Region(rows=_rows(kv, num_blocks, page, stride), width=width, layer=layer)]
+                else:
+                    found = [
+                        _Region(
+                            rows=v, width=v[0].numel() * v.element_size() // 4 * 4, layer=layer, gathered=True
+                        )
+                        for v in _block_views(layer, kv, num_blocks)
+                    ]
+            for region in found:
+                if _ident(region.rows) not in seen:
+                    seen.add(_ident(region.rows))
+                    regions.append(region)
         groups.append(
             _Group(
                 index=g,
@@ -275,7 +278,7 @@ class Proof:
             for group in self.groups:
                 for region in group.regions:
                     rows = region.rows
-                    ident = (rows.untyped_storage().data_ptr(), rows.storage_offset(), rows.stride(0))
+                    ident = _ident(rows)
                     if ident in done:
                         continue
                     done.add(ident)
