@@ -289,6 +289,26 @@ def warm(jobs: Sequence[Job], families: set[str]) -> list[Job]:
     ]
 
 
+UNINSTRUMENTED = "uninstrumented"
+
+
+def uninstrumented(job: Job) -> Job:
+    """``job`` as its control: the same server and sequence with no engine-side instruments (no recorder, no
+    reference digests, no poison), its case id labelled, so that a fault the instrumented case met is
+    shown to be vLLM's own, or the instruments'."""
+    args = list(job.args)
+    if "--instruments" not in args:
+        raise ValueError(f"{job.case_id}: no --instruments to leave out")
+    at = args.index("--instruments")
+    del args[at : at + 2]
+    if "--label" in args:
+        at = args.index("--label") + 1
+        args[at] = f"{args[at]}-{UNINSTRUMENTED}"
+    else:
+        args += ["--label", UNINSTRUMENTED]
+    return replace(job, case_id=f"{job.case_id}-{UNINSTRUMENTED}", args=tuple(args))
+
+
 def makespan(jobs: Sequence[Job], parallel: int, stagger_s: float = 1.0) -> float:
     """The simulated wall time of ``jobs`` (in their order) on ``parallel`` slots."""
     slots = [0.0] * max(parallel, 1)

@@ -49,6 +49,7 @@ from .jobs import (
     mark_compiled,
     plan,
     split_parts,
+    uninstrumented,
     warm,
 )
 from .launch import default_launcher, run_jobs, summarize
@@ -104,6 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
     )
+    p.add_argument(
+        "--uninstrumented",
+        action="store_true",
+        help="run each selected case as its control, without the engine-side instruments (case id "
+        "suffixed -uninstrumented): tells a fault of vLLM's from one of the instruments'",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     if args.history:
@@ -133,8 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vllm_version:
         jobs, skipped = history_plan.split_by_release(jobs, args.vllm_version)
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
-    jobs = parts[args.part - 1]
-    jobs = _only(jobs, args.only)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented)
     if args.dry_run:
         for case_id, why in skipped:
             print(f"skip {case_id}: {why}")
@@ -171,7 +177,8 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     args.vllm_version = version
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
     parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
-    return _run(_only(parts[args.part - 1], args.only), args, out, skipped=only.skipped)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented)
+    return _run(jobs, args, out, skipped=only.skipped)
 
 
 def _main_real(args: argparse.Namespace, out: Path) -> int:
@@ -207,6 +214,11 @@ def _only(jobs: Sequence[Job], only: str) -> list[Job]:
         return case_id.endswith(w[:-1]) if w.endswith("$") else w in case_id
 
     return [j for j in jobs if not wanted or any(matches(w, j.case_id) for w in wanted)]
+
+
+def _controls(jobs: Sequence[Job], control: bool) -> list[Job]:
+    """``--uninstrumented``: each job's control in its place."""
+    return [uninstrumented(j) for j in jobs] if control else list(jobs)
 
 
 def _kv_overrides(items: Sequence[str]) -> dict[str, float]:

@@ -19,6 +19,7 @@ from gpu_tests.offload_check.judge import rejudge
 from gpu_tests.runner import tables
 from gpu_tests.runner.collect import device_verdicts, read_report, report_paths, run_verdicts
 from gpu_tests.runner.jobs import (
+    INSTRUMENTS,
     Cost,
     Job,
     compiled_families,
@@ -26,7 +27,9 @@ from gpu_tests.runner.jobs import (
     makespan,
     mark_compiled,
     plan,
+    make_case_id,
     split_parts,
+    uninstrumented,
     warm,
 )
 from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
@@ -276,6 +279,36 @@ def test_a_family_compiled_by_an_earlier_call_starts_warm_and_fits_where_a_cold_
             poll_s=0.05,
         )
         assert result.status == started
+
+
+def test_a_control_runs_the_same_case_without_the_instruments_under_its_own_id(tmp_path: Path) -> None:
+    """``--uninstrumented``: the case's control has no ``--instruments`` and the id the check gives a case
+    labelled ``uninstrumented`` (a catalogue's label kept), so its report never stands for the case's."""
+    jobs = {j.case_id: j for j in plan(["llama"], costs=COSTS, report_dir=tmp_path / "r")}
+    clean = jobs["tiny-llama-offloading-python"]
+    control = uninstrumented(clean)
+    assert "--instruments" in clean.args and "--instruments" not in control.args
+    assert control.case_id == make_case_id("tiny-llama", "offloading", "python", "uninstrumented")
+    assert control.args[-2:] == ("--label", "uninstrumented")
+    assert [a for a in control.args if a not in ("--label", "uninstrumented")] == [
+        a for a in clean.args if a not in ("--instruments", INSTRUMENTS)
+    ]
+    catalogue = jobs["tiny-llama-offloading-python-mutations"]
+    labelled = uninstrumented(catalogue)
+    assert labelled.case_id == make_case_id("tiny-llama", "offloading", "python", "mutations-uninstrumented")
+    assert labelled.args.count("--label") == 1
+    with pytest.raises(ValueError, match="no --instruments"):
+        uninstrumented(control)
+
+
+def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_tests.runner.run_matrix import main
+
+    argv = ["--out", "/tmp/unused", "--families", "llama", "--vllm-version", "0.26.0", "--dry-run"]
+    assert main([*argv, "--only", "tiny-llama-simple-python$", "--uninstrumented"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tiny-llama")]
+    assert line.startswith("tiny-llama-simple-python-uninstrumented expected")
+    assert "--instruments" not in line and "--label uninstrumented" in line
 
 
 def test_verdicts_tell_a_named_defect_and_an_unsupported_case_from_a_failure() -> None:
