@@ -29,7 +29,8 @@ from .probe_files import (
     MutationOrder,
     ProbeFiles,
 )
-from .probes import PROBE_MAX_TOKENS, Encode, Probe, boundary_sizes, build_probes
+from .probes import PROBE_MAX_TOKENS, Encode, Probe, build_probes
+from .probes import boundary_sizes as probe_sizes
 from .profiles import CheckCase, ModelProfile, gpu_count, resolve_model
 from .report import OffloadCheckReport
 from .server import KVEventsSettings, ServerConfig, VllmServer, engine_fault
@@ -251,6 +252,7 @@ def run_case(
     mutations: Sequence[str] = (),
     instruments: Instruments | None = None,
     boundary_probes: int = 4,
+    boundary_sizes: Sequence[int] = (),
     mutation_questions: int = 4,
     reset_under_load: int = 0,
     use_kv_events: bool = True,
@@ -262,7 +264,9 @@ def run_case(
     """Start the server for ``case`` once, run the check on it, stop it, write ``{case.id}.json``.
 
     ``mutations`` (names of ``instruments.mutations``) run after the clean iterations, each on a reload of a
-    few probes; ``reset_under_load`` long prompts end each clean iteration, full resets fired among them
+    few probes; ``boundary_sizes``, where given, are the prompt lengths the boundary probes end on instead of
+    those of the layout the recorder reads (a run without instruments has none); ``reset_under_load`` long
+    prompts end each clean iteration, full resets fired among them
     (``check.py``); ``server_overrides`` go to :func:`server_config_for`.
     """
     p = case.profile
@@ -347,7 +351,9 @@ def run_case(
                 num_questions=n,
                 num_shots=p.num_shots,
                 max_tokens=fields["max_tokens"],
-                sizes=boundary_sizes((g.block_size for g in layout), bpc),
+                sizes=sorted(set(boundary_sizes))
+                if boundary_sizes
+                else probe_sizes((g.block_size for g in layout), bpc),
                 per_size=boundary_probes,
                 max_length=room,
             )

@@ -83,6 +83,13 @@ def check_options(f: F) -> F:
             "--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"
         ),
         click.option(
+            "--boundary-sizes",
+            default="",
+            metavar="N,N",
+            help="Prompt lengths the boundary probes end on (a run without --instruments has no layout to "
+            "read them from).  [the layout's block and chunk sizes]",
+        ),
+        click.option(
             "--reset-under-load",
             type=click.IntRange(0),
             default=0,
@@ -112,6 +119,17 @@ def check_options(f: F) -> F:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def _sizes(text: str) -> list[int]:
+    """``--boundary-sizes 16,256`` -> [16, 256]."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sizes = [0]
+    if any(n < 1 for n in sizes):
+        raise InvalidParameterError(f"--boundary-sizes {text!r}: give positive token counts, e.g. 16,256")
+    return sizes
 
 
 def load_instruments(spec: str | None) -> Instruments | None:
@@ -188,6 +206,7 @@ def run_from_options(
             mutations=names,
             instruments=instruments,
             boundary_probes=opts["boundary_probes"],
+            boundary_sizes=_sizes(opts["boundary_sizes"]),
             mutation_questions=opts["mutation_questions"],
             reset_under_load=opts["reset_under_load"],
             use_kv_events=not opts["no_kv_events"],

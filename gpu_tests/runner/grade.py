@@ -20,6 +20,7 @@ concurrency. ``tables.py`` writes :func:`grade_table` and :func:`runs_table` int
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,13 +32,14 @@ from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, history_plans, scenario_jobs
-from .jobs import make_case_id
+from .jobs import UNINSTRUMENTED, make_case_id
 from .proof_tables import runner_rows
 
 __all__ = [
     "HistoryRun",
     "clean_cases",
     "clean_table",
+    "control_table",
     "grade_cell",
     "grade_table",
     "history_runs",
@@ -266,6 +268,49 @@ def clean_table(
             f"| {version} | {len(cases)} | {len(passed)}: {', '.join(passed) or '-'} "
             f"| {len(met)}: {'<br>'.join(met) or '-'} | {len(other)}: {'<br>'.join(other) or '-'} "
             f"| {len(missing)}: {', '.join(missing) or '-'} |"
+        )
+    return "\n".join(rows)
+
+
+def _first_failed_probe(report: OffloadCheckReport) -> str:
+    """Where the first request failed: ``iteration/run probe`` (``-`` when none did)."""
+    for it in report.iterations:
+        for label, run in it.runs.items():
+            for answer in run.answers:
+                if answer.error:
+                    return f"{it.label}/{label} {answer.probe}"
+    return "-"
+
+
+def control_table(case_id: str, folders: Sequence[Path]) -> str:
+    """``case_id`` run with the instruments and as its control without them (``runner/jobs.uninstrumented``),
+    a row per report in ``folders`` (in order): whether the engine died, and where; whether the run sent the
+    same prompts as the first instrumented run (its probes' keys); its verdict and the bugs it named."""
+    rows = [
+        "| run | instruments | prompts (boundary sizes) | same prompts as the first instrumented run "
+        "| engine died | first failed request | verdict | named |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    control_id = f"{case_id}-{UNINSTRUMENTED}"
+    runs = [
+        (folder, r)
+        for folder in folders
+        for r in map(read_report, report_paths(folder))
+        if r.case_id in (case_id, control_id)
+    ]
+    common = Path(os.path.commonpath([f.parent for f in folders])) if folders else Path()
+    reference = next((r for _, r in runs if r.case_id == case_id), None)
+    keys = [p.key for p in reference.probes] if reference is not None else []
+    for folder, r in runs:
+        sizes = sorted({p.boundary for p in r.probes if p.kind == "boundary" and p.boundary})
+        same = [p.key for p in r.probes] == keys
+        errors = [x.split("Error: ", 1)[1] for x in (r.engine_fault or "").splitlines() if "Error: " in x]
+        rows.append(
+            f"| `{folder.relative_to(common)}` "
+            f"| {'off (control)' if r.case_id == control_id else 'on'} | {len(r.probes)} "
+            f"({', '.join(map(str, sizes)) or 'none'}) | {'yes' if same else 'no'} "
+            f"| {'yes: ' + errors[0] if errors else 'yes' if r.engine_fault else 'no'} "
+            f"| {_first_failed_probe(r)} | {r.status} | {', '.join(d.id for d in r.defects) or '-'} |"
         )
     return "\n".join(rows)
 

@@ -292,10 +292,26 @@ def warm(jobs: Sequence[Job], families: set[str]) -> list[Job]:
 UNINSTRUMENTED = "uninstrumented"
 
 
-def uninstrumented(job: Job) -> Job:
+def recorded_boundary_sizes(case_id: str, version: str, results: Path = RESULTS) -> list[int]:
+    """The prompt lengths the boundary probes of ``case_id``'s newest committed report on vLLM ``version``
+    were cut against (empty: no such report)."""
+    newest: tuple[str, list[int]] | None = None
+    for path in sorted(results.rglob(f"{case_id}.json.xz")):
+        report = json.loads(lzma.decompress(path.read_bytes()))
+        if report.get("vllm_version") != version:
+            continue
+        sizes = sorted({p["boundary"] for p in report.get("probes", []) if p.get("kind") == "boundary"})
+        if newest is None or report.get("created_at", "") > newest[0]:
+            newest = (report.get("created_at", ""), sizes)
+    return newest[1] if newest is not None else []
+
+
+def uninstrumented(job: Job, boundary_sizes: Sequence[int] = ()) -> Job:
     """``job`` as its control: the same server and sequence with no engine-side instruments (no recorder, no
     reference digests, no poison), its case id labelled, so that a fault the instrumented case met is
-    shown to be vLLM's own, or the instruments'."""
+    shown to be vLLM's own, or the instruments'. Without the recorder the check reads no layout, so the
+    boundary probes are cut against ``boundary_sizes`` (those of the instrumented case's report): the same
+    prompts."""
     args = list(job.args)
     if "--instruments" not in args:
         raise ValueError(f"{job.case_id}: no --instruments to leave out")
@@ -306,6 +322,8 @@ def uninstrumented(job: Job) -> Job:
         args[at] = f"{args[at]}-{UNINSTRUMENTED}"
     else:
         args += ["--label", UNINSTRUMENTED]
+    if boundary_sizes:
+        args += ["--boundary-sizes", ",".join(str(n) for n in boundary_sizes)]
     return replace(job, case_id=f"{job.case_id}-{UNINSTRUMENTED}", args=tuple(args))
 
 

@@ -48,6 +48,7 @@ from .jobs import (
     makespan,
     mark_compiled,
     plan,
+    recorded_boundary_sizes,
     split_parts,
     uninstrumented,
     warm,
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vllm_version:
         jobs, skipped = history_plan.split_by_release(jobs, args.vllm_version)
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
-    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented, args.vllm_version)
     if args.dry_run:
         for case_id, why in skipped:
             print(f"skip {case_id}: {why}")
@@ -177,7 +178,7 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     args.vllm_version = version
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
     parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
-    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented, version)
     return _run(jobs, args, out, skipped=only.skipped)
 
 
@@ -216,9 +217,21 @@ def _only(jobs: Sequence[Job], only: str) -> list[Job]:
     return [j for j in jobs if not wanted or any(matches(w, j.case_id) for w in wanted)]
 
 
-def _controls(jobs: Sequence[Job], control: bool) -> list[Job]:
-    """``--uninstrumented``: each job's control in its place."""
-    return [uninstrumented(j) for j in jobs] if control else list(jobs)
+def _controls(jobs: Sequence[Job], control: bool, version: str | None) -> list[Job]:
+    """``--uninstrumented``: each job's control in its place, its boundary probes those of the case's newest
+    committed report on ``version``."""
+    if not control:
+        return list(jobs)
+    controls = []
+    for job in jobs:
+        sizes = recorded_boundary_sizes(job.case_id, version or "")
+        if not sizes:
+            raise SystemExit(
+                f"--uninstrumented: no committed report of {job.case_id} on vLLM {version} to take its "
+                "boundary probes from; run the instrumented case first and collect it"
+            )
+        controls.append(uninstrumented(job, sizes))
+    return controls
 
 
 def _kv_overrides(items: Sequence[str]) -> dict[str, float]:

@@ -66,7 +66,7 @@ NO_REAL_RUN = (
     "No real-size clean pass is committed under the proof yet: `gpu_tests/real_size/PLAN.md` says how to "
     "make one."
 )
-_MARK = re.compile(r"(<!-- figure:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
+_MARK = re.compile(r"(<!-- figure:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 
 
 def load(run: str, results: Path = RESULTS) -> tuple[list[OffloadCheckReport], dict[str, Any]]:
@@ -475,6 +475,13 @@ HISTORY_TABLES: dict[str, Callable[[], str]] = {
     "history-clean": lambda: grade.clean_table(grade.history_runs(RESULTS), {"0.26.0": _served_clean()}),
     "history-hunts": lambda: grade.hunt_table(grade.history_runs(RESULTS)),
     "history-plan": lambda: _history_plan(),
+    "history-fault-0.20.2-gemma4": lambda: grade.control_table(
+        "tiny-gemma4-offloading-python",
+        [
+            RESULTS / "history-0.20.2-2026-12-04",
+            *sorted(p for p in (RESULTS / "fault-0.20.2-gemma4-2026-12-04").iterdir() if p.is_dir()),
+        ],
+    ),
 }
 
 
@@ -493,6 +500,12 @@ def fill_figures(text: str, figures: Mapping[str, Callable[[], str]]) -> str:
             raise KeyError(f"no table named {name!r} (known: {sorted(figures)})")
         return f"{m.group(1)}{figures[name]()}\n{m.group(4)}"
 
+    opened = text.count("<!-- figure:")
+    if opened != len(_MARK.findall(text)):
+        raise ValueError(
+            f"{opened} figure markers, {len(_MARK.findall(text))} well formed: each is "
+            "'<!-- figure:NAME -->' on its own line, closed by '<!-- /figure -->'"
+        )
     return _MARK.sub(fill, text)
 
 

@@ -28,6 +28,7 @@ from gpu_tests.runner.jobs import (
     makespan,
     mark_compiled,
     plan,
+    recorded_boundary_sizes,
     split_parts,
     uninstrumented,
     warm,
@@ -282,21 +283,37 @@ def test_a_family_compiled_by_an_earlier_call_starts_warm_and_fits_where_a_cold_
 
 
 def test_a_control_runs_the_same_case_without_the_instruments_under_its_own_id(tmp_path: Path) -> None:
-    """``--uninstrumented``: the case's control has no ``--instruments`` and the id the check gives a case
-    labelled ``uninstrumented`` (a catalogue's label kept), so its report never stands for the case's."""
+    """``--uninstrumented``: the case's control has no ``--instruments``, the id the check gives a case
+    labelled ``uninstrumented`` (a catalogue's label kept), so its report never stands for the case's, and
+    the boundary sizes of the case's newest committed report on its release: the same prompts."""
+    results = tmp_path / "results"
+    for run, version, created, boundary in (
+        ("a", "0.20.2", "2026-12-04T10:00", 16),
+        ("b", "0.20.2", "2026-12-04T12:00", 32),  # the newest on 0.20.2
+        ("c", "0.22.0", "2026-12-04T13:00", 64),
+    ):
+        report = {
+            "vllm_version": version,
+            "created_at": created,
+            "probes": [{"kind": "gsm8k", "boundary": None}, {"kind": "boundary", "boundary": boundary}],
+        }
+        (results / run).mkdir(parents=True)
+        (results / run / "tiny-llama-offloading-python.json.xz").write_bytes(
+            lzma.compress(json.dumps(report).encode())
+        )
+    assert recorded_boundary_sizes("tiny-llama-offloading-python", "0.20.2", results) == [32]
+    assert recorded_boundary_sizes("tiny-llama-offloading-python", "0.23.0", results) == []
     jobs = {j.case_id: j for j in plan(["llama"], costs=COSTS, report_dir=tmp_path / "r")}
     clean = jobs["tiny-llama-offloading-python"]
-    control = uninstrumented(clean)
+    control = uninstrumented(clean, [32])
     assert "--instruments" in clean.args and "--instruments" not in control.args
     assert control.case_id == make_case_id("tiny-llama", "offloading", "python", "uninstrumented")
-    assert control.args[-2:] == ("--label", "uninstrumented")
-    assert [a for a in control.args if a not in ("--label", "uninstrumented")] == [
-        a for a in clean.args if a not in ("--instruments", INSTRUMENTS)
-    ]
+    assert control.args[-4:] == ("--label", "uninstrumented", "--boundary-sizes", "32")
+    assert list(control.args[:-4]) == [a for a in clean.args if a not in ("--instruments", INSTRUMENTS)]
     catalogue = jobs["tiny-llama-offloading-python-mutations"]
     labelled = uninstrumented(catalogue)
     assert labelled.case_id == make_case_id("tiny-llama", "offloading", "python", "mutations-uninstrumented")
-    assert labelled.args.count("--label") == 1
+    assert labelled.args.count("--label") == 1 and "--boundary-sizes" not in labelled.args
     with pytest.raises(ValueError, match="no --instruments"):
         uninstrumented(control)
 
@@ -304,11 +321,14 @@ def test_a_control_runs_the_same_case_without_the_instruments_under_its_own_id(t
 def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.CaptureFixture[str]) -> None:
     from gpu_tests.runner.run_matrix import main
 
-    argv = ["--out", "/tmp/unused", "--families", "llama", "--vllm-version", "0.26.0", "--dry-run"]
-    assert main([*argv, "--only", "tiny-llama-simple-python$", "--uninstrumented"]) == 0
+    argv = ["--out", "/tmp/unused", "--families", "llama", "--dry-run", "--uninstrumented"]
+    assert main([*argv, "--vllm-version", "0.26.0", "--only", "tiny-llama-simple-python$"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tiny-llama")]
     assert line.startswith("tiny-llama-simple-python-uninstrumented expected")
-    assert "--instruments" not in line and "--label uninstrumented" in line
+    assert "--instruments" not in line and "--label uninstrumented --boundary-sizes 16" in line
+    # a release the case never ran on: nothing to replay, and the runner says what to do
+    with pytest.raises(SystemExit, match="run the instrumented case first"):
+        main([*argv, "--vllm-version", "0.25.0", "--only", "tiny-llama-simple-python$"])
 
 
 def test_verdicts_tell_a_named_defect_and_an_unsupported_case_from_a_failure() -> None:

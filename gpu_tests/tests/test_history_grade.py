@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 from gpu_tests.history.bugs import BUGS, HUNTS
@@ -267,3 +268,35 @@ def test_a_release_s_clean_matrix_says_which_failures_meet_a_bug_present_there(t
     # A scenario's own cases (another concurrency, the reset under load) are not the clean matrix.
     assert "tiny-qwen3-next-offloading-python" in cases
     assert not any(c.endswith(("-c64", "-c256", "-all-at-once", "-reset-under-load")) for c in cases)
+
+
+def test_the_control_table_sets_each_instrumented_run_beside_its_control(tmp_path: Path) -> None:
+    """Rows in the folders' order; the first instrumented run's prompts are the reference, so a control that
+    sent fewer (no boundary probes: no layout without the recorder) reads "no"; a death names its error
+    and the request it broke."""
+    died = RESULTS / "history-0.20.2-2026-12-04" / "tiny-gemma4-offloading-python.json.xz"
+    control = (
+        RESULTS
+        / "fault-0.20.2-gemma4-2026-12-04"
+        / "call3-uninstrumented"
+        / "tiny-gemma4-offloading-python-uninstrumented.json.xz"
+    )
+    for name, source in (("a-died", died), ("b-control", control)):
+        (tmp_path / "study" / name).mkdir(parents=True)
+        shutil.copy(source, tmp_path / "study" / name / source.name)
+    folders = [tmp_path / "study" / "a-died", tmp_path / "study" / "b-control"]
+    first, second = grade.control_table("tiny-gemma4-offloading-python", folders).splitlines()[2:]
+    assert first.split(" | ")[:6] == [
+        "| `a-died`",
+        "on",
+        "24 (16)",
+        "yes",
+        "yes: CUDA error: unspecified launch failure",
+        "clean-1/reload b16-q17",
+    ]
+    assert first.endswith("| failed | - |")
+    assert second.split(" | ")[:6] == ["| `b-control`", "off (control)", "16 (none)", "no", "no", "-"]
+    assert second.endswith("| failed | vllm-pr41956 |")
+    # the control alone: no instrumented run to compare with, so its prompts are no one's
+    (only,) = grade.control_table("tiny-gemma4-offloading-python", folders[1:]).splitlines()[2:]
+    assert " | no | no | " in only

@@ -14,6 +14,7 @@ import pytest
 from gpu_tests.kv_proof.instruments import INSTRUMENTS
 from gpu_tests.offload_check import PROFILES, CheckCase, OffloadCheckReport, run_case
 from gpu_tests.offload_check.case import BATCH_CONTROL_S, batch_control_for
+from gpu_tests.offload_check.cli import _sizes
 from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
@@ -113,6 +114,31 @@ def test_run_case_without_instruments_says_what_it_could_not_prove(
     assert report.assertion("instruments_ok").passed
     with pytest.raises(Exception, match="mutations need"):
         run_case(case, report_dir=tmp_path, mutations=("simple_load_wrong_place",), gsm8k_dir=GSM8K_DIR)
+
+
+def test_a_control_cuts_its_boundary_probes_against_the_sizes_it_is_given(
+    tmp_path: Path, stand_in: list[Any]
+) -> None:
+    """An uninstrumented control replays its instrumented case's prompts: the boundary sizes it is given stand
+    for the layout the recorder would read, and the same sizes give the same probes."""
+    case = CheckCase(PROFILES["small"], "SimpleCPUOffloadConnector", "rust")
+    common: dict[str, Any] = {
+        "num_questions": 2,
+        "max_tokens": 2,
+        "iterations": 1,
+        "boundary_probes": 1,
+        "gsm8k_dir": GSM8K_DIR,
+        "encoder": lambda model: _encode,
+    }
+    read = run_case(case, report_dir=tmp_path / "layout", **common)  # the stand-in's layout: 16 tokens
+    given = run_case(case, report_dir=tmp_path / "16", boundary_sizes=[16], **common)
+    other = run_case(case, report_dir=tmp_path / "24", boundary_sizes=[24], **common)
+    assert [p.key for p in given.probes] == [p.key for p in read.probes]
+    assert {p.boundary for p in read.probes if p.kind == "boundary"} == {16}
+    assert {p.boundary for p in other.probes if p.kind == "boundary"} == {24}
+    assert all(p.length % 24 == 0 for p in other.probes if p.kind == "boundary")
+    with pytest.raises(Exception, match="--boundary-sizes"):
+        _sizes("16,x")
 
 
 def test_mutation_iterations_send_their_probes_cut_short() -> None:

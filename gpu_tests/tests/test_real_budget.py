@@ -215,3 +215,13 @@ def test_each_model_shows_its_newest_clean_pass_over_the_runs_with_that_runs_ver
     assert "catalogue 7 (1 mutations)" in budget_rows[2]
     # Read oldest first, the older pass would stand over the newer error: the order is what decides.
     assert tables.newest_real(runs[::-1])[0].clean.report is older
+
+
+def test_a_figure_marker_the_tables_cannot_read_is_an_error() -> None:
+    """A marker whose name the pattern reads (dots too) is filled; a malformed one is refused, not skipped."""
+    figures = {"a-0.2": lambda: "table"}
+    assert tables.fill_figures("<!-- figure:a-0.2 -->\n<!-- /figure -->\n", figures) == (
+        "<!-- figure:a-0.2 -->\ntable\n<!-- /figure -->\n"
+    )
+    with pytest.raises(ValueError, match="1 well formed"):
+        tables.fill_figures("<!-- figure:a-0.2 -->\n<!-- /figure -->\n<!-- figure:a b -->\n", figures)
