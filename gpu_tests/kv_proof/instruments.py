@@ -1,6 +1,10 @@
-"""The instruments as the check takes them: ``--instruments gpu_tests.kv_proof.instruments:INSTRUMENTS``."""
+"""The instruments as the check takes them: ``--instruments gpu_tests.kv_proof.instruments:INSTRUMENTS``;
+``UNPOISONED``, the same without the poison, is a control (``runner/jobs.py``) that tells the poison's part in
+a fault the instrumented case met."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gpu_tests.offload_check.case import Instruments, MutationSpec
 
@@ -10,6 +14,7 @@ from .catalogue import MUTATIONS, applicable, target_group
 INSTRUMENTS = Instruments(
     server_args=SERVER_ARGS,
     poison_rpc=POISON_RPC,
+    reference_digests=True,
     mutations={
         m.name: MutationSpec(
             name=m.name,
@@ -20,3 +25,5 @@ INSTRUMENTS = Instruments(
         for m in MUTATIONS.values()
     },
 )
+
+UNPOISONED = replace(INSTRUMENTS, poison_rpc="")

@@ -67,6 +67,7 @@ class Instruments:
 
     server_args: tuple[str, ...] = ()
     poison_rpc: str = ""  # the worker method that poisons every free GPU block (``/collective_rpc``)
+    reference_digests: bool = False  # the worker digests each block where computed, checked at first use
     mutations: Mapping[str, MutationSpec] = field(default_factory=dict)
 
 
@@ -302,7 +303,7 @@ def run_case(
         expect_cpu_store_events=use_kv_events and offloading,
         expected_frontend=case.frontend,
         iterations=iterations,
-        reference_digests=instruments is not None and bool(instruments.poison_rpc),
+        reference_digests=instruments is not None and instruments.reference_digests,
         batch_control_s=batch_control_for(p, concurrency),
         decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
         mutation_expectations={

@@ -32,7 +32,7 @@ from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, history_plans, scenario_jobs
-from .jobs import UNINSTRUMENTED, make_case_id
+from .jobs import UNINSTRUMENTED, UNPOISONED, make_case_id
 from .proof_tables import runner_rows
 
 __all__ = [
@@ -283,20 +283,25 @@ def _first_failed_probe(report: OffloadCheckReport) -> str:
 
 
 def control_table(case_id: str, folders: Sequence[Path]) -> str:
-    """``case_id`` run with the instruments and as its control without them (``runner/jobs.uninstrumented``),
-    a row per report in ``folders`` (in order): whether the engine died, and where; whether the run sent the
-    same prompts as the first instrumented run (its probes' keys); its verdict and the bugs it named."""
+    """``case_id`` run with the instruments and as its controls without them, or without the poison
+    (``runner/jobs.uninstrumented``, ``unpoisoned``), a row per report in ``folders`` (in order): whether the
+    engine died, and where; whether the run sent the same prompts as the first instrumented run (its probes'
+    keys); its verdict and the bugs it named."""
     rows = [
         "| run | instruments | prompts (boundary sizes) | same prompts as the first instrumented run "
         "| engine died | first failed request | verdict | named |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    control_id = f"{case_id}-{UNINSTRUMENTED}"
+    kinds = {
+        case_id: "on",
+        f"{case_id}-{UNINSTRUMENTED}": "off (control)",
+        f"{case_id}-{UNPOISONED}": "all but the poison (control)",
+    }
     runs = [
         (folder, r)
         for folder in folders
         for r in map(read_report, report_paths(folder))
-        if r.case_id in (case_id, control_id)
+        if r.case_id in kinds
     ]
     common = Path(os.path.commonpath([f.parent for f in folders])) if folders else Path()
     reference = next((r for _, r in runs if r.case_id == case_id), None)
@@ -307,7 +312,7 @@ def control_table(case_id: str, folders: Sequence[Path]) -> str:
         errors = [x.split("Error: ", 1)[1] for x in (r.engine_fault or "").splitlines() if "Error: " in x]
         rows.append(
             f"| `{folder.relative_to(common)}` "
-            f"| {'off (control)' if r.case_id == control_id else 'on'} | {len(r.probes)} "
+            f"| {kinds[r.case_id]} | {len(r.probes)} "
             f"({', '.join(map(str, sizes)) or 'none'}) | {'yes' if same else 'no'} "
             f"| {'yes: ' + errors[0] if errors else 'yes' if r.engine_fault else 'no'} "
             f"| {_first_failed_probe(r)} | {r.status} | {', '.join(d.id for d in r.defects) or '-'} |"

@@ -290,6 +290,8 @@ def warm(jobs: Sequence[Job], families: set[str]) -> list[Job]:
 
 
 UNINSTRUMENTED = "uninstrumented"
+UNPOISONED = "unpoisoned"
+UNPOISONED_INSTRUMENTS = "gpu_tests.kv_proof.instruments:UNPOISONED"
 
 
 def recorded_boundary_sizes(case_id: str, version: str, results: Path = RESULTS) -> list[int]:
@@ -306,6 +308,22 @@ def recorded_boundary_sizes(case_id: str, version: str, results: Path = RESULTS)
     return newest[1] if newest is not None else []
 
 
+def _as_control(job: Job, label: str, args: list[str]) -> Job:
+    """``job`` with ``args`` and its case id (and ``--label``) suffixed ``label``."""
+    if "--label" in args:
+        at = args.index("--label") + 1
+        args[at] = f"{args[at]}-{label}"
+    else:
+        args += ["--label", label]
+    return replace(job, case_id=f"{job.case_id}-{label}", args=tuple(args))
+
+
+def _instruments_at(job: Job) -> int:
+    if "--instruments" not in job.args:
+        raise ValueError(f"{job.case_id}: no --instruments to leave out")
+    return job.args.index("--instruments")
+
+
 def uninstrumented(job: Job, boundary_sizes: Sequence[int] = ()) -> Job:
     """``job`` as its control: the same server and sequence with no engine-side instruments (no recorder, no
     reference digests, no poison), its case id labelled, so that a fault the instrumented case met is
@@ -313,18 +331,22 @@ def uninstrumented(job: Job, boundary_sizes: Sequence[int] = ()) -> Job:
     boundary probes are cut against ``boundary_sizes`` (those of the instrumented case's report): the same
     prompts."""
     args = list(job.args)
-    if "--instruments" not in args:
-        raise ValueError(f"{job.case_id}: no --instruments to leave out")
-    at = args.index("--instruments")
+    at = _instruments_at(job)
     del args[at : at + 2]
-    if "--label" in args:
-        at = args.index("--label") + 1
-        args[at] = f"{args[at]}-{UNINSTRUMENTED}"
-    else:
-        args += ["--label", UNINSTRUMENTED]
+    control = _as_control(job, UNINSTRUMENTED, args)
     if boundary_sizes:
-        args += ["--boundary-sizes", ",".join(str(n) for n in boundary_sizes)]
-    return replace(job, case_id=f"{job.case_id}-{UNINSTRUMENTED}", args=tuple(args))
+        control = replace(
+            control, args=(*control.args, "--boundary-sizes", ",".join(str(n) for n in boundary_sizes))
+        )
+    return control
+
+
+def unpoisoned(job: Job) -> Job:
+    """``job`` as its control with every instrument but the poison (``kv_proof.instruments.UNPOISONED``): the
+    recorder and the reference digests still run, so the probes and the byte verdicts are the case's."""
+    args = list(job.args)
+    args[_instruments_at(job) + 1] = UNPOISONED_INSTRUMENTS
+    return _as_control(job, UNPOISONED, args)
 
 
 def makespan(jobs: Sequence[Job], parallel: int, stagger_s: float = 1.0) -> float:

@@ -51,6 +51,7 @@ from .jobs import (
     recorded_boundary_sizes,
     split_parts,
     uninstrumented,
+    unpoisoned,
     warm,
 )
 from .launch import default_launcher, run_jobs, summarize
@@ -106,11 +107,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
     )
-    p.add_argument(
+    controls = p.add_mutually_exclusive_group()
+    controls.add_argument(
         "--uninstrumented",
         action="store_true",
         help="run each selected case as its control, without the engine-side instruments (case id "
         "suffixed -uninstrumented): tells a fault of vLLM's from one of the instruments'",
+    )
+    controls.add_argument(
+        "--unpoisoned",
+        action="store_true",
+        help="run each selected case as its control with every instrument but the poison (case id "
+        "suffixed -unpoisoned)",
     )
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -141,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vllm_version:
         jobs, skipped = history_plan.split_by_release(jobs, args.vllm_version)
     parts = split_parts(jobs, args.parts, args.parallel, args.setup_s, costs)
-    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented, args.vllm_version)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args, args.vllm_version)
     if args.dry_run:
         for case_id, why in skipped:
             print(f"skip {case_id}: {why}")
@@ -178,7 +186,7 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     args.vllm_version = version
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
     parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
-    jobs = _controls(_only(parts[args.part - 1], args.only), args.uninstrumented, version)
+    jobs = _controls(_only(parts[args.part - 1], args.only), args, version)
     return _run(jobs, args, out, skipped=only.skipped)
 
 
@@ -217,10 +225,12 @@ def _only(jobs: Sequence[Job], only: str) -> list[Job]:
     return [j for j in jobs if not wanted or any(matches(w, j.case_id) for w in wanted)]
 
 
-def _controls(jobs: Sequence[Job], control: bool, version: str | None) -> list[Job]:
-    """``--uninstrumented``: each job's control in its place, its boundary probes those of the case's newest
-    committed report on ``version``."""
-    if not control:
+def _controls(jobs: Sequence[Job], args: argparse.Namespace, version: str | None) -> list[Job]:
+    """``--uninstrumented``, ``--unpoisoned``: each job's control in its place; an uninstrumented one cuts its
+    boundary probes against those of the case's newest committed report on ``version``."""
+    if args.unpoisoned:
+        return [unpoisoned(j) for j in jobs]
+    if not args.uninstrumented:
         return list(jobs)
     controls = []
     for job in jobs:

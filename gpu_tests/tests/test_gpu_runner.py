@@ -31,6 +31,7 @@ from gpu_tests.runner.jobs import (
     recorded_boundary_sizes,
     split_parts,
     uninstrumented,
+    unpoisoned,
     warm,
 )
 from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
@@ -316,6 +317,20 @@ def test_a_control_runs_the_same_case_without_the_instruments_under_its_own_id(t
     assert labelled.args.count("--label") == 1 and "--boundary-sizes" not in labelled.args
     with pytest.raises(ValueError, match="no --instruments"):
         uninstrumented(control)
+    # every instrument but the poison: the recorder reads the layout, so no sizes are given
+    quiet = unpoisoned(clean)
+    assert quiet.case_id == make_case_id("tiny-llama", "offloading", "python", "unpoisoned")
+    assert quiet.args[quiet.args.index("--instruments") + 1] == "gpu_tests.kv_proof.instruments:UNPOISONED"
+    assert len(quiet.args) == len(clean.args) + 2 and "--boundary-sizes" not in quiet.args
+
+
+def test_the_unpoisoned_instruments_are_the_instruments_less_the_poison() -> None:
+    from gpu_tests.kv_proof.instruments import INSTRUMENTS as FULL
+    from gpu_tests.kv_proof.instruments import UNPOISONED
+
+    assert FULL.poison_rpc and not UNPOISONED.poison_rpc
+    assert UNPOISONED.reference_digests and UNPOISONED.server_args == FULL.server_args
+    assert UNPOISONED.mutations == FULL.mutations
 
 
 def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.CaptureFixture[str]) -> None:
@@ -326,6 +341,12 @@ def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.Cap
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tiny-llama")]
     assert line.startswith("tiny-llama-simple-python-uninstrumented expected")
     assert "--instruments" not in line and "--label uninstrumented --boundary-sizes 16" in line
+    assert (
+        main([*argv[:-1], "--unpoisoned", "--vllm-version", "0.26.0", "--only", "tiny-llama-simple-python$"])
+        == 0
+    )
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tiny-llama")]
+    assert line.startswith("tiny-llama-simple-python-unpoisoned expected") and ":UNPOISONED" in line
     # a release the case never ran on: nothing to replay, and the runner says what to do
     with pytest.raises(SystemExit, match="run the instrumented case first"):
         main([*argv, "--vllm-version", "0.25.0", "--only", "tiny-llama-simple-python$"])
