@@ -14,7 +14,7 @@ commit has no option a scenario needs (a step the check does not offer yet).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,8 +43,8 @@ __all__ = [
 # The releases issue 35 serves, and a device call's usable seconds (the tool's 600 s less a margin).
 HISTORY_RELEASES: tuple[str, ...] = tuple(r.version for r in releases.RELEASES)
 CALL_S = 540.0
-# Assumed, not measured (no committed run has many requests in flight on a tiny model): requests in flight
-# together finish this many times faster than one at a time.
+# Assumed for a case with many requests in flight that no committed run measured (``jobs.measured_check_s``
+# measures the others): requests in flight together finish this many times faster than one at a time.
 BATCH_GAIN = 8.0
 
 
@@ -129,8 +129,11 @@ def scenario_jobs(
     gsm8k_dir: str | None = None,
     server_args: str = "",
     timeout_margin: float = 2.0,
+    measured: Mapping[str, float] | None = None,
 ) -> list[Job]:
-    """The scenario's cases: each profile at each concurrency (questions raised to the concurrency)."""
+    """The scenario's cases: each profile at each concurrency (questions raised to the concurrency). A case
+    ``measured`` (check seconds by case id, ``jobs.measured_check_s``) is expected to take its family's cold
+    startup and that; the others are scaled from the family's concurrency-1 runs."""
     out = []
     for name in scenario.profiles:
         profile = PROFILES[name]
@@ -152,11 +155,14 @@ def scenario_jobs(
                 num_questions=questions,
                 concurrency=concurrency,
             )
-            # A run's time grows with its questions and shrinks with the requests in flight (BATCH_GAIN).
-            scale = (questions or profile.num_questions) / profile.num_questions
-            scale = max(1.0, scale / (BATCH_GAIN if concurrency != 1 else 1.0))
-            expected = cost.cold_s + (cost.case_s(scenario.iterations) - cost.cold_s) * scale
             case_id = make_case_id(name, scenario.connector, "python", label)
+            if measured and case_id in measured:
+                expected = cost.cold_s + measured[case_id]
+            else:
+                # A run's time grows with its questions and shrinks with the requests in flight (BATCH_GAIN).
+                scale = (questions or profile.num_questions) / profile.num_questions
+                scale = max(1.0, scale / (BATCH_GAIN if concurrency != 1 else 1.0))
+                expected = cost.cold_s + (cost.case_s(scenario.iterations) - cost.cold_s) * scale
             family = name.removeprefix("tiny-")
             out.append(
                 Job(
@@ -196,6 +202,7 @@ def release_plan(
     parallel: int = 15,
     setup_s: float = 180.0,
     frontends: Sequence[str] = ("python", "rust"),
+    measured: Mapping[str, float] | None = None,
 ) -> ReleasePlan:
     """The clean matrix on ``frontends`` (one pass a case, no catalogue: its defects do not all install on
     older releases) and the cases of the bugs graded on ``version``; a scenario case that is a clean case
@@ -204,7 +211,7 @@ def release_plan(
     clean = plan(clean_families(), iterations=1, mutations=False, costs=costs, **common)
     jobs = {j.case_id: j for j in clean if _arg(j.args, "--frontend") in frontends}
     for scenario in [b.scenario for b in bugs_of(version)] + [h.scenario for h in hunts_of(version)]:
-        for job in scenario_jobs(scenario, costs=costs, **common):  # type: ignore[arg-type]
+        for job in scenario_jobs(scenario, costs=costs, measured=measured, **common):  # type: ignore[arg-type]
             jobs[job.case_id] = job
     kept, skipped = split_by_release(sorted(jobs.values(), key=lambda j: -j.expected_s), version)
     calls, span = _calls(kept, parallel, setup_s)

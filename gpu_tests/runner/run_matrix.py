@@ -47,6 +47,7 @@ from .jobs import (
     expected_costs,
     makespan,
     mark_compiled,
+    measured_check_s,
     plan,
     recorded_boundary_sizes,
     split_parts,
@@ -174,12 +175,13 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
         versions,
         report_dir=out / "reports",
         costs=expected_costs(),
+        measured=measured_check_s(),
         gsm8k_dir=args.gsm8k_dir,
         server_args=args.server_args,
         parallel=args.parallel,
         frontends=[f.strip() for f in args.history_frontends.split(",") if f.strip()],
     )
-    if args.dry_run or not version:
+    if not version:
         print("\n".join(history_plan.describe(plans)))
         return 0
     (only,) = plans
@@ -187,6 +189,11 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
     parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
     jobs = _controls(_only(parts[args.part - 1], args.only), args, version)
+    if args.dry_run:  # the release's plan, then what this call would run
+        print("\n".join(history_plan.describe(plans)))
+        for job in jobs:
+            print(f"{job.case_id} expected {job.expected_s:.0f}s: {shlex.join(job.args)}")
+        return 0
     return _run(jobs, args, out, skipped=only.skipped)
 
 

@@ -25,7 +25,7 @@ from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCh
 
 from . import budget, grade, history_plan, proof_tables
 from .collect import read_report, report_paths, run_verdicts
-from .jobs import expected_costs
+from .jobs import expected_costs, measured_check_s
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -486,7 +486,11 @@ HISTORY_TABLES: dict[str, Callable[[], str]] = {
 
 
 def _history_plan() -> str:
-    common = {"report_dir": Path("out/history/reports"), "costs": expected_costs(RESULTS)}
+    common = {
+        "report_dir": Path("out/history/reports"),
+        "costs": expected_costs(RESULTS),
+        "measured": measured_check_s(RESULTS),
+    }
     lean = history_plan.history_plans(frontends=("python",), **common)
     return history_plan.plan_table(history_plan.history_plans(**common), lean)
 

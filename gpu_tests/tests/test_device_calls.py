@@ -190,5 +190,9 @@ def test_every_planned_lane_selects_cases(
     for name, _, opts in lanes:
         assert run_matrix.main(["--out", str(tmp_path / name), "--families", "all", *opts, "--dry-run"]) == 0
         shown = capsys.readouterr().out
-        picked = re.findall(r"^(?:tiny-\S+ expected|  run |  \S+real\S*\s+start)", shown, re.M)
+        # A history lane that names its release lists what its call runs after the release's plan; one
+        # dealt over --parts selected by the estimates of its day, which later runs move.
+        exact = "--vllm-version" in opts and "--parts" not in opts
+        any_case = r"^(?:tiny-\S+ expected|  run |  \S+real\S*\s+start)"
+        picked = re.findall(r"^tiny-\S+ expected" if exact else any_case, shown, re.M)
         assert picked, f"{path.name} lane {name} selects no case:\n{shown}"

@@ -4,6 +4,7 @@ table says what the committed history runs show (and "not yet run" where there i
 from __future__ import annotations
 
 import json
+import lzma
 import re
 import shutil
 from pathlib import Path
@@ -300,3 +301,36 @@ def test_the_control_table_sets_each_instrumented_run_beside_its_control(tmp_pat
     # the control alone: no instrumented run to compare with, so its prompts are no one's
     (only,) = grade.control_table("tiny-gemma4-offloading-python", folders[1:]).splitlines()[2:]
     assert " | no | no | " in only
+
+
+def test_a_case_with_requests_in_flight_is_planned_at_its_measured_time(tmp_path: Path) -> None:
+    """A committed run of a case with many requests in flight (all at once: concurrency None) that ran to its
+    end sets that case's plan: its family's cold start and its measured check; one cut short does not, and a
+    case never measured is scaled by the assumed gain."""
+    from gpu_tests.runner.jobs import Cost, measured_check_s
+
+    def report(case_id: str, concurrency: int | None, check_s: float, **extra: object) -> None:
+        data = {"case_id": case_id, "concurrency": concurrency, "timings": {"check_s": check_s}, **extra}
+        folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / f"{case_id}.json.xz").write_bytes(lzma.compress(json.dumps(data).encode()))
+
+    at_once = "tiny-nemotron-h-offloading-python-all-at-once"
+    report(at_once, None, 50.0, status="passed")
+    report(at_once, None, 70.0, status="failed")
+    report(at_once, None, 5.0, status="failed", engine_fault="AssertionError")  # died: cut short
+    report("tiny-llama-simple-python-c64", 64, 30.0, status="error")
+    report("tiny-llama-simple-python", 1, 20.0, status="passed")  # one at a time: the family's costs
+    measured = measured_check_s(tmp_path)
+    assert measured == {at_once: 60.0}
+    scenario = next(b.scenario for b in BUGS if b.id == "vllm-skip-zero-block-ids")
+    costs = {"nemotron-h": Cost(60.0, 10.0, "test", cold_startup_s=220.0, warm_startup_s=60.0)}
+    jobs = {j.case_id: j for j in history_plan.scenario_jobs(scenario, report_dir=Path("r"), costs=costs)}
+    timed = {
+        j.case_id: j
+        for j in history_plan.scenario_jobs(scenario, report_dir=Path("r"), costs=costs, measured=measured)
+    }
+    assert timed[at_once].expected_s == 220.0 + 60.0 and timed[at_once].compile_s == 160.0
+    assert jobs[at_once].expected_s > timed[at_once].expected_s  # the assumed gain, from concurrency-1 runs
+    others = [c for c in timed if c != at_once]
+    assert others and all(timed[c].expected_s == jobs[c].expected_s for c in others)
