@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import lzma
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -100,16 +100,21 @@ def _report_runs(report: dict[str, Any]) -> list[float]:
     return [t[k] for k in ("cold_run_s", "warm_run_s", "reload_run_s", "cold2_run_s") if k in t]
 
 
+def committed_reports(results: Path, stem: str = "tiny-*") -> Iterator[dict[str, Any]]:
+    """The committed reports under ``results`` whose file name matches ``stem`` (plain JSON, or xz since the
+    kv-proof runs), raw, in path order."""
+    for path in sorted([*results.rglob(f"{stem}.json"), *results.rglob(f"{stem}.json.xz")]):
+        data = path.read_bytes()
+        yield json.loads(lzma.decompress(data) if path.name.endswith(".xz") else data)
+
+
 def expected_costs(results: Path = RESULTS, probe_scale: float = 1.25) -> dict[str, Cost]:
     """Median startup and run time per family from every committed report (format 1 runs, which had no
     boundary probes, scaled by ``probe_scale``)."""
     startups: dict[str, list[float]] = {}
     runs: dict[str, list[float]] = {}
     catalogue: dict[str, list[float]] = {}
-    paths = [*results.rglob("tiny-*.json"), *results.rglob("tiny-*.json.xz")]  # runs since kv-proof: xz
-    for path in sorted(paths):
-        data = path.read_bytes()
-        report = json.loads(lzma.decompress(data) if path.name.endswith(".xz") else data)
+    for report in committed_reports(results):
         family = report.get("family")
         timings = report.get("timings") or {}
         if not family or report.get("profile", "") != f"tiny-{family}" or "server_startup_s" not in timings:
@@ -146,8 +151,7 @@ def measured_check_s(results: Path = RESULTS) -> dict[str, float]:
     case costs, measured, in place of a gain assumed from concurrency-1 runs. A case id names no release, so
     one release's run stands for another's."""
     found: dict[str, list[float]] = {}
-    for path in sorted(results.rglob("tiny-*.json.xz")):
-        report = json.loads(lzma.decompress(path.read_bytes()))
+    for report in committed_reports(results):
         check_s = (report.get("timings") or {}).get("check_s")
         if report.get("concurrency", 1) == 1 or check_s is None:  # None: every request at once
             continue
@@ -317,8 +321,7 @@ def recorded_boundary_sizes(case_id: str, version: str, results: Path = RESULTS)
     """The prompt lengths the boundary probes of ``case_id``'s newest committed report on vLLM ``version``
     were cut against (empty: no such report)."""
     newest: tuple[str, list[int]] | None = None
-    for path in sorted(results.rglob(f"{case_id}.json.xz")):
-        report = json.loads(lzma.decompress(path.read_bytes()))
+    for report in committed_reports(results, case_id):
         if report.get("vllm_version") != version:
             continue
         sizes = sorted({p["boundary"] for p in report.get("probes", []) if p.get("kind") == "boundary"})

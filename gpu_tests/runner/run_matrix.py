@@ -171,10 +171,11 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     # A run serves the installed vLLM; a dry run without --vllm-version shows every release.
     version = args.vllm_version or (None if args.dry_run else releases.installed_version())
     versions = [version] if version else list(history_plan.HISTORY_RELEASES)
+    costs = expected_costs()
     plans = history_plan.history_plans(
         versions,
         report_dir=out / "reports",
-        costs=expected_costs(),
+        costs=costs,
         measured=measured_check_s(),
         gsm8k_dir=args.gsm8k_dir,
         server_args=args.server_args,
@@ -187,7 +188,7 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
     (only,) = plans
     args.vllm_version = version
     # A release's cases dealt over --parts calls like the matrix's; this call runs --part.
-    parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, expected_costs())
+    parts = split_parts(only.jobs, args.parts, args.parallel, args.setup_s, costs)
     jobs = _controls(_only(parts[args.part - 1], args.only), args, version)
     if args.dry_run:  # the release's plan, then what this call would run
         print("\n".join(history_plan.describe(plans)))

@@ -504,10 +504,10 @@ def fill_figures(text: str, figures: Mapping[str, Callable[[], str]]) -> str:
             raise KeyError(f"no table named {name!r} (known: {sorted(figures)})")
         return f"{m.group(1)}{figures[name]()}\n{m.group(4)}"
 
-    opened = text.count("<!-- figure:")
-    if opened != len(_MARK.findall(text)):
+    opened, formed = text.count("<!-- figure:"), len(_MARK.findall(text))
+    if opened != formed:
         raise ValueError(
-            f"{opened} figure markers, {len(_MARK.findall(text))} well formed: each is "
+            f"{opened} figure markers, {formed} well formed: each is "
             "'<!-- figure:NAME -->' on its own line, closed by '<!-- /figure -->'"
         )
     return _MARK.sub(fill, text)
