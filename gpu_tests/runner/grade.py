@@ -39,6 +39,7 @@ __all__ = [
     "HistoryRun",
     "clean_cases",
     "clean_table",
+    "control_reports",
     "control_table",
     "grade_cell",
     "grade_table",
@@ -49,6 +50,7 @@ __all__ = [
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not yet run"
+DIED = "died"
 
 
 @dataclass(frozen=True)
@@ -230,24 +232,64 @@ def _meets(report: OffloadCheckReport, version: str) -> list[str]:
     return list(dict.fromkeys([*(d.id for d in report.defects), *graded]))
 
 
+def control_reports(results: Path = RESULTS) -> dict[tuple[str, str], list[OffloadCheckReport]]:
+    """Every committed control without instruments (``jobs.uninstrumented``) anywhere under ``results``, by
+    its vLLM release and the case it controls, in path order."""
+    out: dict[tuple[str, str], list[OffloadCheckReport]] = {}
+    for path in sorted(results.rglob(f"*-{UNINSTRUMENTED}.json*")):
+        r = read_report(path)
+        out.setdefault((r.vllm_version, r.case_id.removesuffix(f"-{UNINSTRUMENTED}")), []).append(r)
+    return out
+
+
+def _engine_error(report: OffloadCheckReport) -> str:
+    """The first error line of the engine's death (empty when it did not die, ``died`` when no line says)."""
+    if not report.engine_fault:
+        return ""
+    lines = [x.split("Error: ", 1)[1] for x in report.engine_fault.splitlines() if "Error: " in x]
+    return lines[0] if lines else DIED
+
+
+def _reproduced(report: OffloadCheckReport, controls: Sequence[OffloadCheckReport]) -> str:
+    """Whether controls with ``report``'s very prompts and no instruments failed the way it did: every
+    assertion it failed (the instruments' own ``instruments_ok`` aside) failed there too, and an engine that
+    died in it died there with the same error. Then the release's own fault, not the check's: the words
+    for the cell, k of the n controls with its prompts (empty when none failed so)."""
+    keys = [p.key for p in report.probes]
+    same = [c for c in controls if [p.key for p in c.probes] == keys]
+    failed = {a.name for a in report.failures()} - {"instruments_ok"}
+    error = _engine_error(report)
+    alike = [c for c in same if failed <= {a.name for a in c.failures()} and _engine_error(c) == error]
+    if not failed or not alike:
+        return ""
+    died = f", the engine dying on {error}" if error else ""
+    return f"{len(alike)} of {len(same)} controls with its prompts and no instruments failed so{died}"
+
+
 def clean_table(
-    runs: dict[str, HistoryRun], served: Mapping[str, Mapping[str, OffloadCheckReport]] | None = None
+    runs: dict[str, HistoryRun],
+    served: Mapping[str, Mapping[str, OffloadCheckReport]] | None = None,
+    controls: Mapping[tuple[str, str], Sequence[OffloadCheckReport]] | None = None,
 ) -> str:
     """Per release, its clean matrix (python frontend) by what each case's newest report says: passed;
-    failed meeting bugs present there (named, with what their evidence does not cover); failed with nothing
-    named (the check's own gap, or a bug the check does not know), with the assertions; not run. ``served``:
-    a release's clean-matrix reports committed outside its history runs (0.26.0's, in issue 33's runs)."""
+    failed meeting bugs present there (named, with what their evidence does not cover); failed as its
+    controls without instruments failed (``controls``, :func:`control_reports`): the release's own fault,
+    not one the check brought; failed with nothing named (the check's own gap, or a bug the check does not
+    know), with the assertions; not run. ``served``: a release's clean-matrix reports committed outside its
+    history runs (0.26.0's, in issue 33's runs)."""
     rows = [
-        "| vLLM release | clean cases | passed | failed, meeting a bug present there | failed, nothing named "
+        "| vLLM release | clean cases | passed | failed, meeting a bug present there "
+        "| failed, the release's own (its controls without instruments failed so) | failed, nothing named "
         "| not run |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     served = served or {}
+    controls = controls or {}
     for version in sorted({*runs, *served}, key=version_key):
         run = runs.get(version)
         reports = {**served.get(version, {}), **(run.reports if run is not None else {})}
         cases = clean_cases(version)
-        passed, met, other, missing = [], [], [], []
+        passed, met, own, other, missing = [], [], [], [], []
         for case_id in cases:
             report = reports.get(case_id)
             short = case_id.removeprefix("tiny-").removesuffix("-python")
@@ -261,13 +303,16 @@ def clean_table(
                 rest = sorted({a.name for a in report.failures()} - covered)
                 also = f"; also failed: {', '.join(rest)}" if rest else ""
                 met.append(f"{short} ({', '.join(ids)}{also})")
+            elif why := _reproduced(report, controls.get((version, case_id), ())):
+                names = ", ".join(sorted({a.name for a in report.failures()}))
+                own.append(f"{short}: {names} ({why})")
             else:
                 names = ", ".join(sorted({a.name for a in report.failures()})) or report.status
                 other.append(f"{short}: {names}")
         rows.append(
             f"| {version} | {len(cases)} | {len(passed)}: {', '.join(passed) or '-'} "
-            f"| {len(met)}: {'<br>'.join(met) or '-'} | {len(other)}: {'<br>'.join(other) or '-'} "
-            f"| {len(missing)}: {', '.join(missing) or '-'} |"
+            f"| {len(met)}: {'<br>'.join(met) or '-'} | {len(own)}: {'<br>'.join(own) or '-'} "
+            f"| {len(other)}: {'<br>'.join(other) or '-'} | {len(missing)}: {', '.join(missing) or '-'} |"
         )
     return "\n".join(rows)
 
@@ -309,12 +354,12 @@ def control_table(case_id: str, folders: Sequence[Path]) -> str:
     for folder, r in runs:
         sizes = sorted({p.boundary for p in r.probes if p.kind == "boundary" and p.boundary})
         same = [p.key for p in r.probes] == keys
-        errors = [x.split("Error: ", 1)[1] for x in (r.engine_fault or "").splitlines() if "Error: " in x]
+        error = _engine_error(r)
         rows.append(
             f"| `{folder.relative_to(common)}` "
             f"| {kinds[r.case_id]} | {len(r.probes)} "
             f"({', '.join(map(str, sizes)) or 'none'}) | {'yes' if same else 'no'} "
-            f"| {'yes: ' + errors[0] if errors else 'yes' if r.engine_fault else 'no'} "
+            f"| {'no' if not error else 'yes' if error == DIED else 'yes: ' + error} "
             f"| {_first_failed_probe(r)} | {r.status} | {', '.join(d.id for d in r.defects) or '-'} |"
         )
     return "\n".join(rows)

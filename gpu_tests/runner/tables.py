@@ -472,7 +472,9 @@ def _served_clean() -> dict[str, OffloadCheckReport]:
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
     "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
-    "history-clean": lambda: grade.clean_table(grade.history_runs(RESULTS), {"0.26.0": _served_clean()}),
+    "history-clean": lambda: grade.clean_table(
+        grade.history_runs(RESULTS), {"0.26.0": _served_clean()}, grade.control_reports(RESULTS)
+    ),
     "history-hunts": lambda: grade.hunt_table(grade.history_runs(RESULTS)),
     "history-plan": lambda: _history_plan(),
     "history-fault-0.20.2-gemma4": lambda: grade.control_table(

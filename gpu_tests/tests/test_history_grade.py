@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gpu_tests.history.bugs import BUGS, HUNTS
 from gpu_tests.offload_check.judge import rejudge
+from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.runner import grade, history_plan, tables
 from gpu_tests.runner.collect import read_report, write_report
 from gpu_tests.runner.jobs import expected_costs, split_parts
@@ -262,13 +263,48 @@ def test_a_release_s_clean_matrix_says_which_failures_meet_a_bug_present_there(t
         "2: gemma3-simple (vllm-pr39726)<br>"
         "nemotron-h-simple (vllm-pr39726; also failed: answers_unchanged, instruments_ok)"
     )
-    assert rows["0.22.0"][4] == "0: -" and rows["0.22.0"][5].startswith("15: ")
+    assert rows["0.22.0"][4] == rows["0.22.0"][5] == "0: -" and rows["0.22.0"][6].startswith("15: ")
     # 0.24.0 has the fix: the same failure meets nothing there
     assert rows["0.24.0"][3] == "0: -"
-    assert rows["0.24.0"][4] == "1: gemma3-simple: reload_proven, resets_honoured"
+    assert rows["0.24.0"][5] == "1: gemma3-simple: reload_proven, resets_honoured"
     # A scenario's own cases (another concurrency, the reset under load) are not the clean matrix.
     assert "tiny-qwen3-next-offloading-python" in cases
     assert not any(c.endswith(("-c64", "-c256", "-all-at-once", "-reset-under-load")) for c in cases)
+
+
+def test_a_failure_its_controls_without_instruments_repeat_is_the_release_s_own(tmp_path: Path) -> None:
+    """A clean case that failed meeting no bug is the release's own fault where committed controls with its
+    very prompts and no instruments failed every way it did, the engine dying on the same error; a control
+    with other prompts, or one whose engine held, is no such control."""
+    fault = RESULTS / "fault-0.20.2-gemma4-2026-12-04"
+    case = "tiny-gemma4-offloading-python"
+    _commit_run(tmp_path, "0.20.2", {case: RESULTS / "history-0.20.2-2026-12-04" / f"{case}.json.xz"}, {})
+    runs = grade.history_runs(tmp_path)
+
+    def row(controls: dict[tuple[str, str], list[OffloadCheckReport]]) -> list[str]:
+        table = grade.clean_table(runs, controls=controls)
+        (line,) = [x for x in table.splitlines() if x.startswith("| 0.20.2")]
+        return line.split(" | ")
+
+    def control(name: str) -> OffloadCheckReport:
+        return read_report(fault / name / f"{case}-uninstrumented.json.xz")
+
+    same = [control("call5-uninstrumented-1"), control("call5-uninstrumented-2")]
+    other_prompts = control("call3-uninstrumented")  # 16 prompts: no boundary probes without the recorder
+    held = same[0].model_copy(update={"engine_fault": None})
+    found = grade.control_reports(RESULTS)[("0.20.2", case)]
+    assert [c.created_at for c in found if [p.key for p in c.probes] == [p.key for p in same[0].probes]] == [
+        c.created_at for c in same
+    ]
+    assert row({})[4] == "0: -" and row({})[5] == "1: gemma4-offloading: requests_ok"
+    own = row({("0.20.2", case): [*same, other_prompts, held]})
+    assert own[4] == (
+        "1: gemma4-offloading: requests_ok (2 of 3 controls with its prompts and no instruments failed so, "
+        "the engine dying on CUDA error: unspecified launch failure)"
+    )
+    assert own[5] == "0: -"
+    for alone in ([other_prompts], [held]):
+        assert row({("0.20.2", case): alone})[5] == "1: gemma4-offloading: requests_ok"
 
 
 def test_the_control_table_sets_each_instrumented_run_beside_its_control(tmp_path: Path) -> None:
