@@ -333,7 +333,10 @@ def test_the_unpoisoned_instruments_are_the_instruments_less_the_poison() -> Non
     assert UNPOISONED.mutations == FULL.mutations
 
 
-def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_matrix_runs_the_controls_of_the_cases_it_selects(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gpu_tests.runner import jobs, run_matrix
     from gpu_tests.runner.run_matrix import main
 
     argv = ["--out", "/tmp/unused", "--families", "llama", "--dry-run", "--uninstrumented"]
@@ -347,9 +350,14 @@ def test_run_matrix_runs_the_controls_of_the_cases_it_selects(capsys: pytest.Cap
     )
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("tiny-llama")]
     assert line.startswith("tiny-llama-simple-python-unpoisoned expected") and ":UNPOISONED" in line
-    # a release the case never ran on: nothing to replay, and the runner says what to do
+    # no committed report of the case on that release: nothing to replay, and the runner says what to do
+    monkeypatch.setattr(
+        run_matrix,
+        "recorded_boundary_sizes",
+        lambda case, version: jobs.recorded_boundary_sizes(case, version, tmp_path),
+    )
     with pytest.raises(SystemExit, match="run the instrumented case first"):
-        main([*argv, "--vllm-version", "0.25.0", "--only", "tiny-llama-simple-python$"])
+        main([*argv, "--vllm-version", "0.26.0", "--only", "tiny-llama-simple-python$"])
 
 
 def test_verdicts_tell_a_named_defect_and_an_unsupported_case_from_a_failure() -> None:
