@@ -32,7 +32,7 @@ from gpu_tests.offload_check.report import AssertionResult, OffloadCheckReport
 
 from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, history_plans, scenario_jobs
-from .jobs import UNINSTRUMENTED, UNPOISONED, make_case_id
+from .jobs import UNINSTRUMENTED, UNPOISONED, committed_reports, make_case_id
 from .proof_tables import runner_rows
 
 __all__ = [
@@ -236,8 +236,8 @@ def control_reports(results: Path = RESULTS) -> dict[tuple[str, str], list[Offlo
     """Every committed control without instruments (``jobs.uninstrumented``) anywhere under ``results``, by
     its vLLM release and the case it controls, in path order."""
     out: dict[tuple[str, str], list[OffloadCheckReport]] = {}
-    for path in sorted(results.rglob(f"*-{UNINSTRUMENTED}.json*")):
-        r = read_report(path)
+    for raw in committed_reports(results, f"*-{UNINSTRUMENTED}"):
+        r = OffloadCheckReport.model_validate(raw)
         out.setdefault((r.vllm_version, r.case_id.removesuffix(f"-{UNINSTRUMENTED}")), []).append(r)
     return out
 
