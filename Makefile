@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= out
 
-.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench figures record drift generate
+.PHONY: setup parity test lint typecheck pytest dist-check sdist-test bench figures record drift generate release
 
 setup:
 	bash scripts/setup.sh
@@ -60,3 +60,9 @@ record: setup
 
 drift: setup
 	$(PY) -m tools.fixtures drift $(addprefix --python ,$(RELEASES))
+
+# A vLLM release from the package index to supported, in its own venv: `make release V=0.35.0` (tools/train:
+# install, survey both frontends, record, compare with the release before, tables; docs/train/V.md says
+# what needs a person).
+release: setup
+	$(PY) -m tools.train $(V) $(ARGS)

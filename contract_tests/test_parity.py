@@ -42,7 +42,6 @@ def test_parity_report(
         "dev_off_reset_prefix_cache",
         "engine_error_reset_prefix_cache",
         "collective_rpc_bare_none",
-        "raw_bad_bool_True",
     } <= set(report.differences)
     assert not {"reset_prefix_cache", "health", "sleep_level1_abort", "dead_engine_health"} & set(
         report.differences

@@ -16,9 +16,10 @@ if [ -n "${FROM:-}" ] && [ ! -e "$VENV/.linked" ]; then
   touch "$VENV/.linked"
 fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --no-deps -r "$REQ" 2>&1 | grep -v "WARNING: Location" || true
 if [ -n "${FROM:-}" ]; then
-  # What the copy brought and the pins do not name goes, so the venv holds the pinned set only.
+  # What the copy brought and the pins do not name goes first, so the venv holds the pinned set only (removed
+  # after the install, a package that ships the same module as a pinned one, as oss-harmony and
+  # openai-harmony do, would take the pinned one's files with it).
   extra=$("$VENV/bin/python" - "$REQ" <<'PY'
 import importlib.metadata as md, re, sys
 norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
@@ -29,6 +30,7 @@ PY
 )
   [ -z "$extra" ] || "$VENV/bin/python" -m pip uninstall -q -y $extra
 fi
+"$VENV/bin/python" -m pip install -q --no-deps -r "$REQ" 2>&1 | grep -v "WARNING: Location" || true
 SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # Releases before 0.28 ignore VLLM_TARGET_DEVICE=cpu; a platform plugin makes them pick the CPU platform.
 rm -rf "$SP/vllm_cpu_platform_shim.py" "$SP/vllm_cpu_platform_shim-0.0.0.dist-info"

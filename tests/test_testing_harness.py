@@ -303,3 +303,36 @@ def test_engine_calls_name_their_arguments_as_vllm_does(tiny_model_dir: Path) ->
     assert sleep.kwargs == {"level": 2, "mode": "wait"}
     assert reset.kwargs == {"reset_running_requests": False, "reset_connector": True}
     assert rpc.kwargs["method"] == "report" and list(rpc.kwargs["args"]) == [1]
+
+
+def test_the_engine_state_answers_vllm_0_34_s_readiness_and_checkpoint_cycle() -> None:
+    """`is_inference_ready` (vllm-rs 0.34 asks it at connect): false asleep or mid weight update. The
+    checkpoint cycle: PREPARING until nothing is in flight, then PREPARED with the KV cache released; a wake
+    is refused until restored; a second prepare is a no-op; a prepare while asleep is refused by answer."""
+    from vllm_devclient.testing.engine_state import EngineState
+
+    state = EngineState()
+    assert state.answer("is_inference_ready") is True
+    state.track("sleep", [1])
+    assert state.answer("is_inference_ready") is False
+    assert state.answer("checkpoint_prepare") is None
+    state.track("checkpoint_prepare", ["wait"])
+    assert state.answer("checkpoint_prepare") == "Preparing for a checkpoint requires an awake engine"
+    assert state.answer("checkpoint_state") == ["running", None]
+    state.track("wake_up", [None])
+    state.track("collective_rpc", ["start_weight_update"])
+    assert state.answer("is_inference_ready") is False
+    state.track("collective_rpc", ["finish_weight_update"])
+    assert state.answer("is_inference_ready") is True
+
+    state.track("checkpoint_prepare", ["wait"])
+    assert state.answer("checkpoint_state") == ["preparing", None]
+    assert state.refusal("wake_up", [None]) == "Cannot wake up while the checkpoint state is preparing"
+    state.drained()
+    assert state.answer("checkpoint_state") == ["prepared", None] and state.asleep == {"kv_cache"}
+    state.track("checkpoint_prepare", ["wait"])
+    assert state.answer("checkpoint_prepare") is None and state.checkpoint == "prepared"
+    assert state.refusal("checkpoint_restore", []) is None
+    state.track("checkpoint_restore", [])
+    assert (state.checkpoint, state.paused, state.asleep) == ("running", False, frozenset())
+    assert state.answer("is_inference_ready") is True

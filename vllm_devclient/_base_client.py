@@ -29,6 +29,7 @@ from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .redaction import Secrets
+from .release_gate import ServerRelease
 from .responses import ResponseLike
 from .transports import Origin, TLSConfig, TransportKind, WireRequest, transport_kind
 
@@ -269,6 +270,7 @@ class BaseClient:
         self.max_retries = config.max_retries
         self._retry = RetryPolicy(max_retries=config.max_retries)
         self._models = ModelCache(config.model)
+        self._release = ServerRelease()
         self._origin = config.origin
         key_password = config.tls.cert[2] if config.tls.cert else None
         self._secrets = Secrets.of(config.api_key, config.url.password, key_password)
@@ -375,7 +377,8 @@ class BaseClient:
         )
 
     def _learn(self, value: object) -> None:
-        """What the answers tell about the server (its frontend, from /version)."""
+        """What the answers tell about the server (its frontend and release, from /version)."""
+        self._release.learn(value)
         if isinstance(value, VersionInfo) and value.frontend != self._frontend:
             self._frontend = value.frontend
             self._ctx = dataclasses.replace(self._ctx, frontend=value.frontend)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from .models import (
     AbortRequestsResult,
+    CheckpointStatus,
     KVEventSource,
     MessageResult,
     ResetPrefixCacheResult,
@@ -136,6 +137,15 @@ def read_reset(response: ResponseLike, sent: object) -> ResetPrefixCacheResult:
     if not isinstance(success, bool):
         raise ShapeError("expected {'success': bool}")
     return ResetPrefixCacheResult(success=success, status_code=response.status_code)
+
+
+def read_checkpoint(response: ResponseLike, sent: object) -> CheckpointStatus:
+    # A 503 ("not yet prepared") and a 500 ("failed") of /checkpoint/status carry the state too; a body
+    # without it (a proxy's 503) is an unknown shape, never a state.
+    data = json_of(response)
+    if not isinstance(data, dict) or not isinstance(data.get("state"), str):
+        raise ShapeError(f"expected {{'state': str}} with HTTP {response.status_code}")
+    return validated(CheckpointStatus, {**data, "status_code": response.status_code})
 
 
 def read_wake_up(response: ResponseLike, sent: object) -> WakeUpResult:

@@ -26,7 +26,7 @@ from .constants import (
     DEFAULT_WAIT_DEADLINE,
     DEFAULT_WAIT_REQUEST_TIMEOUT,
 )
-from .models import BarrierResult, Completion
+from .models import BarrierResult, CheckpointStatus, Completion
 from .records import Call, Cli, Param
 from .reset_check import VerifiedReset
 
@@ -218,6 +218,14 @@ CALLS: tuple[Call, ...] = (
     _wait("awake", "Poll /is_sleeping until false.", DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT),
     _wait("paused", "Poll /is_paused until true.", DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT),
     _wait("resumed", "Poll /is_paused until false.", DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT),
+    Call(
+        name="wait_until_checkpoint_prepared",
+        doc="Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.",
+        answer=CheckpointStatus,
+        params=_wait_params(DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT),
+        options="wait",
+        cli=Cli(topic="wait", command="wait-checkpoint-prepared", render=lambda value: value.state),
+    ),
     Call(
         name="completion",
         doc="POST /v1/completions, greedy by default (never resent: it would run twice).",

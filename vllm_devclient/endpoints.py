@@ -9,8 +9,10 @@ here does I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,8 @@ class Endpoint(Generic[T]):
     ok_statuses: frozenset[int] = frozenset()
     # Blocks through a rendezvous or a large transfer: no bound on the answer unless timeout= is given.
     long_running: bool = False
+    # (the first release that takes an argument given, the argument): checked against the server's release.
+    requires: tuple[str, str] | None = None
 
     @property
     def has_body(self) -> bool:
@@ -89,8 +93,22 @@ def build(route: Route, given: Mapping[str, Any]) -> Endpoint[Any]:
     if isinstance(long_running, When):
         long_running = long_running.test(checked)
     if body is None or (not body and not route.empty_body):
-        return _bodiless(route, tuple(query), idempotent, long_running)
-    return _endpoint(route, tuple(query), body, idempotent, long_running)
+        endpoint = _bodiless(route, tuple(query), idempotent, long_running)
+    else:
+        endpoint = _endpoint(route, tuple(query), body, idempotent, long_running)
+    requires = _requires(route, checked)
+    return endpoint if requires is None else dataclasses.replace(endpoint, requires=requires)
+
+
+def _requires(route: Route, checked: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The newest `added_in` among the parameters given a value, with the parameter's name."""
+    given = [(p.added_in, p.name) for p in route.params if p.added_in and checked.get(p.name) is not None]
+    return max(given, key=lambda pair: release_key(pair[0])) if given else None
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of a vLLM version, for ordering releases ("0.34.0rc1" -> (0, 34, 0))."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
 _SEQUENCES = (list, tuple)

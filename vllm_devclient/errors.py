@@ -28,6 +28,7 @@ __all__ = [
     "BarrierTimeoutError",
     "BarrierUnreachableError",
     "BarrierUnsupportedError",
+    "CheckpointFailedError",
     "ClientClosedError",
     "ConflictError",
     "DevClientError",
@@ -39,6 +40,7 @@ __all__ = [
     "MethodNotAllowedError",
     "NotFoundError",
     "PermissionDeniedError",
+    "ReleaseTooOldError",
     "ResponseValidationError",
     "RouteNotServedError",
     "ServiceUnavailableError",
@@ -57,10 +59,29 @@ class InvalidParameterError(DevClientError, ValueError):
     """An argument was rejected before anything was sent."""
 
 
+class ReleaseTooOldError(InvalidParameterError):
+    """An argument the server's vLLM release does not take (it would ignore it): refused before sending.
+    `argument` is its name, `added_in` the first release that takes it, `server_release` the server's."""
+
+    def __init__(self, message: str, *, argument: str, added_in: str, server_release: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+        self.added_in = added_in
+        self.server_release = server_release
+
+
 class UnsuccessfulResultError(DevClientError):
     """The server answered, but said the operation did not happen (`success=false`, still asleep after a
     full wake_up, a check that failed). The command line reports such answers under this name; the client
     returns them as results (a barrier raises BarrierTimeoutError instead)."""
+
+
+class CheckpointFailedError(UnsuccessfulResultError):
+    """The server's process-checkpoint cycle failed (state `failed`); `status` is its last answer."""
+
+    def __init__(self, message: str, *, status: Any) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ClientClosedError(DevClientError, RuntimeError):

@@ -94,6 +94,32 @@ class KVCacheReleaseResult(_Model):
     status: str | None = None
 
 
+class CheckpointStatus(_Model):
+    """The process-checkpoint state (vLLM 0.34): running, preparing, prepared, restoring or failed, and
+    `error`, why it failed. `status_code` is the HTTP status it came with (/checkpoint/status: 200 once
+    prepared, 503 until then, 500 after a failure)."""
+
+    state: str
+    error: str | None = None
+    status_code: int | None = None
+
+    @property
+    def prepared(self) -> bool:
+        """Safe to capture."""
+        return self.state == "prepared"
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+
+class FaultToleranceAccepted(_Model):
+    """A fault-tolerance instruction the server accepted (202): it runs in the background."""
+
+    request_id: str
+    message: str | None = None
+
+
 class AbortRequestsResult(_Model):
     status: str | None = None
     aborted: int | None = None

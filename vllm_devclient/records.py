@@ -78,6 +78,9 @@ class Param:
     key: str | None = None
     check: Check | None = None  # refuses a bad value before anything is sent, and gives the one sent
     none: Any = OMIT  # what None sends (OMIT: nothing)
+    # The first vLLM release that takes it: a value other than None is refused before sending to an older
+    # server (which would ignore it), after one /version lookup per client.
+    added_in: str | None = None
 
     @property
     def required(self) -> bool:

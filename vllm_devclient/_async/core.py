@@ -14,6 +14,7 @@ from typing_extensions import Self, Unpack
 from .. import arguments as check
 from .. import endpoints
 from .. import operations as ops
+from .. import release_gate as gate
 from .._base_client import (
     NOT_GIVEN,
     RAW_RESPONSE,
@@ -189,7 +190,12 @@ class _AsyncCore(BaseClient):
     async def _send(self, ep: Endpoint[T], options: Mapping[str, Any]) -> T:
         opts = self._options(options)
         timeouts = self._timeouts(opts, long_running=ep.long_running)
-        return await self._run(ops.call(ep, timeouts=timeouts, retry=self._retry, ctx=self._context()), opts)
+        op = ops.call(ep, timeouts=timeouts, retry=self._retry, ctx=self._context())
+        if ep.requires is not None:
+            op = gate.requiring(
+                ep, op, release=self._release, timeouts=timeouts, retry=self._retry, ctx=self._context()
+            )
+        return await self._run(op, opts)
 
     # ---- routes ------------------------------------------------------------------------------------------
 

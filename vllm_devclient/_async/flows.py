@@ -9,9 +9,11 @@ from typing import Any
 from typing_extensions import Self, Unpack
 
 from .._base_client import RequestOptions, WeightUpdateOptions, weight_update_options
+from ..constants import DEFAULT_WAIT_DEADLINE
 from ..endpoints import PauseMode
 from ..errors import add_note
 from ..models import (
+    CheckpointStatus,
     MessageResult,
 )
 from ._support import Pending, background, result_of
@@ -21,7 +23,7 @@ __all__ = ["AsyncWeightUpdate", "_AsyncFlows"]
 
 
 class _AsyncFlows(_AsyncWaits):
-    """paused(), sleeping() and weight_update()."""
+    """paused(), sleeping(), checkpointed() and weight_update()."""
 
     # ---- flows ---------------------------------------------------------------------------------------------
 
@@ -46,7 +48,12 @@ class _AsyncFlows(_AsyncWaits):
 
     @asynccontextmanager
     async def sleeping(
-        self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True
+        self,
+        level: int = 1,
+        *,
+        mode: PauseMode = "abort",
+        wait: bool = True,
+        reset_connector: bool | None = None,
     ) -> AsyncIterator[Self]:
         """Sleep for the block, wake up when it ends, however it ends.
 
@@ -54,8 +61,9 @@ class _AsyncFlows(_AsyncWaits):
             level: 0, 1 (offload weights) or 2 (discard them).
             mode: what happens to requests in flight: abort, wait or keep.
             wait: wait until /is_sleeping says true before entering, and false after waking.
+            reset_connector: False keeps the KV connector's tier (vLLM 0.34); None: the server's default.
         """
-        await self.sleep(level, mode=mode)
+        await self.sleep(level, mode=mode, reset_connector=reset_connector)
         try:
             if wait:
                 await self.wait_until_sleeping()
@@ -64,6 +72,23 @@ class _AsyncFlows(_AsyncWaits):
             await self.wake_up()
             if wait:
                 await self.wait_until_awake()
+
+    @asynccontextmanager
+    async def checkpointed(
+        self, mode: PauseMode = "wait", *, deadline: float = DEFAULT_WAIT_DEADLINE
+    ) -> AsyncIterator[CheckpointStatus]:
+        """Prepare a process checkpoint, wait until it is prepared, yield its status (safe to capture),
+        restore when the block ends, however it ends (vLLM 0.34).
+
+        Args:
+            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
+            deadline: seconds the wait for the prepared state may take (WaitTimeoutError past it).
+        """
+        await self.checkpoint_prepare(mode)
+        try:
+            yield await self.wait_until_checkpoint_prepared(deadline=deadline)
+        finally:
+            await self.checkpoint_restore()
 
     @asynccontextmanager
     async def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> AsyncIterator[AsyncWeightUpdate]:

@@ -12,6 +12,8 @@ from .._base_client import RequestOptions
 from ..endpoints import Endpoint
 from ..models import (
     AbortRequestsResult,
+    CheckpointStatus,
+    FaultToleranceAccepted,
     KVCacheReleaseResult,
     KVEventSource,
     LoadInfo,
@@ -128,9 +130,18 @@ class _AsyncRoutes(_AsyncCore):
         ep: Endpoint[None] = endpoint("reset_encoder_cache")
         return await self._send(ep, options)
 
-    async def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> KVCacheReleaseResult:
-        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent)."""
-        ep: Endpoint[KVCacheReleaseResult] = endpoint("release_kv_cache_memory")
+    async def release_kv_cache_memory(
+        self, *, reset_connector: bool | None = None, **options: Unpack[RequestOptions]
+    ) -> KVCacheReleaseResult:
+        """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
+
+        Args:
+            reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
+                (reset).
+        """
+        ep: Endpoint[KVCacheReleaseResult] = endpoint(
+            "release_kv_cache_memory", reset_connector=reset_connector
+        )
         return await self._send(ep, options)
 
     async def sleep(
@@ -138,6 +149,7 @@ class _AsyncRoutes(_AsyncCore):
         level: int = 1,
         *,
         mode: Literal["abort", "wait", "keep"] = "abort",
+        reset_connector: bool | None = None,
         **options: Unpack[RequestOptions],
     ) -> SleepResult:
         """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
@@ -146,8 +158,10 @@ class _AsyncRoutes(_AsyncCore):
             level: 0 pauses, 1 offloads the weights, 2 discards them.
             mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
+            reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
+                (reset).
         """
-        ep: Endpoint[SleepResult] = endpoint("sleep", level=level, mode=mode)
+        ep: Endpoint[SleepResult] = endpoint("sleep", level=level, mode=mode, reset_connector=reset_connector)
         return await self._send(ep, options)
 
     async def wake_up(
@@ -164,6 +178,27 @@ class _AsyncRoutes(_AsyncCore):
     async def is_sleeping(self, **options: Unpack[RequestOptions]) -> bool:
         """GET /is_sleeping."""
         ep: Endpoint[bool] = endpoint("is_sleeping")
+        return await self._send(ep, options)
+
+    async def checkpoint_prepare(
+        self, mode: Literal["abort", "wait", "keep"] = "wait", **options: Unpack[RequestOptions]
+    ) -> CheckpointStatus:
+        """POST /checkpoint/prepare: drain, then release the KV cache (poll checkpoint_status).
+
+        Args:
+            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
+        """
+        ep: Endpoint[CheckpointStatus] = endpoint("checkpoint_prepare", mode=mode)
+        return await self._send(ep, options)
+
+    async def checkpoint_status(self, **options: Unpack[RequestOptions]) -> CheckpointStatus:
+        """GET /checkpoint/status: `.prepared` once safe to capture (its 503 means not yet)."""
+        ep: Endpoint[CheckpointStatus] = endpoint("checkpoint_status")
+        return await self._send(ep, options)
+
+    async def checkpoint_restore(self, **options: Unpack[RequestOptions]) -> CheckpointStatus:
+        """POST /checkpoint/restore: bring back what preparing released, and serve (no HTTP timeout)."""
+        ep: Endpoint[CheckpointStatus] = endpoint("checkpoint_restore")
         return await self._send(ep, options)
 
     async def pause(
@@ -252,6 +287,26 @@ class _AsyncRoutes(_AsyncCore):
     async def stop_profile(self, **options: Unpack[RequestOptions]) -> None:
         """POST /stop_profile: stop and write the trace (no HTTP timeout by default)."""
         ep: Endpoint[None] = endpoint("stop_profile")
+        return await self._send(ep, options)
+
+    async def apply_fault_tolerance(
+        self,
+        instruction: str,
+        *,
+        request_id: str,
+        params: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FaultToleranceAccepted:
+        """POST /v1/fault_tolerance/apply: start a recovery round (--enable-fault-tolerance).
+
+        Args:
+            instruction: retry or scale_down.
+            request_id: the round's id: the same on every engine of one recovery round.
+            params: the instruction's parameters.
+        """
+        ep: Endpoint[FaultToleranceAccepted] = endpoint(
+            "apply_fault_tolerance", instruction=instruction, request_id=request_id, params=params
+        )
         return await self._send(ep, options)
 
     async def init_weight_transfer_engine(

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
+from .. import checkpoint_wait, reset_check
 from .. import operations as ops
-from .. import reset_check
 from .._base_client import (
     RequestOptions,
     WaitOptions,
@@ -27,6 +27,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..models import (
     BarrierResult,
+    CheckpointStatus,
     Completion,
 )
 from ..reset_check import VerifiedReset
@@ -232,3 +233,16 @@ class _AsyncWaits(_AsyncRoutes):
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
         await self._wait_flag(route("is_paused"), False, wait)
+
+    async def wait_until_checkpoint_prepared(self, **wait: Unpack[WaitOptions]) -> CheckpointStatus:
+        """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
+        deadline, request_timeout, poll = _wait_options(
+            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT
+        )
+        op = checkpoint_wait.wait_until_checkpoint_prepared(
+            deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
+        )
+        return await self._run(op, {})

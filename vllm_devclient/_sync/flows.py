@@ -10,9 +10,11 @@ from typing import Any
 from typing_extensions import Self, Unpack
 
 from .._base_client import RequestOptions, WeightUpdateOptions, weight_update_options
+from ..constants import DEFAULT_WAIT_DEADLINE
 from ..endpoints import PauseMode
 from ..errors import add_note
 from ..models import (
+    CheckpointStatus,
     MessageResult,
 )
 from ._support import Pending, background, result_of
@@ -22,7 +24,7 @@ __all__ = ["WeightUpdate", "_SyncFlows"]
 
 
 class _SyncFlows(_SyncWaits):
-    """paused(), sleeping() and weight_update()."""
+    """paused(), sleeping(), checkpointed() and weight_update()."""
 
     # ---- flows ---------------------------------------------------------------------------------------------
 
@@ -46,15 +48,23 @@ class _SyncFlows(_SyncWaits):
             self.resume()
 
     @contextmanager
-    def sleeping(self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True) -> Iterator[Self]:
+    def sleeping(
+        self,
+        level: int = 1,
+        *,
+        mode: PauseMode = "abort",
+        wait: bool = True,
+        reset_connector: bool | None = None,
+    ) -> Iterator[Self]:
         """Sleep for the block, wake up when it ends, however it ends.
 
         Args:
             level: 0, 1 (offload weights) or 2 (discard them).
             mode: what happens to requests in flight: abort, wait or keep.
             wait: wait until /is_sleeping says true before entering, and false after waking.
+            reset_connector: False keeps the KV connector's tier (vLLM 0.34); None: the server's default.
         """
-        self.sleep(level, mode=mode)
+        self.sleep(level, mode=mode, reset_connector=reset_connector)
         try:
             if wait:
                 self.wait_until_sleeping()
@@ -63,6 +73,23 @@ class _SyncFlows(_SyncWaits):
             self.wake_up()
             if wait:
                 self.wait_until_awake()
+
+    @contextmanager
+    def checkpointed(
+        self, mode: PauseMode = "wait", *, deadline: float = DEFAULT_WAIT_DEADLINE
+    ) -> Iterator[CheckpointStatus]:
+        """Prepare a process checkpoint, wait until it is prepared, yield its status (safe to capture),
+        restore when the block ends, however it ends (vLLM 0.34).
+
+        Args:
+            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
+            deadline: seconds the wait for the prepared state may take (WaitTimeoutError past it).
+        """
+        self.checkpoint_prepare(mode)
+        try:
+            yield self.wait_until_checkpoint_prepared(deadline=deadline)
+        finally:
+            self.checkpoint_restore()
 
     @contextmanager
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[WeightUpdate]:

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
+from .. import checkpoint_wait, reset_check
 from .. import operations as ops
-from .. import reset_check
 from .._base_client import (
     RequestOptions,
     WaitOptions,
@@ -28,6 +28,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..models import (
     BarrierResult,
+    CheckpointStatus,
     Completion,
 )
 from ..reset_check import VerifiedReset
@@ -233,3 +234,16 @@ class _SyncWaits(_SyncRoutes):
         Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
         """
         self._wait_flag(route("is_paused"), False, wait)
+
+    def wait_until_checkpoint_prepared(self, **wait: Unpack[WaitOptions]) -> CheckpointStatus:
+        """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
+
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        """
+        deadline, request_timeout, poll = _wait_options(
+            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT
+        )
+        op = checkpoint_wait.wait_until_checkpoint_prepared(
+            deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
+        )
+        return self._run(op, {})

@@ -33,10 +33,11 @@ from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_WAIT_DEADLINE,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError, add_note
-from ..models import MessageResult, StatusResult
+from ..models import CheckpointStatus, MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
 from ._async_methods import _AsyncFleetMethods
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
@@ -256,7 +257,12 @@ class AsyncFleet(_AsyncFleetMethods):
 
     @asynccontextmanager
     async def sleeping(
-        self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True
+        self,
+        level: int = 1,
+        *,
+        mode: PauseMode = "abort",
+        wait: bool = True,
+        reset_connector: bool | None = None,
     ) -> AsyncIterator[AsyncFleet]:
         """Put every target to sleep for the block and wake every one when it ends, however it ends.
 
@@ -266,8 +272,11 @@ class AsyncFleet(_AsyncFleetMethods):
             level: 0, 1 (offload weights) or 2 (discard them).
             mode: what happens to requests in flight: abort, wait or keep.
             wait: wait until every target says it sleeps before entering, and is awake after waking.
+            reset_connector: False keeps each KV connector's tier (vLLM 0.34); None: the server's default.
         """
-        slept = await self._gather(lambda c: c.sleep(level, mode=mode), self.urls, "sleep")
+        slept = await self._gather(
+            lambda c: c.sleep(level, mode=mode, reset_connector=reset_connector), self.urls, "sleep"
+        )
         if slept.failed:
             if slept.ok:
                 undo = await self._gather(lambda c: c.wake_up(), list(slept.ok), "wake_up")
@@ -285,6 +294,40 @@ class AsyncFleet(_AsyncFleetMethods):
                 awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
                 awake.raise_for_errors()
         woke.raise_for_errors()
+
+    @asynccontextmanager
+    async def checkpointed(
+        self, mode: PauseMode = "wait", *, deadline: float = DEFAULT_WAIT_DEADLINE
+    ) -> AsyncIterator[FleetResult[CheckpointStatus]]:
+        """Prepare a process checkpoint on every target, wait until every one is prepared, yield their
+        statuses, and restore every one when the block ends, however it ends (vLLM 0.34).
+
+        All or none: when some targets fail to prepare, the ones that did are restored and FleetError is
+        raised.
+
+        Args:
+            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
+            deadline: seconds the wait for the prepared state may take on each target.
+        """
+        started = await self._gather(lambda c: c.checkpoint_prepare(mode), self.urls, "checkpoint_prepare")
+        if started.failed:
+            if started.ok:
+                undo = await self._gather(
+                    lambda c: c.checkpoint_restore(), list(started.ok), "checkpoint_restore"
+                )
+                started = FleetResult(started.values(), operation="checkpoint_prepare", rollback=undo)
+            raise FleetError(started)
+        try:
+            prepared = await self._gather(
+                lambda c: c.wait_until_checkpoint_prepared(deadline=deadline),
+                self.urls,
+                "wait_until_checkpoint_prepared",
+            )
+            prepared.raise_for_errors()
+            yield prepared
+        finally:
+            restored = await self._gather(lambda c: c.checkpoint_restore(), self.urls, "checkpoint_restore")
+        restored.raise_for_errors()
 
     @asynccontextmanager
     async def weight_update(

@@ -25,10 +25,11 @@ from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_WAIT_DEADLINE,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError
-from ..models import MessageResult, StatusResult
+from ..models import CheckpointStatus, MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg
 from ._sync_methods import _FleetMethods
 from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
@@ -186,10 +187,26 @@ class Fleet(_FleetMethods):
             yield self
 
     @contextmanager
-    def sleeping(self, level: int = 1, *, mode: PauseMode = "abort", wait: bool = True) -> Iterator[Fleet]:
+    def sleeping(
+        self,
+        level: int = 1,
+        *,
+        mode: PauseMode = "abort",
+        wait: bool = True,
+        reset_connector: bool | None = None,
+    ) -> Iterator[Fleet]:
         """Every target asleep for the block, awake after; see AsyncFleet.sleeping."""
-        with self._flow(self._fleet.sleeping(level, mode=mode, wait=wait)):
+        with self._flow(self._fleet.sleeping(level, mode=mode, wait=wait, reset_connector=reset_connector)):
             yield self
+
+    @contextmanager
+    def checkpointed(
+        self, mode: PauseMode = "wait", *, deadline: float = DEFAULT_WAIT_DEADLINE
+    ) -> Iterator[FleetResult[CheckpointStatus]]:
+        """Every target prepared for a process checkpoint in the block, restored after; see
+        AsyncFleet.checkpointed."""
+        with self._flow(self._fleet.checkpointed(mode, deadline=deadline)) as prepared:
+            yield prepared
 
     @contextmanager
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[FleetWeightUpdate]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..endpoints import Endpoint, build
 from ..records import Route
-from . import cache, engine, lora, pause, server, sleep, weights
+from . import cache, checkpoint, engine, lora, pause, server, sleep, weights
 
 __all__ = ["DEV_PATHS", "ROUTES", "endpoint"]
 
@@ -22,6 +22,7 @@ ROUTES: tuple[Route, ...] = (
     *server.ROUTES,
     *cache.ROUTES,
     *sleep.ROUTES,
+    *checkpoint.ROUTES,
     *pause.ROUTES,
     *engine.ROUTES,
     *weights.ROUTES,

@@ -90,6 +90,17 @@ ROUTES: tuple[Route, ...] = (
         reader=model_reader(KVCacheReleaseResult, empty_ok=True),
         doc="POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).",
         answer=KVCacheReleaseResult,
+        params=(
+            Param(
+                name="reset_connector",
+                send="query",
+                check=check.flag,
+                type=bool | None,
+                default=None,
+                added_in="0.34.0",
+                help="False keeps the KV connector's tier (CPU offload); None: the server's default (reset).",
+            ),
+        ),
         cli=Cli(topic="cache", render=_released),
     ),
 )

@@ -6,10 +6,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import arguments as check
-from ..answers import nothing, read_collective_rpc
+from ..answers import model_reader, nothing, read_collective_rpc
+from ..errors import InvalidParameterError
+from ..models import FaultToleranceAccepted
 from ..records import Cli, Param, Route
 
 __all__ = ["ROUTES"]
+
+# vLLM's ALLOWED_FT_INSTRUCTIONS (0.34.0).
+_FT_INSTRUCTIONS = ("retry", "scale_down")
+
+
+def _instruction(value: object, name: str) -> str:
+    if value not in _FT_INSTRUCTIONS:
+        raise InvalidParameterError(f"{name} must be one of {', '.join(_FT_INSTRUCTIONS)}; got {value!r}")
+    return str(value)
+
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -107,6 +119,42 @@ ROUTES: tuple[Route, ...] = (
         long_running=True,
         doc="POST /stop_profile: stop and write the trace (no HTTP timeout by default).",
         answer=None,
+        cli=Cli(topic="engine"),
+    ),
+    Route(
+        name="apply_fault_tolerance",
+        method="POST",
+        path="/v1/fault_tolerance/apply",
+        reader=model_reader(FaultToleranceAccepted),
+        dev_route=False,
+        doc="POST /v1/fault_tolerance/apply: start a recovery round (--enable-fault-tolerance).",
+        answer=FaultToleranceAccepted,
+        params=(
+            Param(
+                name="instruction",
+                send="body",
+                check=_instruction,
+                type=str,
+                positional=True,
+                choices=_FT_INSTRUCTIONS,
+                help="retry or scale_down.",
+            ),
+            Param(
+                name="request_id",
+                send="body",
+                check=check.text,
+                type=str,
+                help="The round's id: the same on every engine of one recovery round.",
+            ),
+            Param(
+                name="params",
+                send="body",
+                check=check.json_mapping,
+                type=Mapping[str, Any] | None,
+                default=None,
+                help="The instruction's parameters.",
+            ),
+        ),
         cli=Cli(topic="engine"),
     ),
 )

@@ -54,6 +54,15 @@ ROUTES: tuple[Route, ...] = (
             Param(
                 name="mode", send="query", check=pause_mode, type=PauseMode, default="abort", help=MODE_HELP
             ),
+            Param(
+                name="reset_connector",
+                send="query",
+                check=check.flag,
+                type=bool | None,
+                default=None,
+                added_in="0.34.0",
+                help="False keeps the KV connector's tier (CPU offload); None: the server's default (reset).",
+            ),
         ),
         cli=Cli(topic="sleep"),
     ),

@@ -24,10 +24,10 @@ import msgspec
 
 from .engine_actions import Action, Delay, Hang, Raise, Return
 from .engine_protocol import _ABORT, _ADD, _UTILITY, EngineCall, FinishReason, build_ready_response
-from .engine_state import STATE_ANSWERS, EngineState
+from .engine_state import PARAMETERS, STATE_ANSWERS, EngineState
 from .engine_transport import EngineTransport
 
-__all__ = ["ScriptedEngine"]
+__all__ = ["ScriptedEngine", "known_utilities"]
 
 
 def _default_results() -> dict[str, Any]:
@@ -41,12 +41,20 @@ def _default_results() -> dict[str, Any]:
         "collective_rpc": [None],
         "get_supported_tasks": ["generate"],
         "get_weight_version": "default",
+        "is_inference_ready": True,
+        "checkpoint_state": ["running", None],
         "compute_weight_checksums": [{}],
         "list_loras": [],
         "add_lora": True,
         "remove_lora": True,
         "pin_lora": True,
     }
+
+
+def known_utilities() -> frozenset[str]:
+    """The engine utilities the kit answers knowingly (a value of its own, its state, or vLLM's names for
+    the arguments); any other is answered nil, which a frontend may reject (the release train lists them)."""
+    return frozenset(_default_results()) | STATE_ANSWERS | frozenset(PARAMETERS)
 
 
 # collective_rpc answers per worker method: the Rust /weight_checker checks for maps.
@@ -293,6 +301,8 @@ class ScriptedEngine(EngineTransport):
     def _default(self, method: str, args: list[Any]) -> Any:
         with self._lock:
             if self.stateful and method in STATE_ANSWERS:
+                if not self._held:  # a drain (checkpoint_prepare's pause) ends with the last request
+                    self._state.drained()
                 return self._state.answer(method)
         if method == "collective_rpc" and args and args[0] in _RPC_DEFAULTS:
             return _RPC_DEFAULTS[args[0]]

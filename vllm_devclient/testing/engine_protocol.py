@@ -63,7 +63,7 @@ def _installed_vllm_version() -> str:
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
-        return "0.33.0"
+        return "0.34.0"
 
 
 def build_ready_response(

@@ -466,6 +466,9 @@ class PythonFrontend(Frontend):
         cmd += self.extra_args
         env = self._env()
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")
+        # vLLM 0.34 refuses an x86 CPU without Triton; Triton with no active driver is accepted where the
+        # visible devices are set empty (vLLM's allowance for Ray actors), as they are on a CPU machine.
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")
         # No usage reporting from tests.
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         self._spawn(cmd, env)

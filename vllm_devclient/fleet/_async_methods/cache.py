@@ -69,13 +69,19 @@ class _AsyncCacheMethods:
         return await self._each(AsyncDevClient.reset_encoder_cache, dict(**options))
 
     async def release_kv_cache_memory(
-        self, **options: Unpack[RequestOptions]
+        self, *, reset_connector: bool | None = None, **options: Unpack[RequestOptions]
     ) -> FleetResult[KVCacheReleaseResult]:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
 
+        Args:
+            reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
+                (reset).
+
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return await self._each(AsyncDevClient.release_kv_cache_memory, dict(**options))
+        return await self._each(
+            AsyncDevClient.release_kv_cache_memory, dict(reset_connector=reset_connector, **options)
+        )
 
     async def reset_prefix_cache_until_success(
         self,

@@ -10,7 +10,7 @@ from typing_extensions import Unpack
 
 from ..._base_client import RequestOptions
 from ...client import AsyncDevClient
-from ...models import Completion
+from ...models import Completion, FaultToleranceAccepted
 from ..results import FleetResult
 
 if TYPE_CHECKING:
@@ -91,6 +91,28 @@ class _AsyncEngineMethods:
         On every target at once: a FleetResult holds each target's answer or error.
         """
         return await self._each(AsyncDevClient.stop_profile, dict(**options))
+
+    async def apply_fault_tolerance(
+        self,
+        instruction: str,
+        *,
+        request_id: str,
+        params: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[FaultToleranceAccepted]:
+        """POST /v1/fault_tolerance/apply: start a recovery round (--enable-fault-tolerance).
+
+        Args:
+            instruction: retry or scale_down.
+            request_id: the round's id: the same on every engine of one recovery round.
+            params: the instruction's parameters.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return await self._each(
+            AsyncDevClient.apply_fault_tolerance,
+            dict(instruction=instruction, request_id=request_id, params=params, **options),
+        )
 
     async def completion(
         self,

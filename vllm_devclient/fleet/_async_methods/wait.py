@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...client import AsyncDevClient
+from ...models import CheckpointStatus
 from ..results import FleetResult
 
 __all__ = ["_AsyncWaitMethods"]
@@ -118,6 +119,25 @@ class _AsyncWaitMethods:
         """
         return await self._each(
             AsyncDevClient.wait_until_resumed,
+            dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
+            shared_deadline=True,
+        )
+
+    async def wait_until_checkpoint_prepared(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[CheckpointStatus]:
+        """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return await self._each(
+            AsyncDevClient.wait_until_checkpoint_prepared,
             dict(deadline=deadline, request_timeout=request_timeout, interval=interval),
             shared_deadline=True,
         )

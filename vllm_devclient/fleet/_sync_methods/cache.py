@@ -64,12 +64,18 @@ class _CacheMethods:
         """
         return self._run(self._fleet.reset_encoder_cache(**options))
 
-    def release_kv_cache_memory(self, **options: Unpack[RequestOptions]) -> FleetResult[KVCacheReleaseResult]:
+    def release_kv_cache_memory(
+        self, *, reset_connector: bool | None = None, **options: Unpack[RequestOptions]
+    ) -> FleetResult[KVCacheReleaseResult]:
         """POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).
+
+        Args:
+            reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
+                (reset).
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return self._run(self._fleet.release_kv_cache_memory(**options))
+        return self._run(self._fleet.release_kv_cache_memory(reset_connector=reset_connector, **options))
 
     def reset_prefix_cache_until_success(
         self,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from typing_extensions import Unpack
 
 from ..._base_client import RequestOptions
-from ...models import Completion
+from ...models import Completion, FaultToleranceAccepted
 from ..results import FleetResult
 
 if TYPE_CHECKING:
@@ -87,6 +87,29 @@ class _EngineMethods:
         On every target at once: a FleetResult holds each target's answer or error.
         """
         return self._run(self._fleet.stop_profile(**options))
+
+    def apply_fault_tolerance(
+        self,
+        instruction: str,
+        *,
+        request_id: str,
+        params: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> FleetResult[FaultToleranceAccepted]:
+        """POST /v1/fault_tolerance/apply: start a recovery round (--enable-fault-tolerance).
+
+        Args:
+            instruction: retry or scale_down.
+            request_id: the round's id: the same on every engine of one recovery round.
+            params: the instruction's parameters.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(
+            self._fleet.apply_fault_tolerance(
+                instruction=instruction, request_id=request_id, params=params, **options
+            )
+        )
 
     def completion(
         self,

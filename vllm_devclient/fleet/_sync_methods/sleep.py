@@ -1,4 +1,4 @@
-# Generated from vllm_devclient/routes/sleep.py by scripts/generate.py; do not edit.
+# Generated from vllm_devclient/routes/sleep.py and routes/checkpoint.py by scripts/generate.py; do not edit.
 """The sleep methods of Fleet, each on every target (the client method's signature and docstring)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from typing_extensions import Unpack
 
 from ..._base_client import RequestOptions
-from ...models import SleepResult, WakeUpResult
+from ...models import CheckpointStatus, SleepResult, WakeUpResult
 from ..results import FleetResult
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class _SleepMethods:
         level: int = 1,
         *,
         mode: Literal["abort", "wait", "keep"] = "abort",
+        reset_connector: bool | None = None,
         **options: Unpack[RequestOptions],
     ) -> FleetResult[SleepResult]:
         """POST /sleep: put the engine to sleep (level 2 has no HTTP timeout by default).
@@ -41,10 +42,14 @@ class _SleepMethods:
             level: 0 pauses, 1 offloads the weights, 2 discards them.
             mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
+            reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
+                (reset).
 
         On every target at once: a FleetResult holds each target's answer or error.
         """
-        return self._run(self._fleet.sleep(level=level, mode=mode, **options))
+        return self._run(
+            self._fleet.sleep(level=level, mode=mode, reset_connector=reset_connector, **options)
+        )
 
     def wake_up(
         self, tags: Sequence[str] | None = None, **options: Unpack[RequestOptions]
@@ -64,3 +69,29 @@ class _SleepMethods:
         On every target at once: a FleetResult holds each target's answer or error.
         """
         return self._run(self._fleet.is_sleeping(**options))
+
+    def checkpoint_prepare(
+        self, mode: Literal["abort", "wait", "keep"] = "wait", **options: Unpack[RequestOptions]
+    ) -> FleetResult[CheckpointStatus]:
+        """POST /checkpoint/prepare: drain, then release the KV cache (poll checkpoint_status).
+
+        Args:
+            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.checkpoint_prepare(mode=mode, **options))
+
+    def checkpoint_status(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
+        """GET /checkpoint/status: `.prepared` once safe to capture (its 503 means not yet).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.checkpoint_status(**options))
+
+    def checkpoint_restore(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
+        """POST /checkpoint/restore: bring back what preparing released, and serve (no HTTP timeout).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        """
+        return self._run(self._fleet.checkpoint_restore(**options))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...models import CheckpointStatus
 from ..results import FleetResult
 
 if TYPE_CHECKING:
@@ -115,6 +116,25 @@ class _WaitMethods:
         """
         return self._run(
             self._fleet.wait_until_resumed(
+                deadline=deadline, request_timeout=request_timeout, interval=interval
+            )
+        )
+
+    def wait_until_checkpoint_prepared(
+        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+    ) -> FleetResult[CheckpointStatus]:
+        """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
+
+        Args:
+            deadline: seconds the whole wait may take.
+            request_timeout: seconds for each try.
+            interval: seconds between the first tries (doubling up to 1 s).
+
+        On every target at once: a FleetResult holds each target's answer or error.
+        The deadline is one moment for all targets.
+        """
+        return self._run(
+            self._fleet.wait_until_checkpoint_prepared(
                 deadline=deadline, request_timeout=request_timeout, interval=interval
             )
         )

@@ -14,7 +14,22 @@ from __future__ import annotations
 from types import ModuleType
 
 from .. import contract
-from . import barrier, caches, failures, flows, info, lora, pause, profile, raw, rpc, setups, sleep, weights
+from . import (
+    barrier,
+    caches,
+    checkpoint,
+    failures,
+    flows,
+    info,
+    lora,
+    pause,
+    profile,
+    raw,
+    rpc,
+    setups,
+    sleep,
+    weights,
+)
 
 __all__ = ["FAMILIES", "SCENARIOS", "get_scenario"]
 
@@ -22,6 +37,7 @@ FAMILIES: tuple[ModuleType, ...] = (
     info,
     caches,
     sleep,
+    checkpoint,
     pause,
     rpc,
     weights,

@@ -51,7 +51,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         _in_flow("sleeping", lambda h: h.is_sleeping()),
         returns(True),
         (
-            call("sleep", 1, "abort"),
+            call("sleep", 1, "abort", True),
             call("is_sleeping"),
             call("is_sleeping"),
             call("wake_up", None),

@@ -22,7 +22,8 @@ def _sleep_at(level: int, mode: PauseMode) -> Scenario:
         f"POST /sleep?level={level}&mode={mode}",
         _sleep(level, mode),
         returns_model("SleepResult", {"status": "sleeping", "level": level}),
-        (call("sleep", level, mode),),
+        # vLLM 0.34 sends reset_connector to the engine (True unless asked otherwise).
+        (call("sleep", level, mode, True),),
     )
 
 
@@ -71,7 +72,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         "POST /release_kv_cache_memory",
         lambda c: c.release_kv_cache_memory(),
         returns_model("KVCacheReleaseResult", {"status": "kv_cache_released"}),
-        (call("release_kv_cache_memory"),),
+        (call("release_kv_cache_memory", True),),
+    ),
+    Scenario(
+        "sleep_keep_connector",
+        "POST /sleep?level=1&reset_connector=false keeps the KV connector's tier (vLLM 0.34)",
+        lambda c: c.sleep(1, reset_connector=False),
+        returns_model("SleepResult", {"status": "sleeping", "level": 1}),
+        (call("sleep", 1, "abort", False),),
+    ),
+    Scenario(
+        "release_kv_cache_memory_keep_connector",
+        "POST /release_kv_cache_memory?reset_connector=false keeps the KV connector's tier (vLLM 0.34)",
+        lambda c: c.release_kv_cache_memory(reset_connector=False),
+        returns_model("KVCacheReleaseResult", {"status": "kv_cache_released"}),
+        (call("release_kv_cache_memory", False),),
     ),
     Scenario(
         "wait_until_sleeping",
