@@ -33,6 +33,7 @@ from .errors import (
     ServiceUnavailableError,
     TLSError,
     WaitTimeoutError,
+    WaitUnreachableError,
 )
 from .models import (
     AbortRequestsResult,
@@ -133,6 +134,7 @@ __all__ = [
     "VerifiedReset",
     "VersionInfo",
     "WaitTimeoutError",
+    "WaitUnreachableError",
     "WakeUpResult",
     "WeightCheckResult",
     "WeightInfo",

@@ -45,7 +45,9 @@ class _AsyncSleepMethods:
             mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.sleep, dict(level=level, mode=mode, **options))
 
@@ -57,13 +59,17 @@ class _AsyncSleepMethods:
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.wake_up, dict(tags=tags, **options))
 
     async def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_sleeping.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.is_sleeping, dict(**options))

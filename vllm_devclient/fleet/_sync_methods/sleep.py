@@ -42,7 +42,9 @@ class _SleepMethods:
             mode: what happens to requests in flight: abort (they end now, finish reason abort), wait (the
                 call returns once they have finished) or keep (they are frozen, and go on at resume).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.sleep(level=level, mode=mode, **options))
 
@@ -54,13 +56,17 @@ class _SleepMethods:
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.wake_up(tags=tags, **options))
 
     def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_sleeping.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.is_sleeping(**options))
