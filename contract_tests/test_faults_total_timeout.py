@@ -267,3 +267,26 @@ def test_the_environment_and_the_command_line_set_the_bound(
         assert result.exit_code == ExitCode.CONNECTION, result.output
         assert "the last try cut short by the total timeout of 1 s" in " ".join(result.output.split())
         assert took < deadline_bound(1.0) + 0.5, f"the command took {took:.2f} s"  # + its own start
+
+
+@pytest.mark.parametrize("where", ["fleet", "call"])
+def test_over_a_fleet_the_bound_is_one_moment_for_every_target(where: str) -> None:
+    """Three silent targets, one slot: the targets that wait for the slot get what is left of the bound."""
+    servers = [MisbehavingServer(default=Hang()).start() for _ in range(3)]
+    urls = [s.base_url for s in servers]
+    on_fleet: dict[str, Any] = {"total_timeout": 0.6} if where == "fleet" else {}
+    per_call: dict[str, Any] = {"total_timeout": 0.6} if where == "call" else {}
+    try:
+        with Fleet(urls, timeout=0.5, max_concurrency=1, **on_fleet) as fleet:
+            start = time.monotonic()
+            with pytest.raises(FleetError) as caught:
+                fleet.health(**per_call)
+            took = time.monotonic() - start
+    finally:
+        for server in servers:
+            server.close()
+    assert set(caught.value.errors) == set(urls)
+    assert all(isinstance(e, APITimeoutError) for e in caught.value.errors.values())
+    assert took < deadline_bound(0.6), (
+        f"the fleet call took {took:.2f} s (3 targets in turn would take 1.8 s)"
+    )
