@@ -96,6 +96,10 @@ def _check(name: str, took: float, error: BaseException | None) -> str | None:
     return None
 
 
+def _bind(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: getattr(target, name)(*args, **kwargs)
+
+
 def _sync_calls(client: DevClient) -> dict[str, Callable[[], object]]:
     def flow(name: str) -> Callable[[], object]:
         def run() -> object:
@@ -107,7 +111,7 @@ def _sync_calls(client: DevClient) -> dict[str, Callable[[], object]]:
     calls: dict[str, Callable[[], object]] = {}
     for method in METHODS:
         args, kwargs = _call_of(method)
-        calls[method.name] = lambda m=method.name, a=args, k=kwargs: getattr(client, m)(*a, **k)
+        calls[method.name] = _bind(client, method.name, args, kwargs)
     calls.update({f"{name}()": flow(name) for name in ("paused", "sleeping", "weight_update")})
     return calls
 
@@ -152,7 +156,7 @@ def _async_calls(client: AsyncDevClient) -> dict[str, Callable[[], Awaitable[obj
     calls: dict[str, Callable[[], Awaitable[object]]] = {}
     for method in METHODS:
         args, kwargs = _call_of(method)
-        calls[method.name] = lambda m=method.name, a=args, k=kwargs: getattr(client, m)(*a, **k)
+        calls[method.name] = _bind(client, method.name, args, kwargs)
     calls.update({f"{name}()": flow(name) for name in ("paused", "sleeping", "weight_update")})
     return calls
 
