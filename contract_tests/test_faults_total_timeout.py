@@ -294,3 +294,13 @@ def test_over_a_fleet_the_bound_is_one_moment_for_every_target(where: str) -> No
     assert took < deadline_bound(0.6), (
         f"the fleet call took {took:.2f} s (3 targets in turn would take 1.8 s)"
     )
+
+
+def test_the_commands_barrier_names_its_bounds_once_in_flags(silent: MisbehavingServer) -> None:
+    env = {"VLLM_DEVCLIENT_URL": "", "VLLM_API_KEY": "", "VLLM_DEVCLIENT_TIMEOUT": ""}
+    args = ["--url", silent.base_url, "--timeout", "0.4", "barrier", "--deadline", "1", "--no-step-engine"]
+    result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
+    assert result.exit_code == ExitCode.DEADLINE, result.output
+    flat = " ".join(result.output.split())
+    assert "within the deadline of 1 s" in flat and flat.count("per try") == 1, flat
+    assert "timeout 0.4 s per try" in flat and "raise --timeout or --deadline" in flat, flat

@@ -95,7 +95,8 @@ class CallContext:
         """An argument as the caller writes it: `deadline=` / `reset_running_requests=True`, or on the
         command line `--deadline` / `--reset-running-requests`."""
         if self.speaks == "cli":
-            return "--" + name.replace("_", "-")
+            # A wait's request_timeout is the global --timeout there (the commands have no option of it).
+            return "--timeout" if name == "request_timeout" else "--" + name.replace("_", "-")
         return f"{name}={value!r}" if value is not None else f"{name}="
 
 
