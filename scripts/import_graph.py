@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "transports",
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
-        ("operations", "reset_check"),
+        ("operations", "polling", "reset_check", "release_gate", "checkpoint_wait"),
         ("_base_client",),
         ("_async", "_sync"),
         ("client", "kv_events"),

@@ -76,7 +76,7 @@ async def test_every_target_gets_an_outcome_in_fleet_order() -> None:
             ("node3.test", "/reset_prefix_cache"): engine_failure("reset_prefix_cache", "boom"),
         }
     )
-    async with fleet_over(rec) as fleet:
+    async with fleet_over(rec, raise_on_error=False) as fleet:
         result = await fleet.reset_prefix_cache(reset_external=True)
     assert list(result) == URLS
     assert result.ok == {URLS[0]: ResetPrefixCacheResult(success=True)}
@@ -100,7 +100,7 @@ async def test_raise_for_errors_names_every_failed_target() -> None:
             ("node3.test", "/health"): httpx.Response(503, text="dead"),
         }
     )
-    async with fleet_over(rec) as fleet:
+    async with fleet_over(rec, raise_on_error=False) as fleet:
         result = await fleet.health()
     with pytest.raises(FleetError) as caught:
         result.raise_for_errors()
@@ -110,20 +110,29 @@ async def test_raise_for_errors_names_every_failed_target() -> None:
     text = str(error)
     assert "health failed on 2 of 4 targets" in text
     assert f"{URLS[1]}: APIConnectionError" in text and f"{URLS[3]}: EngineDeadError" in text
-    assert URLS[0] not in text
+    assert f"ok on 2 of 4 targets: {URLS[0]}, {URLS[2]}" in text
 
 
-async def test_raise_on_error_makes_calls_all_or_nothing() -> None:
+async def test_a_fleet_call_is_all_or_nothing_by_default_with_every_outcome_on_the_error() -> None:
     rec = Recorder({(f"node{i}.test", "/is_paused"): _paused(False) for i in range(4)})
     rec.answers[("node2.test", "/is_paused")] = httpx.Response(404)
-    async with fleet_over(rec, raise_on_error=True) as fleet:
+    async with fleet_over(rec) as fleet:
+        assert fleet.raise_on_error
         with pytest.raises(FleetError) as caught:
             await fleet.is_paused()
         assert list(caught.value.errors) == [URLS[2]]
+        # Every target's outcome is on the error: the values where the call went through too.
+        assert list(caught.value.result) == URLS
+        assert caught.value.result.ok == {u: False for u in URLS if u != URLS[2]}
         rec.answers[("node2.test", "/is_paused")] = _paused(False)
         result = await fleet.is_paused()
     assert result.raise_for_errors() is result
     assert result.ok == dict.fromkeys(URLS, False)
+    # raise_on_error=False: the FleetResult comes back, the failure inside.
+    rec.answers[("node2.test", "/is_paused")] = httpx.Response(404)
+    async with fleet_over(rec, raise_on_error=False) as fleet:
+        partial = await fleet.is_paused()
+    assert list(partial.failed) == [URLS[2]] and len(partial.ok) == 3
 
 
 def _paused(value: bool) -> httpx.Response:
@@ -153,7 +162,9 @@ async def test_pause_rollback_resumes_only_the_targets_it_paused() -> None:
         }
     )
     async with fleet_over(rec) as fleet:
-        result = await fleet.pause(mode="keep", rollback=True)
+        with pytest.raises(FleetError) as raised:  # by default: the rollback's outcomes are on the error
+            await fleet.pause(mode="keep", rollback=True)
+    result = raised.value.result
     resumed = sorted(host for host, path in rec.seen if path == "/resume")
     # node1 refused and node3 timed out (state unknown): neither is touched by the rollback.
     assert resumed == ["node0.test", "node2.test"]
@@ -200,7 +211,7 @@ async def test_a_failed_fleet_update_finishes_without_its_version_where_it_start
 
 async def test_pause_without_rollback_or_without_failure_resumes_nothing() -> None:
     rec = Recorder({("node1.test", "/pause"): httpx.Response(404)})
-    async with fleet_over(rec) as fleet:
+    async with fleet_over(rec, raise_on_error=False) as fleet:
         partial = await fleet.pause()
         rec.answers.clear()
         full = await fleet.pause(rollback=True)
@@ -233,7 +244,7 @@ async def test_barrier_over_a_fleet_succeeds_only_when_every_target_did() -> Non
             return httpx.Response(200, json={"data": [{"id": "m"}]})
         return httpx.Response(200, json={"choices": [{"text": "x"}]})
 
-    async with fleet_over(handler) as fleet:
+    async with fleet_over(handler, raise_on_error=False) as fleet:
         result = await fleet.barrier(deadline=0.3, step_engine=True, interval=0.01)
         assert result.operation == "reset_prefix_cache_until_success"
         assert result[URLS[0]].unwrap().attempts == 2
@@ -319,7 +330,7 @@ async def test_a_bug_in_the_callable_propagates_and_cancels_the_rest() -> None:
 async def test_on_result_sees_each_target_once() -> None:
     seen: list[TargetOutcome[Any]] = []
     rec = Recorder({("node2.test", "/health"): httpx.Response(503)})
-    async with fleet_over(rec, on_result=seen.append) as fleet:
+    async with fleet_over(rec, on_result=seen.append, raise_on_error=False) as fleet:
         result = await fleet.health()
     assert sorted(o.url for o in seen) == URLS
     assert [o.ok for o in seen if o.url == URLS[2]] == [False]
@@ -411,7 +422,7 @@ def test_sync_fleet_same_results_and_no_thread_left() -> None:
         resume_b = mock.post("http://b.test/resume").respond(200, json={"status": "resumed"})
         mock.get("http://a.test/is_sleeping").respond(200, json={"is_sleeping": True})
         mock.get("http://b.test/is_sleeping").respond(200, json={"is_sleeping": False})
-        with Fleet(["http://a.test", "http://b.test"], max_retries=0) as fleet:
+        with Fleet(["http://a.test", "http://b.test"], max_retries=0, raise_on_error=False) as fleet:
             assert len(_fleet_threads()) == before + 1
             sleeping = fleet.is_sleeping()
             by_name = fleet.call("is_sleeping")
@@ -427,14 +438,18 @@ def test_sync_fleet_same_results_and_no_thread_left() -> None:
         fleet.health()
 
 
-def test_sync_fleet_raise_on_error() -> None:
+def test_sync_fleet_raises_by_default_and_returns_failures_when_asked() -> None:
     with respx.mock(assert_all_called=False) as mock:
         mock.get("http://a.test/health").respond(200)
         mock.get("http://b.test/health").mock(side_effect=httpx.ConnectError("refused"))
-        with Fleet(["http://a.test", "http://b.test"], max_retries=0, raise_on_error=True) as fleet:
+        with Fleet(["http://a.test", "http://b.test"], max_retries=0) as fleet:
             assert fleet.raise_on_error
-            with pytest.raises(FleetError, match=r"http://b\.test: APIConnectionError"):
+            with pytest.raises(FleetError, match=r"http://b\.test: APIConnectionError") as caught:
                 fleet.health()
+            assert caught.value.result.ok == {"http://a.test": True}
+        with Fleet(["http://a.test", "http://b.test"], max_retries=0, raise_on_error=False) as fleet:
+            result = fleet.health()
+        assert result.ok == {"http://a.test": True} and list(result.failed) == ["http://b.test"]
 
 
 def test_sync_fleet_closed_by_garbage_collection() -> None:

@@ -28,7 +28,9 @@ async def test_reset_connector_on_an_older_release_is_refused_before_sending(
     dc: Either, mock: respx.MockRouter, body: dict[str, str] | None
 ) -> None:
     version = _version(mock, body)
-    sleep = mock.post("/sleep").mock(return_value=httpx.Response(200, json={"status": "sleeping", "level": 1}))
+    sleep = mock.post("/sleep").mock(
+        return_value=httpx.Response(200, json={"status": "sleeping", "level": 1})
+    )
     with pytest.raises(ReleaseTooOldError) as caught:
         await dc.sleep(1, reset_connector=False)
     err = caught.value
@@ -44,9 +46,15 @@ async def test_reset_connector_on_an_older_release_is_refused_before_sending(
 
 async def test_reset_connector_on_0_34_is_sent(dc: Either, mock: respx.MockRouter) -> None:
     _version(mock, {"version": "0.34.0"})
-    sleep = mock.post("/sleep").mock(return_value=httpx.Response(200, json={"status": "sleeping", "level": 1}))
+    sleep = mock.post("/sleep").mock(
+        return_value=httpx.Response(200, json={"status": "sleeping", "level": 1})
+    )
     await dc.sleep(1, reset_connector=False)
-    assert dict(sleep.calls.last.request.url.params) == {"level": "1", "mode": "abort", "reset_connector": "false"}
+    assert dict(sleep.calls.last.request.url.params) == {
+        "level": "1",
+        "mode": "abort",
+        "reset_connector": "false",
+    }
 
 
 async def test_an_argument_left_out_needs_no_lookup(dc: Either, mock: respx.MockRouter) -> None:

@@ -97,7 +97,13 @@ def test_shape_keeps_keys_and_leaf_types_only() -> None:
 def test_shape_changes_name_each_key_added_gone_or_retyped() -> None:
     was = shape({"a": 1, "c": {"x": 1}, "items": [{"q": 1}]})
     now = shape({"b": 1, "c": None, "items": [{"q": "1", "r": 2}]})
-    assert shape_changes(was, now) == ["+b", "-a", "c: object -> NoneType", "+items[].r", "items[].q: int -> str"]
+    assert shape_changes(was, now) == [
+        "+b",
+        "-a",
+        "c: object -> NoneType",
+        "+items[].r",
+        "items[].q: int -> str",
+    ]
 
 
 def _newest_release() -> Any:

@@ -30,7 +30,7 @@ from tools.fixtures import (
 )
 from tools.fixtures.history import CHANGES, change_for
 from tools.fixtures.releases import RELEASES
-from vllm_devclient import operations
+from vllm_devclient import operations, polling
 from vllm_devclient._sync import _support as sync_support
 from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
@@ -75,7 +75,7 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
     fake_time = types.SimpleNamespace(**{**vars(time), "monotonic": clock.monotonic, "sleep": clock.sleep})
     # The SDK modules' view of time only (the operations' clock, the sync client's sleep, the transport's
     # deadline check); asyncio.sleep is looked up at call time by the async driver.
-    for module in (operations, sync_support, httpx_adapter):
+    for module in (operations, polling, sync_support, httpx_adapter):
         if hasattr(module, "time"):
             monkeypatch.setattr(module, "time", fake_time)
     monkeypatch.setattr(asyncio, "sleep", clock.async_sleep)

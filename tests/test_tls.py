@@ -412,11 +412,13 @@ def test_a_fleet_of_http_and_https_targets_reaches_each_and_names_the_refused_on
 ) -> None:
     with _proxy(backend, tls_certificates.wrong_host, tls_certificates.wrong_host_key) as wrong:
         targets = [backend.base_url, https.base_url, wrong.base_url]
-        with Fleet(targets, verify=tls_certificates.ca, max_retries=0) as fleet:
+        with Fleet(targets, verify=tls_certificates.ca, max_retries=0, raise_on_error=False) as fleet:
             result = fleet.is_paused()
 
         async def run() -> Any:
-            async with AsyncFleet(targets, verify=tls_certificates.ca, max_retries=0) as afleet:
+            async with AsyncFleet(
+                targets, verify=tls_certificates.ca, max_retries=0, raise_on_error=False
+            ) as afleet:
                 return await afleet.is_paused()
 
         aresult = asyncio.run(run())

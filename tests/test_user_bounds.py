@@ -20,6 +20,7 @@ from vllm_devclient import (
     BarrierUnreachableError,
     DevClient,
     Fleet,
+    FleetError,
 )
 from vllm_devclient.cli import ExitCode, cli
 from vllm_devclient.testing.bounds import timeout_bound
@@ -73,15 +74,15 @@ def test_with_options_the_environment_and_a_fleet_bound_long_routes(
         with pytest.raises(APITimeoutError):
             client.start_weight_update()
     monkeypatch.delenv("VLLM_DEVCLIENT_TIMEOUT")
-    with Fleet([silent.base_url], timeout=0.3) as fleet:
-        result = fleet.collective_rpc("m")
-    assert isinstance(result.failed[silent.base_url], APITimeoutError)
+    with Fleet([silent.base_url], timeout=0.3) as fleet, pytest.raises(FleetError) as raised:
+        fleet.collective_rpc("m")
+    assert isinstance(raised.value.errors[silent.base_url], APITimeoutError)
 
     async def in_async() -> None:
         async with AsyncDevClient(silent.base_url, timeout=0.3) as client:
             with pytest.raises(APITimeoutError):
                 await client.wake_up()
-        async with AsyncFleet([silent.base_url], timeout=0.3) as fleet:
+        async with AsyncFleet([silent.base_url], timeout=0.3, raise_on_error=False) as fleet:
             assert not (await fleet.collective_rpc("m")).all_ok
 
     asyncio.run(in_async())

@@ -35,6 +35,7 @@ from .errors import (
     ServiceUnavailableError,
     TLSError,
     WaitTimeoutError,
+    WaitUnreachableError,
 )
 from .models import (
     AbortRequestsResult,
@@ -141,6 +142,7 @@ __all__ = [
     "VerifiedReset",
     "VersionInfo",
     "WaitTimeoutError",
+    "WaitUnreachableError",
     "WakeUpResult",
     "WeightCheckResult",
     "WeightInfo",

@@ -28,6 +28,7 @@ from .endpoints import PauseMode, encode_body
 from .errors import ClientClosedError, Frontend, InvalidParameterError
 from .models import VersionInfo
 from .operations import CallContext, ModelCache, RetryPolicy, Transmit
+from .polling import Backoff, Plan
 from .redaction import Secrets
 from .release_gate import ServerRelease
 from .responses import ResponseLike
@@ -71,12 +72,15 @@ class RequestOptions(TypedDict, total=False):
     timeout: the HTTP timeout of one try of this call, as a whole (connect, send, headers and body): seconds,
         an `httpx.Timeout`, or None for no bound. Default: the client's; when the client has the default one,
         long routes have no bound on their answer.
+    total_timeout: seconds for this call as a whole, every try, retry and pause included (a flow of several
+        requests: all of them), or None for no such bound. Default: the client's (none unless set).
     extra_headers: headers added to (or replacing) the client's for this call.
     extra_query: query parameters added to this call's.
     extra_body: JSON fields merged into this call's body (or the body, when the route sends none).
     """
 
     timeout: TimeoutArg
+    total_timeout: float | None
     extra_headers: Mapping[str, str]
     extra_query: Mapping[str, str]
     extra_body: Mapping[str, Any]
@@ -85,13 +89,15 @@ class RequestOptions(TypedDict, total=False):
 class WaitOptions(TypedDict, total=False):
     """What every `wait_until_*` takes (keyword-only).
 
-    deadline: seconds for the whole wait (default 60; wait_until_ready 120).
-    request_timeout: seconds for each try (default 5; wait_until_ready 1).
+    deadline: seconds for the whole wait (default 60; wait_until_ready 120); the client's `total_timeout`
+        ends it sooner when it is shorter.
+    request_timeout: seconds for each try; None (the default): the client's `timeout` when one was set,
+        else 5 (wait_until_ready 1).
     interval: the first pause between tries (default 0.05 s), doubling up to 1 s.
     """
 
     deadline: float
-    request_timeout: float
+    request_timeout: float | None
     interval: float
 
 
@@ -188,6 +194,8 @@ class ClientConfig:
     default_headers: Mapping[str, str]
     transport: TransportKind
     tls: TLSConfig
+    # Seconds for each call as a whole, retries included (argument or $VLLM_DEVCLIENT_TOTAL_TIMEOUT).
+    total_timeout: float | None = None
 
     @classmethod
     def of(
@@ -202,6 +210,7 @@ class ClientConfig:
         transport: object,
         verify: object = True,
         cert: object = None,
+        total_timeout: object = NOT_GIVEN,
     ) -> ClientConfig:
         key = check.api_key(api_key if api_key is not None else os.environ.get("VLLM_API_KEY"))
         url = check.base_url(base_url)
@@ -224,6 +233,7 @@ class ClientConfig:
             default_headers=check.header_map(default_headers, "default_headers"),
             transport=kind,
             tls=TLSConfig.of(verify, cert),
+            total_timeout=_total_timeout_setting(total_timeout),
         )
 
     @property
@@ -233,6 +243,17 @@ class ClientConfig:
 
 
 TIMEOUT_ENV = "VLLM_DEVCLIENT_TIMEOUT"
+TOTAL_TIMEOUT_ENV = "VLLM_DEVCLIENT_TOTAL_TIMEOUT"
+
+
+def _seconds_from_env(name: str) -> float | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return check.seconds(float(text), name)
+    except ValueError:
+        raise InvalidParameterError(f"{name} must be seconds (a number), got {text!r}") from None
 
 
 def _timeout_setting(timeout: object) -> tuple[bool, object]:
@@ -240,13 +261,15 @@ def _timeout_setting(timeout: object) -> tuple[bool, object]:
     default."""
     if not isinstance(timeout, NotGiven):
         return True, timeout
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not text:
-        return False, DEFAULT_TIMEOUT
-    try:
-        return True, check.seconds(float(text), TIMEOUT_ENV)
-    except ValueError:
-        raise InvalidParameterError(f"{TIMEOUT_ENV} must be seconds (a number), got {text!r}") from None
+    seconds = _seconds_from_env(TIMEOUT_ENV)
+    return (False, DEFAULT_TIMEOUT) if seconds is None else (True, seconds)
+
+
+def _total_timeout_setting(total_timeout: object) -> float | None:
+    """The argument (None: no bound), else $VLLM_DEVCLIENT_TOTAL_TIMEOUT, else no bound."""
+    if isinstance(total_timeout, NotGiven):
+        return _seconds_from_env(TOTAL_TIMEOUT_ENV)
+    return check.optional_seconds(total_timeout, "total_timeout")
 
 
 def check_own_tls(http_client: object, verify: object, cert: object) -> None:
@@ -333,6 +356,8 @@ class BaseClient:
             out[RAW_RESPONSE] = out[RAW_RESPONSE] is True
         if "timeout" in out:
             out["timeouts"] = check.timeout(out.pop("timeout"))
+        if "total_timeout" in out:
+            out["total_timeout"] = check.optional_seconds(out["total_timeout"], "total_timeout")
         if "extra_headers" in out:
             out["extra_headers"] = check.header_map(out["extra_headers"], "extra_headers")
         if "extra_query" in out:
@@ -350,6 +375,29 @@ class BaseClient:
         if "timeouts" in options:
             return options["timeouts"]  # type: ignore[no-any-return]
         return _LONG if long_running and not self._config.timeout_given else self._config.timeout
+
+    def _retry_for(self, options: Mapping[str, Any]) -> RetryPolicy:
+        """The retry policy of one call starting now: bounded as a whole by this call's `total_timeout=`,
+        else the client's (none unless set)."""
+        total = options["total_timeout"] if "total_timeout" in options else self._config.total_timeout
+        return self._retry.within(total)
+
+    def _plan(
+        self, deadline: object, request_timeout: object, default_request_timeout: float, poll: Backoff
+    ) -> Plan:
+        """A wait's or the barrier's plan: each try gets `request_timeout`, else the client's timeout when the
+        user set one, else this wait's default; the client's `total_timeout` caps the deadline; a try that
+        cannot connect ends it after the client's retries (see `polling.py`)."""
+        if request_timeout is None:
+            config = self._config
+            request_timeout = config.timeout.total if config.timeout_given else default_request_timeout
+        return Plan(
+            deadline=check.seconds(deadline, "deadline"),
+            request_timeout=check.optional_seconds(request_timeout, "request_timeout"),
+            poll=poll,
+            total_timeout=self._config.total_timeout,
+            connect_retries=self._config.max_retries,
+        )
 
     def _wire_request(self, effect: Transmit, options: Mapping[str, Any]) -> WireRequest:
         ep = effect.endpoint

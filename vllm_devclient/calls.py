@@ -66,10 +66,10 @@ def _wait_params(deadline: float, request_timeout: float) -> tuple[Param, ...]:
         ),
         Param(
             name="request_timeout",
-            type=float,
-            default=request_timeout,
+            type=float | None,
+            default=None,
             role="request_timeout",
-            help="Seconds for each try.",
+            help=f"Seconds for each try (default: the client's timeout when set, else {request_timeout:g}).",
         ),
         Param(
             name="interval",
@@ -124,10 +124,13 @@ CALLS: tuple[Call, ...] = (
             ),
             Param(
                 name="request_timeout",
-                type=float,
-                default=DEFAULT_BARRIER_REQUEST_TIMEOUT,
+                type=float | None,
+                default=None,
                 role="request_timeout",
-                help="Seconds for each try.",
+                help=(
+                    "Seconds for each try (default: the client's timeout when set, else "
+                    f"{DEFAULT_BARRIER_REQUEST_TIMEOUT:g})."
+                ),
             ),
             Param(
                 name="reset_external",

@@ -1,14 +1,15 @@
 """Waiting for a process checkpoint to be prepared (vLLM 0.34): /checkpoint/status answers 503 until the
 drain is done ("not yet", never an error), 200 once safe to capture, 500 once the cycle failed.
 
-Sans-IO: the clients run the operation (see `operations`).
+Sans-IO: the clients run the operation (see `polling`).
 """
 
 from __future__ import annotations
 
 from .errors import APIConnectionError, CheckpointFailedError, DevClientError
 from .models import CheckpointStatus
-from .operations import Backoff, CallContext, Operation, wait_until
+from .operations import CallContext, Operation
+from .polling import Plan, wait_until
 from .routes import endpoint as route
 
 __all__ = ["wait_until_checkpoint_prepared"]
@@ -22,17 +23,13 @@ def _tolerated(exc: DevClientError) -> bool:
     return isinstance(exc, APIConnectionError)
 
 
-def wait_until_checkpoint_prepared(
-    *, deadline: float, poll: Backoff, request_timeout: float, ctx: CallContext
-) -> Operation[CheckpointStatus]:
+def wait_until_checkpoint_prepared(*, plan: Plan, ctx: CallContext) -> Operation[CheckpointStatus]:
     """Poll /checkpoint/status until prepared; CheckpointFailedError once it says failed."""
     status: CheckpointStatus = yield from wait_until(
         route("checkpoint_status"),
         _reached,
         what="checkpoint/status == prepared",
-        deadline=deadline,
-        poll=poll,
-        request_timeout=request_timeout,
+        plan=plan,
         ctx=ctx,
         tolerate=_tolerated,
     )

@@ -47,6 +47,7 @@ __all__ = [
     "TLSError",
     "UnsuccessfulResultError",
     "WaitTimeoutError",
+    "WaitUnreachableError",
     "error_from_response",
 ]
 
@@ -275,8 +276,15 @@ class BarrierTimeoutError(WaitTimeoutError):
         self.refused = refused
 
 
-class BarrierUnreachableError(BarrierTimeoutError):
-    """The barrier's deadline passed and no try reached the server (`reached == 0`): it is unreachable."""
+class WaitUnreachableError(WaitTimeoutError):
+    """A wait ended before its deadline: no connection could be made to the server, more tries in a row than
+    the client's `max_retries` (refused, or no such host). Nothing listens at the URL, and waiting cannot
+    mend that; `wait_until_ready` alone keeps waiting for a server that is starting."""
+
+
+class BarrierUnreachableError(BarrierTimeoutError, WaitUnreachableError):
+    """No try of the barrier reached the server (`reached == 0`): it is unreachable. Raised at once when
+    nothing listens there (as `WaitUnreachableError`), else when the deadline passed."""
 
 
 class BarrierUnsupportedError(DevClientError):

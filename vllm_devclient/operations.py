@@ -2,12 +2,15 @@
 
 An operation is a generator that yields effects (`Transmit` one HTTP exchange, `Sleep`) and gets their
 outcome back; the clients run effects with their transport and `time.sleep` / `asyncio.sleep`. Retries, the
-offload barrier, the waits and engine stepping live here, so the two clients cannot drift apart.
+engine stepping and the whole-call bound live here, and the barrier and the waits beside it (`polling.py`),
+so the two clients cannot drift apart.
 
 The rules every operation keeps:
-- One deadline. A wait or the barrier has one absolute deadline; every try, retry and pause inside it gets
-  only what is left of it (a try started just before the deadline still gets `MIN_TRY_SECONDS`, so it can be
-  answered at all, and no try starts after it). A plain call's `timeout` bounds each try as a whole.
+- Two bounds, each with one meaning. `timeouts` bound each try as a whole. A `Bound` (the caller's
+  `total_timeout`, or a wait's `deadline`) bounds the operation as a whole: it travels on the `RetryPolicy`,
+  so every try, retry, pause and inner call of the operation gets only what is left of it, and no pause
+  that would end past it is taken (the last error is raised instead). With no `Bound`, only the tries and
+  `max_retries` bound a call.
 - Resend only what is safe. A request is sent again when it provably never left (no connection), or when
   its route is idempotent: after a retryable answer or failure (up to `max_retries`), and once, not counted,
   when a kept-alive connection turned out closed before any answer came. A route that is not idempotent is
@@ -17,21 +20,20 @@ The rules every operation keeps:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from . import arguments as check
 from . import endpoints
 from .answers import ShapeError
 from .arguments import Timeouts
 from .constants import (
     DEFAULT_MAX_RETRIES,
     DEV_ROUTES_PROBE_TIMEOUT,
-    MIN_TRY_SECONDS,
     RETRY_INITIAL_DELAY,
     RETRY_MAX_DELAY,
 )
@@ -40,23 +42,15 @@ from .errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
-    BarrierTimeoutError,
-    BarrierUnreachableError,
-    BarrierUnsupportedError,
     DevClientError,
     DevModeDisabledError,
-    EngineCallError,
-    EngineDeadError,
     Frontend,
     ResponseValidationError,
     RouteNotServedError,
     TLSError,
-    WaitTimeoutError,
-    clip,
     error_from_response,
 )
-from .models import BarrierResult, Completion, ResetPrefixCacheResult
-from .records import GATEWAY_STATUSES
+from .models import Completion
 from .redaction import NO_SECRETS, Secrets
 from .responses import ResponseLike
 from .routes import endpoint as route
@@ -101,19 +95,49 @@ class CallContext:
         """An argument as the caller writes it: `deadline=` / `reset_running_requests=True`, or on the
         command line `--deadline` / `--reset-running-requests`."""
         if self.speaks == "cli":
-            return "--" + name.replace("_", "-")
+            # A wait's request_timeout is the global --timeout there (the commands have no option of it).
+            return "--timeout" if name == "request_timeout" else "--" + name.replace("_", "-")
         return f"{name}={value!r}" if value is not None else f"{name}="
 
 
 @dataclass(frozen=True)
+class Bound:
+    """A bound on an operation as a whole: it ends by `end` (`time.monotonic()`). `seconds` and `name` (the
+    argument that set it: "total timeout" or "deadline") are what errors say."""
+
+    end: float
+    seconds: float
+    name: Literal["total timeout", "deadline"]
+
+    @classmethod
+    def starting_now(cls, seconds: float, name: Literal["total timeout", "deadline"]) -> Bound:
+        return cls(time.monotonic() + seconds, seconds, name)
+
+    def __str__(self) -> str:
+        return f"the {self.name} of {_seconds(self.seconds)}"
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
+    """How often a call is tried, the pauses between tries, and the bound of all of them (`bound`)."""
+
     max_retries: int = DEFAULT_MAX_RETRIES
     initial_delay: float = RETRY_INITIAL_DELAY
     max_delay: float = RETRY_MAX_DELAY
+    bound: Bound | None = None
 
     def delay(self, retry: int) -> float:
         # Exponential backoff with full jitter, so many clients do not retry in lockstep.
         return random.uniform(0, min(self.max_delay, self.initial_delay * 2**retry))
+
+    def within(self, total_timeout: float | None) -> RetryPolicy:
+        """This policy for one operation starting now, bounded as a whole by `total_timeout` (None: not)."""
+        if total_timeout is None:
+            return self
+        return dataclasses.replace(self, bound=Bound.starting_now(total_timeout, "total timeout"))
+
+    def under(self, bound: Bound | None) -> RetryPolicy:
+        return self if bound is None else dataclasses.replace(self, bound=bound)
 
 
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -129,14 +153,15 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
-def _bounds(tries: int, timeouts: Timeouts, deadline: float | None, cut: bool) -> str:
-    """What bounded a call, each bound by its own word: the tries, the timeout per try, the deadline."""
-    parts = [f"{tries} {'try' if tries == 1 else 'tries'}"]
-    parts.append(
-        "no timeout per try" if timeouts.total is None else f"timeout {_seconds(timeouts.total)} per try"
-    )
-    if deadline is not None:
-        parts.append("the last try cut short by the deadline" if cut else "within the deadline")
+def per_try(timeout: float | None) -> str:
+    return "no timeout per try" if timeout is None else f"timeout {_seconds(timeout)} per try"
+
+
+def _bounds(tries: int, timeouts: Timeouts, bound: Bound | None, cut: bool) -> str:
+    """What bounded a call, each bound by its own word: the tries, the timeout per try, the whole bound."""
+    parts = [f"{tries} {'try' if tries == 1 else 'tries'}", per_try(timeouts.total)]
+    if bound is not None:
+        parts.append(f"the last try cut short by {bound}" if cut else f"within {bound}")
     return ", ".join(parts)
 
 
@@ -187,9 +212,7 @@ def _read_status_error(
     )
 
 
-def dev_routes_served(
-    *, timeouts: Timeouts, deadline: float | None, ctx: CallContext
-) -> Operation[bool | None]:
+def dev_routes_served(*, timeouts: Timeouts, bound: Bound | None, ctx: CallContext) -> Operation[bool | None]:
     """After a dev route's 404: does the server serve dev routes at all? One request (`dev_routes_probe`):
     404 says dev mode is off, 405 (or a 2xx) that it is on, so the release lacks the route. None for any
     other answer or none (a proxy's error, a timeout): nothing then tells the two apart."""
@@ -197,7 +220,8 @@ def dev_routes_served(
     start = time.monotonic()
     limit = min(DEV_ROUTES_PROBE_TIMEOUT, *(t for t in (timeouts.total, timeouts.connect) if t is not None))
     try:
-        response: ResponseLike = yield Transmit(probe, limit, _earliest(start + limit, deadline))
+        end = _earliest(start + limit, None if bound is None else bound.end)
+        response: ResponseLike = yield Transmit(probe, limit, end)
     except TransportError as exc:
         _log_exchange(probe, ctx, start, f"failed ({exc.reason})")
         return None
@@ -233,16 +257,21 @@ def call(
     timeouts: Timeouts,
     retry: RetryPolicy,
     ctx: CallContext,
-    deadline: float | None = None,
+    say_bounds: bool = True,
 ) -> Operation[T]:
-    """One route call: each try bounded by `timeouts`, all of them by `deadline`; resent only where safe."""
+    """One route call: each try bounded by `timeouts`, all of them by `retry.bound`; resent only where safe.
+
+    `say_bounds=False` leaves the bounds out of a timeout's message, for a caller (a wait) that says its own.
+    """
     attempt = 0
     replaced_stale = False
+    bound = retry.bound
     while True:
         start = time.monotonic()
         own = None if timeouts.total is None else start + timeouts.total
         try:
-            response: ResponseLike = yield Transmit(ep, timeouts.connect, _earliest(own, deadline))
+            end = own if bound is None else _earliest(own, bound.end)
+            response: ResponseLike = yield Transmit(ep, timeouts.connect, end)
         except TransportError as exc:
             _log_exchange(ep, ctx, start, f"failed ({exc.reason})")
             if (
@@ -255,10 +284,9 @@ def call(
                 replaced_stale = True
                 log.debug("%s %s: %s; resending on a new connection", ep.method, ep.path, exc.reason)
                 continue
-            cut = deadline is not None and (own is None or deadline < own)
-            error: DevClientError = _transport_error(
-                exc, ep, ctx, _bounds(attempt + 1, timeouts, deadline, cut)
-            )
+            cut = bound is not None and (own is None or bound.end < own)
+            said = _bounds(attempt + 1, timeouts, bound, cut) if say_bounds else ""
+            error: DevClientError = _transport_error(exc, ep, ctx, said)
             # A certificate failure is met again on every try.
             may_retry = (ep.idempotent or not exc.sent) and not isinstance(exc, TLSFailure)
         else:
@@ -268,14 +296,14 @@ def call(
                 return _parse(ep, response, ctx)
             error = _status_error(response, ep, ctx)
             if isinstance(error, DevModeDisabledError):
-                served = yield from dev_routes_served(timeouts=timeouts, deadline=deadline, ctx=ctx)
+                served = yield from dev_routes_served(timeouts=timeouts, bound=bound, ctx=ctx)
                 error = _status_error(response, ep, ctx, served)
             may_retry = ep.idempotent and status in ep.retry_statuses
         if not may_retry or attempt >= retry.max_retries:
             raise error
         pause = retry.delay(attempt)
-        if deadline is not None and time.monotonic() + pause >= deadline:
-            raise error
+        if bound is not None and time.monotonic() + pause >= bound.end:
+            raise error  # a try after the pause would have no time left: the last error is the answer
         log.debug("retrying %s %s in %.2fs after: %s", ep.method, ep.path, pause, error)
         yield Sleep(pause)
         attempt += 1
@@ -336,244 +364,9 @@ def step_engine(
     return done.text
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Poll interval: fast at first (the answer often flips within milliseconds), then backing off."""
-
-    initial: float
-    maximum: float
-    factor: float = 2.0
-
-    @classmethod
-    def of(cls, interval: object, max_interval: object) -> Backoff:
-        initial = check.seconds(interval, "interval")
-        maximum = check.seconds(max_interval, "max_interval")
-        return cls(initial=initial, maximum=max(initial, maximum))
-
-    def intervals(self) -> Generator[float, None, None]:
-        value = self.initial
-        while True:
-            yield value
-            value = min(self.maximum, value * self.factor)
-
-
-def _try_timeouts(request_timeout: float, end: float) -> Timeouts:
-    per_try = min(request_timeout, max(MIN_TRY_SECONDS, end - time.monotonic()))
-    return Timeouts(connect=per_try, total=per_try)
-
-
-def _not_yet(exc: DevClientError) -> bool:
-    """A barrier try that failed in a way the next try may not: counted as 'not yet'."""
-    if isinstance(exc, APIConnectionError):
-        return not isinstance(exc, TLSError)
-    return (
-        isinstance(exc, APIStatusError)
-        and not isinstance(exc, EngineCallError)
-        and exc.status_code in GATEWAY_STATUSES
-    )
-
-
-def reset_prefix_cache_until_success(
-    cache: ModelCache,
-    *,
-    deadline: float,
-    reset_external: bool,
-    reset_running_requests: bool,
-    step: bool,
-    poll: Backoff,
-    request_timeout: float,
-    ctx: CallContext,
-    on_attempt: Callable[[int, object], None] | None = None,
-) -> Operation[BarrierResult]:
-    """The offload barrier: reset until success, stepping the engine between tries, until the deadline.
-
-    Each try is one request (the barrier is its own retry loop: `attempts` counts what the server got). A try
-    that times out, cannot connect or meets a gateway error counts as "not yet"; other errors end the barrier.
-    """
-    check.seconds(deadline, "deadline")
-    check.seconds(request_timeout, "request_timeout")
-    check.flag(step, "step_engine")
-    ep: Endpoint[ResetPrefixCacheResult] = route(
-        "reset_prefix_cache", reset_running_requests=reset_running_requests, reset_external=reset_external
-    )
-    start = time.monotonic()
-    end = start + deadline
-    attempts = steps = reached = refused = 0
-    last: object = None
-    intervals = poll.intervals()
-    while True:
-        try:
-            last = yield from call(ep, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx)
-        except DevClientError as exc:
-            if not _not_yet(exc):
-                raise
-            last = exc
-        attempts += 1
-        if not isinstance(last, APIConnectionError) or last.sent:
-            reached += 1  # an answer came, or the request left: the server got this reset
-        if on_attempt is not None:
-            on_attempt(attempts, last)
-        if isinstance(last, ResetPrefixCacheResult):
-            if last.success is None:
-                raise BarrierUnsupportedError(
-                    "the server answers /reset_prefix_cache with a bare 200, so the barrier cannot know "
-                    "whether the prefix cache was reset; upgrade vLLM (>= 0.26) or reset without the barrier"
-                )
-            if last.success:
-                return BarrierResult(
-                    attempts=attempts, engine_steps=steps, elapsed_s=time.monotonic() - start
-                )
-            refused += 1
-        if time.monotonic() >= end:
-            break
-        if step and end - time.monotonic() >= MIN_TRY_SECONDS:
-            try:
-                yield from step_engine(
-                    cache, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
-                )
-                steps += 1
-            except DevClientError as exc:
-                if not _not_yet(exc):
-                    raise
-        # The last try falls on the deadline: a reset that succeeds then still counts.
-        wait = min(next(intervals), end - time.monotonic())
-        if wait > 0:
-            yield Sleep(wait)
-    elapsed = time.monotonic() - start
-    said = f"success={last.success}" if isinstance(last, ResetPrefixCacheResult) else clip(f"{last}", 300)
-    counts = (
-        f"{attempts} {'try' if attempts == 1 else 'tries'} (timeout {request_timeout:g} s per try), "
-        f"{reached} reached the server, {refused} refused by the engine, {steps} engine steps"
-    )
-    fields: dict[str, Any] = {"waited_s": elapsed, "attempts": attempts, "engine_steps": steps, "last": last}
-    if reached == 0:
-        raise BarrierUnreachableError(
-            ctx.secrets.redact(
-                f"{ctx.base_url} is unreachable: reset_prefix_cache never reached the server within the "
-                f"deadline of {deadline:g} s: {counts}; last error: {said}. Check the URL and that the "
-                "server is running"
-            ),
-            reached=reached,
-            refused=refused,
-            **fields,
-        )
-    cause = (
-        f"Blocks are still held (running requests or in-flight offload stores); raise {ctx.hint('deadline')} "
-        f"or pass {ctx.hint('reset_running_requests', True)}"
-        if refused
-        else (
-            f"The server did not answer in time; raise {ctx.hint('request_timeout')} or "
-            f"{ctx.hint('deadline')}"
-        )
-    )
-    raise BarrierTimeoutError(
-        ctx.secrets.redact(
-            f"reset_prefix_cache did not succeed within the deadline of {deadline:g} s: {counts}; last "
-            f"answer: {said}. {cause}"
-        ),
-        reached=reached,
-        refused=refused,
-        **fields,
-    )
-
-
-def wait_until(
-    probe: Endpoint[T],
-    done: Callable[[T], bool],
-    *,
-    what: str,
-    deadline: float,
-    poll: Backoff,
-    request_timeout: float,
-    ctx: CallContext,
-    tolerate: Callable[[DevClientError], bool],
-) -> Operation[T]:
-    """Poll `probe` until `done(answer)` or the deadline; errors for which `tolerate` is true: 'not yet'."""
-    check.seconds(deadline, "deadline")
-    check.seconds(request_timeout, "request_timeout")
-    start = time.monotonic()
-    end = start + deadline
-    last: object = None
-    tries = 0
-    for interval in poll.intervals():
-        tries += 1
-        try:
-            answer = yield from call(
-                probe, timeouts=_try_timeouts(request_timeout, end), retry=NO_RETRY, ctx=ctx
-            )
-        except DevClientError as exc:
-            if isinstance(exc, TLSError) or not tolerate(exc):
-                raise
-            last = exc
-        else:
-            if done(answer):
-                return answer
-            last = answer
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            break
-        yield Sleep(min(interval, remaining))
-    counts = f"{tries} {'try' if tries == 1 else 'tries'}, timeout {request_timeout:g} s per try"
-    raise WaitTimeoutError(
-        ctx.secrets.redact(
-            f"{what} not reached within the deadline of {deadline:g} s "
-            f"({counts}; last: {clip(repr(last), 300)})"
-        ),
-        waited_s=time.monotonic() - start,
-        last=last,
-    )
-
-
-def _ready_tolerates(exc: DevClientError) -> bool:
-    # Not up yet: refused connections, a Rust frontend that accepts TCP and answers nothing, a proxy's 502.
-    # A dead engine (503 from /health) will not come back: that ends the wait.
-    return isinstance(exc, APIConnectionError) or (
-        isinstance(exc, APIStatusError) and not isinstance(exc, EngineDeadError)
-    )
-
-
-def wait_until_ready(
-    *, deadline: float, poll: Backoff, request_timeout: float, ctx: CallContext
-) -> Operation[bool]:
-    health: Endpoint[bool] = route("health")
-    result = yield from wait_until(
-        health,
-        bool,
-        what="/health answering 200",
-        deadline=deadline,
-        poll=poll,
-        request_timeout=request_timeout,
-        ctx=ctx,
-        tolerate=_ready_tolerates,
-    )
-    return result
-
-
-def wait_for_flag(
-    probe: Endpoint[bool],
-    wanted: bool,
-    *,
-    what: str,
-    deadline: float,
-    poll: Backoff,
-    request_timeout: float,
-    ctx: CallContext,
-) -> Operation[None]:
-    yield from wait_until(
-        probe,
-        lambda v: v is wanted,
-        what=what,
-        deadline=deadline,
-        poll=poll,
-        request_timeout=request_timeout,
-        ctx=ctx,
-        tolerate=lambda exc: isinstance(exc, APIConnectionError),
-    )
-
-
 __all__ = [
     "NO_RETRY",
-    "Backoff",
+    "Bound",
     "CallContext",
     "ModelCache",
     "RetryPolicy",
@@ -582,10 +375,7 @@ __all__ = [
     "call",
     "completion",
     "dev_routes_served",
-    "reset_prefix_cache_until_success",
+    "per_try",
     "served_model",
     "step_engine",
-    "wait_for_flag",
-    "wait_until",
-    "wait_until_ready",
 ]

@@ -69,7 +69,11 @@ def _fleet_doc(method: Method, indent: str) -> str:
     text = docstring(method, indent)
     closing = f'\n{indent}"""' if method.params else '"""'
     body = text[: -len(closing)] if text.endswith(closing) else text.removesuffix('"""')
-    note = [f"{indent}On every target at once: a FleetResult holds each target's answer or error."]
+    note = [
+        f"{indent}On every target at once: a FleetResult of each target's answer; when any target failed,",
+        f"{indent}FleetError with every target's outcome (a fleet made with raise_on_error=False returns the",
+        f"{indent}FleetResult, failures inside).",
+    ]
     if method.deadline is not None:
         note.append(f"{indent}The deadline is one moment for all targets.")
     return f"{body}\n\n" + "\n".join(note) + f'\n{indent}"""'

@@ -62,6 +62,7 @@ class _AsyncCore(BaseClient):
         *,
         api_key: str | None = None,
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         http_client: httpx.AsyncClient | None = None,
         model: str | None = None,
@@ -80,6 +81,7 @@ class _AsyncCore(BaseClient):
             transport=transport,
             verify=verify,
             cert=cert,
+            total_timeout=total_timeout,
         )
         if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise InvalidParameterError(
@@ -117,6 +119,7 @@ class _AsyncCore(BaseClient):
         self,
         *,
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int | NotGiven = NOT_GIVEN,
         api_key: str | NotGiven | None = NOT_GIVEN,
         default_headers: Mapping[str, str] | NotGiven = NOT_GIVEN,
@@ -125,6 +128,7 @@ class _AsyncCore(BaseClient):
 
         Args:
             timeout: default HTTP timeout of one try.
+            total_timeout: default bound of a call as a whole, retries included (None: none).
             max_retries: retries of idempotent calls.
             api_key: another key (None: none).
             default_headers: replaces the extra headers sent on every call.
@@ -132,6 +136,8 @@ class _AsyncCore(BaseClient):
         changes: dict[str, Any] = {}
         if not isinstance(timeout, NotGiven):
             changes.update(timeout=check.timeout(timeout), timeout_arg=timeout, timeout_given=True)
+        if not isinstance(total_timeout, NotGiven):
+            changes["total_timeout"] = check.optional_seconds(total_timeout, "total_timeout")
         if not isinstance(max_retries, NotGiven):
             changes["max_retries"] = check.non_negative_int(max_retries, "max_retries")
         if not isinstance(api_key, NotGiven):
@@ -190,10 +196,11 @@ class _AsyncCore(BaseClient):
     async def _send(self, ep: Endpoint[T], options: Mapping[str, Any]) -> T:
         opts = self._options(options)
         timeouts = self._timeouts(opts, long_running=ep.long_running)
-        op = ops.call(ep, timeouts=timeouts, retry=self._retry, ctx=self._context())
+        retry = self._retry_for(opts)
+        op = ops.call(ep, timeouts=timeouts, retry=retry, ctx=self._context())
         if ep.requires is not None:
             op = gate.requiring(
-                ep, op, release=self._release, timeouts=timeouts, retry=self._retry, ctx=self._context()
+                ep, op, release=self._release, timeouts=timeouts, retry=retry, ctx=self._context()
             )
         return await self._run(op, opts)
 
@@ -219,9 +226,8 @@ class _AsyncCore(BaseClient):
         body = json if json is not None else endpoints.NO_BODY
         opts = {**self._options(options), RAW_RESPONSE: True}
         ep = endpoints.raw(method, path, params, body, dev_paths=DEV_PATHS)
-        op = ops.call(
-            ep, timeouts=self._timeouts(opts, long_running=False), retry=self._retry, ctx=self._context()
-        )
+        timeouts = self._timeouts(opts, long_running=False)
+        op = ops.call(ep, timeouts=timeouts, retry=self._retry_for(opts), ctx=self._context())
         raw = cast(RawResponse[Any], await self._run(op, opts))
         return raw.http_response
 

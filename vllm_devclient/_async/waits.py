@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from typing_extensions import Unpack
 
-from .. import checkpoint_wait, reset_check
+from .. import checkpoint_wait, polling, reset_check
 from .. import operations as ops
 from .._base_client import (
     RequestOptions,
@@ -37,19 +37,18 @@ from .routes import _AsyncRoutes
 __all__ = ["_AsyncWaits"]
 
 
-def _wait_options(
-    wait: WaitOptions, deadline: float, request_timeout: float
-) -> tuple[float, float, ops.Backoff]:
-    """(deadline, request_timeout, poll) from a wait's options, with this wait's defaults."""
+def _wait_options(wait: WaitOptions, deadline: float) -> tuple[float, float | None, polling.Backoff]:
+    """(deadline, request_timeout, poll) from a wait's options, with this wait's default deadline."""
     unknown = set(wait) - set(WaitOptions.__annotations__)
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    poll = ops.Backoff.of(wait.get("interval", DEFAULT_POLL_INTERVAL), DEFAULT_POLL_MAX_INTERVAL)
-    return wait.get("deadline", deadline), wait.get("request_timeout", request_timeout), poll
+    poll = polling.Backoff.of(wait.get("interval", DEFAULT_POLL_INTERVAL), DEFAULT_POLL_MAX_INTERVAL)
+    return wait.get("deadline", deadline), wait.get("request_timeout"), poll
 
 
 class _AsyncWaits(_AsyncRoutes):
-    """Completions, stepping, the barrier and the waits; their logic is in `operations.py`."""
+    """Completions, stepping, the barrier and the waits; their logic is in `operations.py` and
+    `polling.py`."""
 
     # ---- completions and engine stepping ---------------------------------------------------------------
 
@@ -85,7 +84,7 @@ class _AsyncWaits(_AsyncRoutes):
             seed=seed,
             stop=stop,
             timeouts=timeouts,
-            retry=self._retry,
+            retry=self._retry_for(opts),
             ctx=self._context(),
         )
         return await self._run(op, opts)
@@ -94,7 +93,9 @@ class _AsyncWaits(_AsyncRoutes):
         """Send a 1-token greedy completion (prompt "0") so the engine runs a step; returns its text."""
         opts = self._options(options)
         timeouts = self._timeouts(opts, long_running=False)
-        op = ops.step_engine(self._models, timeouts=timeouts, retry=self._retry, ctx=self._context())
+        op = ops.step_engine(
+            self._models, timeouts=timeouts, retry=self._retry_for(opts), ctx=self._context()
+        )
         return await self._run(op, opts)
 
     # ---- the barrier and the waits ---------------------------------------------------------------------
@@ -103,7 +104,7 @@ class _AsyncWaits(_AsyncRoutes):
         self,
         *,
         deadline: float = DEFAULT_BARRIER_DEADLINE,
-        request_timeout: float = DEFAULT_BARRIER_REQUEST_TIMEOUT,
+        request_timeout: float | None = None,
         reset_external: bool = False,
         reset_running_requests: bool = False,
         step_engine: bool = True,
@@ -113,12 +114,14 @@ class _AsyncWaits(_AsyncRoutes):
     ) -> BarrierResult:
         """The offload barrier: reset the prefix cache until it succeeds, stepping the engine between tries.
 
-        Returns within `deadline` (plus at most one short try) or raises BarrierTimeoutError; a success=false
-        is never reported as success. Each try is one request; `attempts` counts them.
+        Returns within `deadline` (plus at most one short try; the client's total_timeout ends it sooner when
+        shorter) or raises BarrierTimeoutError; a success=false is never reported as success. Each try is one
+        request; `attempts` counts them. When nothing listens at the URL (no connection, more tries in a row
+        than max_retries) it raises BarrierUnreachableError at once.
 
         Args:
             deadline: seconds for the whole barrier.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 10).
             reset_external: also reset the connector's tier (default False: keep the CPU tier).
             reset_running_requests: preempt running requests so their blocks can be freed.
             step_engine: send a 1-token completion between tries, so finished blocks are released.
@@ -126,14 +129,13 @@ class _AsyncWaits(_AsyncRoutes):
             max_interval: longest pause between tries.
             on_attempt: called after each try with (attempt number, its answer or error).
         """
-        op = ops.reset_prefix_cache_until_success(
+        poll = polling.Backoff.of(interval, max_interval)
+        op = polling.reset_prefix_cache_until_success(
             self._models,
-            deadline=deadline,
+            plan=self._plan(deadline, request_timeout, DEFAULT_BARRIER_REQUEST_TIMEOUT, poll),
             reset_external=reset_external,
             reset_running_requests=reset_running_requests,
             step=step_engine,
-            poll=ops.Backoff.of(interval, max_interval),
-            request_timeout=request_timeout,
             ctx=self._context(),
             on_attempt=on_attempt,
         )
@@ -171,7 +173,7 @@ class _AsyncWaits(_AsyncRoutes):
             reset_running_requests=reset_running_requests,
             deadline=deadline,
             timeouts=self._timeouts(opts, long_running=False),
-            retry=self._retry,
+            retry=self._retry_for(opts),
             ctx=self._context(),
         )
         return await self._run(op, opts)
@@ -179,70 +181,60 @@ class _AsyncWaits(_AsyncRoutes):
     async def wait_until_ready(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.
 
-        Takes the WaitOptions: deadline (default 120 s), request_timeout (default 1 s: a starting Rust
-        frontend accepts connections and says nothing), interval.
+        Takes the WaitOptions: deadline (default 120 s), request_timeout (default: the client's timeout when
+        set, else 1 s: a starting Rust frontend accepts connections and says nothing), interval. Refused
+        connections are waited through until the deadline (the server may be starting).
         """
-        deadline, request_timeout, poll = _wait_options(
-            wait, DEFAULT_READY_DEADLINE, DEFAULT_READY_REQUEST_TIMEOUT
-        )
-        op = ops.wait_until_ready(
-            deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
-        )
-        await self._run(op, {})
+        deadline, request_timeout, poll = _wait_options(wait, DEFAULT_READY_DEADLINE)
+        plan = self._plan(deadline, request_timeout, DEFAULT_READY_REQUEST_TIMEOUT, poll)
+        await self._run(polling.wait_until_ready(plan=plan, ctx=self._context()), {})
 
     async def _wait_flag(self, probe: Endpoint[bool], wanted: bool, wait: WaitOptions) -> None:
-        deadline, request_timeout, poll = _wait_options(
-            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT
-        )
+        deadline, request_timeout, poll = _wait_options(wait, DEFAULT_WAIT_DEADLINE)
+        plan = self._plan(deadline, request_timeout, DEFAULT_WAIT_REQUEST_TIMEOUT, poll)
         what = f"{probe.path.lstrip('/')} == {str(wanted).lower()}"
-        op = ops.wait_for_flag(
-            probe,
-            wanted,
-            what=what,
-            deadline=deadline,
-            poll=poll,
-            request_timeout=request_timeout,
-            ctx=self._context(),
-        )
+        op = polling.wait_for_flag(probe, wanted, what=what, plan=plan, ctx=self._context())
         await self._run(op, {})
 
     async def wait_until_sleeping(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
 
-        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default: the client's timeout when
+        set, else 5 s), interval. WaitUnreachableError at once when nothing listens at the URL.
         """
         await self._wait_flag(route("is_sleeping"), True, wait)
 
     async def wait_until_awake(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_sleeping until false.
 
-        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default: the client's timeout when
+        set, else 5 s), interval. WaitUnreachableError at once when nothing listens at the URL.
         """
         await self._wait_flag(route("is_sleeping"), False, wait)
 
     async def wait_until_paused(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until true.
 
-        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default: the client's timeout when
+        set, else 5 s), interval. WaitUnreachableError at once when nothing listens at the URL.
         """
         await self._wait_flag(route("is_paused"), True, wait)
 
     async def wait_until_resumed(self, **wait: Unpack[WaitOptions]) -> None:
         """Poll /is_paused until false.
 
-        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default: the client's timeout when
+        set, else 5 s), interval. WaitUnreachableError at once when nothing listens at the URL.
         """
         await self._wait_flag(route("is_paused"), False, wait)
 
     async def wait_until_checkpoint_prepared(self, **wait: Unpack[WaitOptions]) -> CheckpointStatus:
         """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
 
-        Takes the WaitOptions: deadline (default 60 s), request_timeout (default 5 s), interval.
+        Takes the WaitOptions: deadline (default 60 s), request_timeout (default: the client's timeout when
+        set, else 5 s), interval. WaitUnreachableError at once when nothing listens at the URL.
         """
-        deadline, request_timeout, poll = _wait_options(
-            wait, DEFAULT_WAIT_DEADLINE, DEFAULT_WAIT_REQUEST_TIMEOUT
-        )
-        op = checkpoint_wait.wait_until_checkpoint_prepared(
-            deadline=deadline, poll=poll, request_timeout=request_timeout, ctx=self._context()
-        )
+        deadline, request_timeout, poll = _wait_options(wait, DEFAULT_WAIT_DEADLINE)
+        plan = self._plan(deadline, request_timeout, DEFAULT_WAIT_REQUEST_TIMEOUT, poll)
+        op = checkpoint_wait.wait_until_checkpoint_prepared(plan=plan, ctx=self._context())
         return await self._run(op, {})

@@ -24,6 +24,9 @@ class DevClient(_SyncFlows):
         timeout: HTTP timeout of one try of every call, as a whole: seconds, an httpx.Timeout, or None (no
             bound); default $VLLM_DEVCLIENT_TIMEOUT, else 30 s with no bound on the answer of long routes
             (weight transfer, collective_rpc, sleep level 2, completions). A timeout you set bounds them too.
+        total_timeout: seconds for every call as a whole, its retries and their pauses included (a wait or
+            the barrier: its deadline, when that is shorter); None (the default): no such bound, tries and
+            max_retries alone bound a call. Default $VLLM_DEVCLIENT_TOTAL_TIMEOUT. Per call: total_timeout=.
         max_retries: retries of idempotent calls after connection failures and 502/503/504.
         http_client: an httpx.Client to send with (for your own proxies or respx mocks).
         model: the served model name for completions and stepping (default: the first on /v1/models).

@@ -9,12 +9,12 @@ from enum import IntEnum
 from ..errors import (
     APIConnectionError,
     AuthenticationError,
-    BarrierUnreachableError,
     DevModeDisabledError,
     InvalidParameterError,
     PermissionDeniedError,
     UnsuccessfulResultError,
     WaitTimeoutError,
+    WaitUnreachableError,
 )
 
 __all__ = [
@@ -49,7 +49,8 @@ EXIT_CODES_SHORT = (
 
 # Which errors exit with which code, the first match wins; anything else exits 1.
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
-    (BarrierUnreachableError, ExitCode.CONNECTION),  # no try reached the server: not a deadline matter
+    # Nothing listens there (the barrier: no try reached the server): not a deadline matter.
+    (WaitUnreachableError, ExitCode.CONNECTION),
     (WaitTimeoutError, ExitCode.DEADLINE),
     (APIConnectionError, ExitCode.CONNECTION),
     (DevModeDisabledError, ExitCode.DEV_MODE),

@@ -72,6 +72,7 @@ def _subscriber(settings: Settings, ctx: click.Context, **kw: Any) -> Any:
         settings.urls[0],
         api_key=settings.api_key,
         timeout=settings.http_timeout,
+        total_timeout=settings.total_timeout,
         max_retries=settings.retries,
         verify=settings.verify,
         cert=settings.cert,

@@ -12,7 +12,7 @@ import click
 import httpx
 from click.core import ParameterSource
 
-from .._base_client import NOT_GIVEN, TIMEOUT_ENV, NotGiven
+from .._base_client import NOT_GIVEN, TIMEOUT_ENV, TOTAL_TIMEOUT_ENV, NotGiven
 from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, DEFAULT_URL
 from ..fleet import AsyncFleet, TargetOutcome
 from ..transports import CertArg, VerifyArg
@@ -48,6 +48,7 @@ GLOBAL_OPTIONS = (
     "key",
     "insecure",
     "timeout",
+    "total_timeout",
     "retries",
     "concurrency",
     "output",
@@ -92,6 +93,8 @@ class Settings:
     progress: bool
     verify: VerifyArg = True  # --cacert, --insecure
     cert: CertArg | None = None  # --cert, --key
+    # --total-timeout or $VLLM_DEVCLIENT_TOTAL_TIMEOUT: every call as a whole, retries included
+    total_timeout: float | None = None
 
     @property
     def json(self) -> bool:
@@ -114,6 +117,8 @@ class Settings:
             on_result=on_result,
             verify=self.verify,
             cert=self.cert,
+            total_timeout=self.total_timeout,
+            raise_on_error=False,  # every target's outcome is printed, failures too
         )
         for client in fleet.clients.values():
             client._speak_cli()
@@ -172,7 +177,7 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             ["--cert"],
             metavar="FILE",
             hidden=hidden,
-            help="Client certificate for mTLS (PEM, key in it or --key).",
+            help="Client certificate (mTLS; PEM, key in it or --key).",
         ),
         click.Option(["--key"], metavar="FILE", hidden=True, help="The key of --cert, in a file of its own."),
         click.Option(
@@ -191,6 +196,15 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
             hidden=hidden,
             help="Seconds per try (default 30, long routes unbounded).",
         ),
+        click.Option(
+            ["--total-timeout"],
+            type=SECONDS,
+            metavar="SECONDS",
+            envvar=TOTAL_TIMEOUT_ENV if top else None,
+            default=None,
+            hidden=hidden,
+            help="Seconds per call, retries included (default none).",
+        ),
         *(
             click.Option(
                 [flag],
@@ -201,7 +215,7 @@ def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Par
                 help=f"{text} (default {default}).",
             )
             for flag, kind, metavar, default, text in (
-                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502/503/504"),
+                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502-504"),
                 (
                     "--concurrency",
                     Number(int, 1),
@@ -275,6 +289,7 @@ def settings_of(ctx: click.Context, sub: Mapping[str, Any]) -> Settings:
         api_key=api_key,
         timeout=float(pick("timeout") or DEFAULT_TIMEOUT.read or 30.0),
         timeout_given=timeout_given,
+        total_timeout=pick("total_timeout"),
         retries=int(pick("retries")),
         concurrency=int(pick("concurrency") or DEFAULT_MAX_CONCURRENCY),
         output=_output(sub) or _output(top) or "table",

@@ -259,6 +259,8 @@ def gsm8k(
             max_concurrency=len(settings.urls),
             verify=settings.verify,
             cert=settings.cert,
+            total_timeout=settings.total_timeout,
+            raise_on_error=False,  # each server's outcome is reported
         )
         async with fleet:
             return await fleet.map(lambda client: gsm8k.evaluate_gsm8k_async(client=client, **kwargs))

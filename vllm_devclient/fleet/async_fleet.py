@@ -40,7 +40,7 @@ from ..errors import DevClientError, InvalidParameterError, add_note
 from ..models import CheckpointStatus, MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
 from ._async_methods import _AsyncFleetMethods
-from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
+from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline, _total_bound
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
@@ -49,14 +49,14 @@ T = TypeVar("T")
 
 
 class AsyncFleet(_AsyncFleetMethods):
-    """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult.
+    """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult, every target's answer.
 
-    `max_concurrency` bounds how many targets are in flight at once (across concurrent calls on this
-    fleet). `raise_on_error=True` makes every call all-or-nothing (FleetError when any target failed);
-    otherwise call `.raise_for_errors()` on the result. `on_result` is called as each target finishes
-    (for progress display). Arguments that are invalid everywhere (InvalidParameterError) are raised as
-    they are, since nothing was sent; anything that is not a DevClientError is a bug and propagates.
-    `verify` and `cert` are the clients' TLS settings, one for every https target (http targets ignore them).
+    All targets or none: a call that failed on any target raises FleetError once every target has finished,
+    with every target's outcome on it (`.result`, a FleetResult: the values where it went through, the
+    error where it did not; `.errors` the failures). An RL loop that pauses, resets or updates a fleet
+    cannot go on with part of it, so a partial failure must not pass unnoticed; `raise_on_error=False` gives
+    the FleetResult back instead, failures inside (`.failed`, `.raise_for_errors()`). The flows
+    (`paused()`, `sleeping()`, `weight_update()`) always raise, after undoing what went through.
     """
 
     def __init__(
@@ -65,15 +65,33 @@ class AsyncFleet(_AsyncFleetMethods):
         *,
         api_key: str | None = None,
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        raise_on_error: bool = False,
+        raise_on_error: bool = True,
         on_result: OnResult | None = None,
         http_client: httpx.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
         verify: VerifyArg = True,
         cert: CertArg | None = None,
     ) -> None:
+        """A fleet over `urls` (base URLs, each once), with one client per target sharing one pool.
+
+        Args:
+            urls: the targets' base URLs.
+            api_key, timeout, total_timeout, max_retries, default_headers: each target's client's, as
+                AsyncDevClient takes them. `total_timeout` is one moment for every target of a call: a
+                target that waits for a slot (more targets than max_concurrency) gets what is left of it.
+            max_concurrency: how many targets are in flight at once (across concurrent calls on the fleet).
+            raise_on_error: True (the default): a call that failed on any target raises FleetError, every
+                target's outcome on it; False: the call returns the FleetResult, failures inside.
+            on_result: called with each target's outcome as it finishes (for a progress display).
+            http_client: an httpx.AsyncClient for every target (for your own proxies or respx mocks).
+            verify, cert: the clients' TLS settings, one for every https target (http targets ignore them).
+
+        Arguments invalid everywhere (InvalidParameterError) are raised as they are, since nothing was sent;
+        anything that is not a DevClientError is a bug and propagates.
+        """
         self.max_concurrency = check.positive_int(max_concurrency, "max_concurrency")
         self.raise_on_error = check.flag(raise_on_error, "raise_on_error")
         self.on_result = on_result
@@ -88,9 +106,11 @@ class AsyncFleet(_AsyncFleetMethods):
                 transport=None,
                 verify=verify,
                 cert=cert,
+                total_timeout=total_timeout,
             )
             for url in _listed(urls)
         ]
+        self._total_timeout = configs[0].total_timeout if configs else None
         check_own_tls(http_client, verify, cert)
         self.urls = _normalise([c.url.url for c in configs])
         # One connection pool for every target: aiohttp keys its connections by host, and one pool's
@@ -113,6 +133,7 @@ class AsyncFleet(_AsyncFleetMethods):
             else {
                 "api_key": api_key,
                 "timeout": timeout,
+                "total_timeout": total_timeout,
                 "max_retries": max_retries,
                 "max_concurrency": max_concurrency,
                 "raise_on_error": raise_on_error,
@@ -153,11 +174,13 @@ class AsyncFleet(_AsyncFleetMethods):
     async def _gather(
         self, fn: Callable[[AsyncDevClient], Awaitable[T]], urls: Sequence[str], operation: str
     ) -> FleetResult[T]:
+        bounded = _total_bound(self._total_timeout)
+
         async def one(url: str) -> TargetOutcome[T]:
             async with self._semaphore:
                 start = time.perf_counter()
                 try:
-                    value = await fn(self.clients[url])
+                    value = await fn(bounded(self.clients[url]))
                 except DevClientError as exc:
                     outcome = TargetOutcome[T](url, None, exc, time.perf_counter() - start)
                 else:

@@ -22,21 +22,47 @@ __all__ = [
     "_normalise",
     "_rebuild",
     "_shared_deadline",
+    "_total_bound",
 ]
 
 
 # The least a late target's deadline is given, so its one try can still be answered.
 _LEAST_DEADLINE = 0.001
+# A target that started this much after its call did wait for a slot: its bound is shortened.
+_SLOT_WAIT = 0.01
 
 
 def _shared_deadline(default: float | None, kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    """For a method that runs until a deadline (`default` its own): the keyword arguments of a target
-    starting now. Over a fleet the deadline is one moment for every target, so targets that wait for a
-    slot (more targets than max_concurrency) get what is left of it, not a new one."""
-    if default is None:
+    """For a method that runs until a deadline (`default` its own), and for a call's `total_timeout=`: the
+    keyword arguments of a target starting now. Over a fleet each is one moment for every target, so
+    targets that wait for a slot (more targets than max_concurrency) get what is left of it, not a new one."""
+    ends: dict[str, float] = {}
+    if default is not None:
+        ends["deadline"] = time.monotonic() + check.seconds(kwargs.pop("deadline", default), "deadline")
+    if kwargs.get("total_timeout") is not None:
+        ends["total_timeout"] = time.monotonic() + check.seconds(kwargs["total_timeout"], "total_timeout")
+    if not ends:
         return lambda: kwargs
-    end = time.monotonic() + check.seconds(kwargs.pop("deadline", default), "deadline")
-    return lambda: {**kwargs, "deadline": max(_LEAST_DEADLINE, end - time.monotonic())}
+    return lambda: {**kwargs, **{k: max(_LEAST_DEADLINE, end - time.monotonic()) for k, end in ends.items()}}
+
+
+def _total_bound(total_timeout: float | None) -> Callable[[AsyncDevClient], AsyncDevClient]:
+    """The fleet's `total_timeout` as one moment for a call starting now: a target's client as it is, or,
+    for a target that waited for a slot, one whose total_timeout is what is left (at least a little)."""
+    if total_timeout is None:
+        return lambda client: client
+    end = time.monotonic() + total_timeout
+
+    def bounded(client: AsyncDevClient) -> AsyncDevClient:
+        left = end - time.monotonic()
+        if left >= total_timeout - _SLOT_WAIT:
+            return client
+        late = client.with_options(total_timeout=max(_LEAST_DEADLINE, left))
+        if client._context().speaks == "cli":
+            late._speak_cli()
+        return late
+
+    return bounded
 
 
 # Every public coroutine method of the client, found at import time: `call()` accepts exactly these, and a

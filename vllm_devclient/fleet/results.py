@@ -88,8 +88,14 @@ class FleetResult(Mapping[str, TargetOutcome[T]]):
         return self
 
 
+# How many of the targets that went through a FleetError's message names (`.result` holds them all).
+_OK_SHOWN = 8
+
+
 class FleetError(DevClientError):
-    """At least one target failed; `.errors` maps each failed target's URL to its error."""
+    """At least one target failed. `.result` holds every target's outcome (`.result.ok`: the values where
+    the call went through); `.errors` maps each failed target's URL to its error; `.operation` names the
+    call."""
 
     def __init__(self, result: FleetResult[Any]) -> None:
         self.result = result
@@ -99,6 +105,10 @@ class FleetError(DevClientError):
             f"{result.operation} failed on {len(self.errors)} of {len(result)} targets:",
             *(f"  {url}: {type(err).__name__}: {err}" for url, err in self.errors.items()),
         ]
+        if result.ok:
+            shown = list(result.ok)[:_OK_SHOWN]
+            more = f", and {len(result.ok) - len(shown)} more" if len(result.ok) > len(shown) else ""
+            lines.append(f"ok on {len(result.ok)} of {len(result)} targets: {', '.join(shown)}{more}")
         if result.rollback is not None:
             undo = result.rollback
             lines.append(f"rolled back with {undo.operation} on {len(undo)} targets:")

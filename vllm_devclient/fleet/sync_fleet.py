@@ -72,10 +72,13 @@ class _LoopThread:
 
 
 class Fleet(_FleetMethods):
-    """Synchronous fleet: the same methods and results as AsyncFleet, without await.
+    """Synchronous fleet: the same methods and results as AsyncFleet, without await (its calls run on a
+    private event-loop thread).
 
-    `map(fn)` takes the same callable as AsyncFleet's, given an AsyncDevClient:
-    `fleet.map(lambda c: c.reset_prefix_cache(reset_external=True))`.
+    All targets or none, as AsyncFleet: a call that failed on any target raises FleetError once every target
+    has finished, every target's outcome on it (`.result`); `raise_on_error=False` gives the FleetResult
+    back instead, failures inside. `map(fn)` takes the same callable as AsyncFleet's, given an
+    AsyncDevClient: `fleet.map(lambda c: c.reset_prefix_cache(reset_external=True))`.
     """
 
     def __init__(
@@ -84,18 +87,32 @@ class Fleet(_FleetMethods):
         *,
         api_key: str | None = None,
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
+        total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        raise_on_error: bool = False,
+        raise_on_error: bool = True,
         on_result: OnResult | None = None,
         default_headers: Mapping[str, str] | None = None,
         verify: VerifyArg = True,
         cert: CertArg | None = None,
     ) -> None:
+        """A fleet over `urls` (base URLs, each once); the arguments are AsyncFleet's (without http_client).
+
+        Args:
+            urls: the targets' base URLs.
+            api_key, timeout, total_timeout, max_retries, default_headers: each target's client's, as
+                DevClient takes them. `total_timeout` is one moment for every target of a call.
+            max_concurrency: how many targets are in flight at once.
+            raise_on_error: True (the default): a call that failed on any target raises FleetError, every
+                target's outcome on it; False: the call returns the FleetResult, failures inside.
+            on_result: called with each target's outcome as it finishes, on the fleet's loop thread.
+            verify, cert: the clients' TLS settings, one for every https target.
+        """
         self._fleet = AsyncFleet(
             urls,
             api_key=api_key,
             timeout=timeout,
+            total_timeout=total_timeout,
             max_retries=max_retries,
             max_concurrency=max_concurrency,
             raise_on_error=raise_on_error,

@@ -47,7 +47,9 @@ class _AsyncCacheMethods:
             reset_running_requests: preempt running requests first, so their blocks can be freed.
             reset_external: also reset the connector's tier (e.g. the CPU offload cache).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.reset_prefix_cache,
@@ -57,14 +59,18 @@ class _AsyncCacheMethods:
     async def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /reset_mm_cache: drop the multimodal cache.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.reset_mm_cache, dict(**options))
 
     async def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /reset_encoder_cache: drop the encoder cache.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.reset_encoder_cache, dict(**options))
 
@@ -77,7 +83,9 @@ class _AsyncCacheMethods:
             reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
                 (reset).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.release_kv_cache_memory, dict(reset_connector=reset_connector, **options)
@@ -87,7 +95,7 @@ class _AsyncCacheMethods:
         self,
         *,
         deadline: float = 60.0,
-        request_timeout: float = 10.0,
+        request_timeout: float | None = None,
         reset_external: bool = False,
         reset_running_requests: bool = False,
         step_engine: bool = True,
@@ -99,7 +107,7 @@ class _AsyncCacheMethods:
 
         Args:
             deadline: seconds for the whole barrier.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 10).
             reset_external: also reset the connector's tier (default False: keep the CPU tier).
             reset_running_requests: preempt running requests so their blocks can be freed.
             step_engine: send a 1-token completion between tries, so finished blocks are released.
@@ -107,7 +115,9 @@ class _AsyncCacheMethods:
             max_interval: longest pause between tries.
             on_attempt: called after each try with (attempt number, its answer or error).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -142,7 +152,9 @@ class _AsyncCacheMethods:
             reset_running_requests: preempt running requests so their blocks can be freed.
             deadline: seconds to wait for /metrics to count the probe.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(

@@ -51,7 +51,9 @@ class _AsyncEngineMethods:
             kwargs: keyword arguments, a JSON object.
             rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.collective_rpc,
@@ -73,7 +75,9 @@ class _AsyncEngineMethods:
             delay_iterations: engine steps to skip before recording.
             max_iterations: engine steps to record at most.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.start_profile,
@@ -88,7 +92,9 @@ class _AsyncEngineMethods:
     async def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.stop_profile, dict(**options))
 
@@ -107,7 +113,9 @@ class _AsyncEngineMethods:
             request_id: the round's id: the same on every engine of one recovery round.
             params: the instruction's parameters.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.apply_fault_tolerance,
@@ -135,7 +143,9 @@ class _AsyncEngineMethods:
             seed: sampling seed.
             stop: stop strings.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.completion,
@@ -153,7 +163,9 @@ class _AsyncEngineMethods:
     async def step_engine(self, **options: Unpack[RequestOptions]) -> FleetResult[str]:
         """Send a 1-token greedy completion (prompt "0") so the engine runs a step; returns its text.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.step_engine, dict(**options))
 
@@ -174,7 +186,9 @@ class _AsyncEngineMethods:
             params: query parameters; booleans go out as true/false.
             json: a JSON body.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.request, dict(method=method, path=path, params=params, json=json, **options)

@@ -34,14 +34,18 @@ class _AsyncPauseMethods:
     async def resume(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
         """POST /resume: schedule again after pause().
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.resume, dict(**options))
 
     async def is_paused(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_paused.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.is_paused, dict(**options))
 
@@ -53,6 +57,8 @@ class _AsyncPauseMethods:
         Args:
             request_ids: the ids to abort; None: every request in flight.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.abort_requests, dict(request_ids=request_ids, **options))

@@ -37,49 +37,63 @@ class _AsyncServerMethods:
     async def health(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /health: True when the engine is alive; EngineDeadError (503) when it is dead.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.health, dict(**options))
 
     async def version(self, **options: Unpack[RequestOptions]) -> FleetResult[VersionInfo]:
         """GET /version: the vLLM version, and (`.frontend`) which frontend serves it.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.version, dict(**options))
 
     async def models(self, **options: Unpack[RequestOptions]) -> FleetResult[ModelList]:
         """GET /v1/models: the served models (needs the api_key when the server has one).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.models, dict(**options))
 
     async def metrics_text(self, **options: Unpack[RequestOptions]) -> FleetResult[str]:
         """GET /metrics: the Prometheus (Python) or OpenMetrics (Rust) text.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.metrics_text, dict(**options))
 
     async def metrics(self, **options: Unpack[RequestOptions]) -> FleetResult[MetricsSnapshot]:
         """GET /metrics as a typed snapshot: prefix-cache and KV-offload counters (the "metrics" extra).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.metrics, dict(**options))
 
     async def load(self, **options: Unpack[RequestOptions]) -> FleetResult[LoadInfo]:
         """GET /load: how many requests are in flight on the server's GPU routes.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.load, dict(**options))
 
     async def tokenizer_info(self, **options: Unpack[RequestOptions]) -> FleetResult[TokenizerInfo]:
         """GET /tokenizer_info: the tokenizer's configuration (Python, --enable-tokenizer-info-endpoint).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.tokenizer_info, dict(**options))
 
@@ -91,7 +105,9 @@ class _AsyncServerMethods:
         Args:
             config_format: "json" for a dict, "text" for the config's text form.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.server_info, dict(config_format=config_format, **options))
 
@@ -100,7 +116,9 @@ class _AsyncServerMethods:
     ) -> FleetResult[dict[int, KVEventSource]]:
         """GET /kv_event_sources: where each data-parallel rank publishes KV-cache events.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.kv_event_sources, dict(**options))
 
@@ -112,6 +130,8 @@ class _AsyncServerMethods:
         Args:
             include_dp: count data-parallel ranks too (TP x PP x DP); else TP x PP.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.get_world_size, dict(include_dp=include_dp, **options))

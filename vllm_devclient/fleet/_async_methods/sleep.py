@@ -48,7 +48,9 @@ class _AsyncSleepMethods:
             reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
                 (reset).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.sleep, dict(level=level, mode=mode, reset_connector=reset_connector, **options)
@@ -62,14 +64,18 @@ class _AsyncSleepMethods:
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.wake_up, dict(tags=tags, **options))
 
     async def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_sleeping.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.is_sleeping, dict(**options))
 
@@ -81,20 +87,26 @@ class _AsyncSleepMethods:
         Args:
             mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.checkpoint_prepare, dict(mode=mode, **options))
 
     async def checkpoint_status(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
         """GET /checkpoint/status: `.prepared` once safe to capture (its 503 means not yet).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.checkpoint_status, dict(**options))
 
     async def checkpoint_restore(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
         """POST /checkpoint/restore: bring back what preparing released, and serve (no HTTP timeout).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.checkpoint_restore, dict(**options))

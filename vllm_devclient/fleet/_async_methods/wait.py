@@ -29,16 +29,18 @@ class _AsyncWaitMethods:
         ) -> FleetResult[T]: ...
 
     async def wait_until_ready(
-        self, *, deadline: float = 120.0, request_timeout: float = 1.0, interval: float = 0.05
+        self, *, deadline: float = 120.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[None]:
         """Poll /health until it answers 200; EngineDeadError at once when the engine is dead.
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 1).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -48,16 +50,18 @@ class _AsyncWaitMethods:
         )
 
     async def wait_until_sleeping(
-        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+        self, *, deadline: float = 60.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[None]:
         """Poll /is_sleeping until true (a 200 from /sleep does not prove the engine sleeps).
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 5).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -67,16 +71,18 @@ class _AsyncWaitMethods:
         )
 
     async def wait_until_awake(
-        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+        self, *, deadline: float = 60.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[None]:
         """Poll /is_sleeping until false.
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 5).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -86,16 +92,18 @@ class _AsyncWaitMethods:
         )
 
     async def wait_until_paused(
-        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+        self, *, deadline: float = 60.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[None]:
         """Poll /is_paused until true.
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 5).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -105,16 +113,18 @@ class _AsyncWaitMethods:
         )
 
     async def wait_until_resumed(
-        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+        self, *, deadline: float = 60.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[None]:
         """Poll /is_paused until false.
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 5).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(
@@ -124,16 +134,18 @@ class _AsyncWaitMethods:
         )
 
     async def wait_until_checkpoint_prepared(
-        self, *, deadline: float = 60.0, request_timeout: float = 5.0, interval: float = 0.05
+        self, *, deadline: float = 60.0, request_timeout: float | None = None, interval: float = 0.05
     ) -> FleetResult[CheckpointStatus]:
         """Poll /checkpoint/status until prepared (its 503 is 'not yet'); CheckpointFailedError on failed.
 
         Args:
             deadline: seconds the whole wait may take.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 5).
             interval: seconds between the first tries (doubling up to 1 s).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return await self._each(

@@ -39,7 +39,9 @@ class _AsyncWeightsMethods:
         Args:
             init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.init_weight_transfer_engine, dict(init_info=init_info, **options)
@@ -48,7 +50,9 @@ class _AsyncWeightsMethods:
     async def start_weight_update(self, **options: Unpack[RequestOptions]) -> FleetResult[MessageResult]:
         """POST /start_weight_update (never resent); see also the weight_update() flow.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.start_weight_update, dict(**options))
 
@@ -57,7 +61,9 @@ class _AsyncWeightsMethods:
     ) -> FleetResult[MessageResult]:
         """POST /start_draft_weight_update: begin updating the draft (speculative) model's weights.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.start_draft_weight_update, dict(**options))
 
@@ -70,7 +76,9 @@ class _AsyncWeightsMethods:
             update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
                 IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.update_weights, dict(update_info=update_info, **options))
 
@@ -82,7 +90,9 @@ class _AsyncWeightsMethods:
         Args:
             weight_version: the version the new weights carry.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.finish_weight_update, dict(weight_version=weight_version, **options)
@@ -96,7 +106,9 @@ class _AsyncWeightsMethods:
         Args:
             new_version: the version string to set.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.update_weight_version, dict(new_version=new_version, **options)
@@ -105,7 +117,9 @@ class _AsyncWeightsMethods:
     async def weight_info(self, **options: Unpack[RequestOptions]) -> FleetResult[WeightInfo]:
         """GET /weight_info: the weight version the server holds.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.weight_info, dict(**options))
 
@@ -122,7 +136,9 @@ class _AsyncWeightsMethods:
             action: "checksum", "compare" (needs baseline) or "reset" (never resent).
             baseline: the checksums of an earlier "checksum", for "compare".
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(
             AsyncDevClient.weight_checker, dict(action=action, baseline=baseline, **options)
@@ -133,6 +149,8 @@ class _AsyncWeightsMethods:
     ) -> FleetResult[MessageResult]:
         """POST /shutdown_weight_transfer_engine (never resent).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return await self._each(AsyncDevClient.shutdown_weight_transfer_engine, dict(**options))

@@ -42,7 +42,9 @@ class _CacheMethods:
             reset_running_requests: preempt running requests first, so their blocks can be freed.
             reset_external: also reset the connector's tier (e.g. the CPU offload cache).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.reset_prefix_cache(
@@ -53,14 +55,18 @@ class _CacheMethods:
     def reset_mm_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /reset_mm_cache: drop the multimodal cache.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.reset_mm_cache(**options))
 
     def reset_encoder_cache(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /reset_encoder_cache: drop the encoder cache.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.reset_encoder_cache(**options))
 
@@ -73,7 +79,9 @@ class _CacheMethods:
             reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
                 (reset).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.release_kv_cache_memory(reset_connector=reset_connector, **options))
 
@@ -81,7 +89,7 @@ class _CacheMethods:
         self,
         *,
         deadline: float = 60.0,
-        request_timeout: float = 10.0,
+        request_timeout: float | None = None,
         reset_external: bool = False,
         reset_running_requests: bool = False,
         step_engine: bool = True,
@@ -93,7 +101,7 @@ class _CacheMethods:
 
         Args:
             deadline: seconds for the whole barrier.
-            request_timeout: seconds for each try.
+            request_timeout: seconds for each try (default: the client's timeout when set, else 10).
             reset_external: also reset the connector's tier (default False: keep the CPU tier).
             reset_running_requests: preempt running requests so their blocks can be freed.
             step_engine: send a 1-token completion between tries, so finished blocks are released.
@@ -101,7 +109,9 @@ class _CacheMethods:
             max_interval: longest pause between tries.
             on_attempt: called after each try with (attempt number, its answer or error).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return self._run(
@@ -134,7 +144,9 @@ class _CacheMethods:
             reset_running_requests: preempt running requests so their blocks can be freed.
             deadline: seconds to wait for /metrics to count the probe.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         The deadline is one moment for all targets.
         """
         return self._run(

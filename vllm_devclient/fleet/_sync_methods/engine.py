@@ -47,7 +47,9 @@ class _EngineMethods:
             kwargs: keyword arguments, a JSON object.
             rpc_timeout: seconds the workers get for the call (engine side; the HTTP timeout ends the try).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.collective_rpc(
@@ -70,7 +72,9 @@ class _EngineMethods:
             delay_iterations: engine steps to skip before recording.
             max_iterations: engine steps to record at most.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.start_profile(
@@ -84,7 +88,9 @@ class _EngineMethods:
     def stop_profile(self, **options: Unpack[RequestOptions]) -> FleetResult[None]:
         """POST /stop_profile: stop and write the trace (no HTTP timeout by default).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.stop_profile(**options))
 
@@ -103,7 +109,9 @@ class _EngineMethods:
             request_id: the round's id: the same on every engine of one recovery round.
             params: the instruction's parameters.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.apply_fault_tolerance(
@@ -132,7 +140,9 @@ class _EngineMethods:
             seed: sampling seed.
             stop: stop strings.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.completion(
@@ -149,7 +159,9 @@ class _EngineMethods:
     def step_engine(self, **options: Unpack[RequestOptions]) -> FleetResult[str]:
         """Send a 1-token greedy completion (prompt "0") so the engine runs a step; returns its text.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.step_engine(**options))
 
@@ -170,6 +182,8 @@ class _EngineMethods:
             params: query parameters; booleans go out as true/false.
             json: a JSON body.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.request(method=method, path=path, params=params, json=json, **options))

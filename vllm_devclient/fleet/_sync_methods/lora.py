@@ -45,7 +45,9 @@ class _LoraMethods:
             load_inplace: replace an adapter of the same name in place.
             is_3d_lora_weight: the adapter's weights are 3-D (MoE experts).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.load_lora_adapter(
@@ -66,7 +68,9 @@ class _LoraMethods:
             lora_name: the adapter's name.
             lora_int_id: its numeric id, when the name is ambiguous.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.unload_lora_adapter(lora_name=lora_name, lora_int_id=lora_int_id, **options)

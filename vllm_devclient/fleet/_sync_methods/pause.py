@@ -31,14 +31,18 @@ class _PauseMethods:
     def resume(self, **options: Unpack[RequestOptions]) -> FleetResult[StatusResult]:
         """POST /resume: schedule again after pause().
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.resume(**options))
 
     def is_paused(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_paused.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.is_paused(**options))
 
@@ -50,6 +54,8 @@ class _PauseMethods:
         Args:
             request_ids: the ids to abort; None: every request in flight.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.abort_requests(request_ids=request_ids, **options))

@@ -45,7 +45,9 @@ class _SleepMethods:
             reset_connector: false keeps the KV connector's tier (CPU offload); None: the server's default
                 (reset).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(
             self._fleet.sleep(level=level, mode=mode, reset_connector=reset_connector, **options)
@@ -59,14 +61,18 @@ class _SleepMethods:
         Args:
             tags: what to wake (e.g. ["weights"], then ["kv_cache"]); None: everything.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.wake_up(tags=tags, **options))
 
     def is_sleeping(self, **options: Unpack[RequestOptions]) -> FleetResult[bool]:
         """GET /is_sleeping.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.is_sleeping(**options))
 
@@ -78,20 +84,26 @@ class _SleepMethods:
         Args:
             mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.checkpoint_prepare(mode=mode, **options))
 
     def checkpoint_status(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
         """GET /checkpoint/status: `.prepared` once safe to capture (its 503 means not yet).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.checkpoint_status(**options))
 
     def checkpoint_restore(self, **options: Unpack[RequestOptions]) -> FleetResult[CheckpointStatus]:
         """POST /checkpoint/restore: bring back what preparing released, and serve (no HTTP timeout).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.checkpoint_restore(**options))

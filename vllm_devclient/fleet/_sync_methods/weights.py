@@ -36,21 +36,27 @@ class _WeightsMethods:
         Args:
             init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.init_weight_transfer_engine(init_info=init_info, **options))
 
     def start_weight_update(self, **options: Unpack[RequestOptions]) -> FleetResult[MessageResult]:
         """POST /start_weight_update (never resent); see also the weight_update() flow.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.start_weight_update(**options))
 
     def start_draft_weight_update(self, **options: Unpack[RequestOptions]) -> FleetResult[MessageResult]:
         """POST /start_draft_weight_update: begin updating the draft (speculative) model's weights.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.start_draft_weight_update(**options))
 
@@ -63,7 +69,9 @@ class _WeightsMethods:
             update_info: names, dtypes and shapes of the tensors (JSON), or one such object per worker; CUDA
                 IPC handles under ipc_handles travel pickled, as vLLM's HTTP client sends them.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.update_weights(update_info=update_info, **options))
 
@@ -75,7 +83,9 @@ class _WeightsMethods:
         Args:
             weight_version: the version the new weights carry.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.finish_weight_update(weight_version=weight_version, **options))
 
@@ -87,14 +97,18 @@ class _WeightsMethods:
         Args:
             new_version: the version string to set.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.update_weight_version(new_version=new_version, **options))
 
     def weight_info(self, **options: Unpack[RequestOptions]) -> FleetResult[WeightInfo]:
         """GET /weight_info: the weight version the server holds.
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.weight_info(**options))
 
@@ -111,7 +125,9 @@ class _WeightsMethods:
             action: "checksum", "compare" (needs baseline) or "reset" (never resent).
             baseline: the checksums of an earlier "checksum", for "compare".
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.weight_checker(action=action, baseline=baseline, **options))
 
@@ -120,6 +136,8 @@ class _WeightsMethods:
     ) -> FleetResult[MessageResult]:
         """POST /shutdown_weight_transfer_engine (never resent).
 
-        On every target at once: a FleetResult holds each target's answer or error.
+        On every target at once: a FleetResult of each target's answer; when any target failed,
+        FleetError with every target's outcome (a fleet made with raise_on_error=False returns the
+        FleetResult, failures inside).
         """
         return self._run(self._fleet.shutdown_weight_transfer_engine(**options))
