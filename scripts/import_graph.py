@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "transports",
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
-        ("operations", "reset_check"),
+        ("operations", "reset_check", "rank_plan"),
         ("_base_client",),
         ("_async", "_sync"),
         ("client", "kv_events"),
@@ -53,7 +53,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("history",),
         ("runner",),
         ("rl",),
-        ("tests", "conftest", "test_offload_gsm8k", ""),
+        ("tests", "conftest", "test_offload_gsm8k", "test_nccl_fleet_gpu", ""),
     ),
 }
 

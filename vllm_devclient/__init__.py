@@ -30,9 +30,11 @@ from .errors import (
     PermissionDeniedError,
     ResponseValidationError,
     RouteNotServedError,
+    ServerUnhealthyError,
     ServiceUnavailableError,
     TLSError,
     WaitTimeoutError,
+    WorldSizeMismatchError,
 )
 from .models import (
     AbortRequestsResult,
@@ -123,6 +125,7 @@ __all__ = [
     "ResponseValidationError",
     "RouteNotServedError",
     "ServerInfo",
+    "ServerUnhealthyError",
     "ServiceUnavailableError",
     "SleepResult",
     "StatusResult",
@@ -138,5 +141,6 @@ __all__ = [
     "WeightInfo",
     "WeightSync",
     "WeightVersionResult",
+    "WorldSizeMismatchError",
     "__version__",
 ]

@@ -10,7 +10,8 @@ Over a fleet every step is all targets or none: a step that failed on some targe
 after undoing it where it went through (an init is shut down again, a start finished without a version),
 and a failed batch finishes the open update everywhere without a version (vLLM's engines never finish an
 update whose send raised; on vLLM 0.26 with IPC the next request then killed the engine, see
-`AsyncDevClient.weight_update`).
+`AsyncDevClient.weight_update`). An NCCL init over a fleet gives each server its own rank offset
+(`rank_plan`), after checking the servers' world sizes against the trainer's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from . import arguments as check
+from . import rank_plan
 from .client import NOT_GIVEN, AsyncDevClient, DevClient, NotGiven, TimeoutArg
 from .errors import DevClientError, InvalidParameterError, add_note
 from .fleet import AsyncFleet, Fleet, FleetError, FleetResult
@@ -88,8 +90,14 @@ class WeightSync:
 
     def init_weight_transfer_engine(self, init_info: Mapping[str, Any]) -> None:
         """POST /init_weight_transfer_engine; over a fleet, shut down again where it went through when any
-        target failed."""
-        done = self._step("init_weight_transfer_engine", init_info)
+        target failed.
+
+        Over a fleet, a payload that places workers by rank (NCCL: `rank_offset`, `world_size`) becomes one
+        per server: every server is asked its world size first (`WorldSizeMismatchError`, nothing sent,
+        when one does not answer or they do not make the trainer's `world_size`), then server i gets
+        `rank_offset` plus the world sizes of the servers before it (see `rank_plan`)."""
+        each = self._rank_plan(init_info)
+        done = self._step("init_weight_transfer_engine", init_info, each=each)
         if done is not None and done.failed:
             self._undo(done, "shutdown_weight_transfer_engine")
 
@@ -135,17 +143,38 @@ class WeightSync:
 
     # ---- running a step on the target -------------------------------------------------------------------
 
+    def _rank_plan(self, init_info: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]] | None:
+        """Each fleet target's own NCCL init payload (None: one payload for all, or a single client)."""
+        if not isinstance(self.target, Fleet | AsyncFleet) or not rank_plan.plans_ranks(init_info):
+            return None
+        fleet = self.target if isinstance(self.target, AsyncFleet) else self.target._fleet
+        if len(fleet.urls) > fleet.max_concurrency:
+            raise InvalidParameterError(
+                f"an NCCL init needs all {len(fleet.urls)} servers in the rendezvous at once, but the fleet "
+                f"sends to at most max_concurrency={fleet.max_concurrency}: raise it"
+            )
+        asked = self._step("get_world_size")
+        assert asked is not None  # a fleet's outcomes
+        answers = {url: o.value if o.error is None else o.error for url, o in asked.items()}
+        return rank_plan.worker_payloads(init_info, answers)
+
     def _step(
-        self, method: str, *args: Any, urls: Sequence[str] | None = None, **kwargs: Any
+        self,
+        method: str,
+        *args: Any,
+        urls: Sequence[str] | None = None,
+        each: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> FleetResult[Any] | None:
         """The client method `method` on the target (with this view's timeout): a single client's error is
         raised as it is (None returned); a fleet's outcomes come back whole (its raise_on_error does not
-        hide which targets succeeded)."""
+        hide which targets succeeded). `each`: URL -> the first argument that target gets instead."""
         target = self.target
         kwargs.update(self._options)
 
         def fn(client: Any) -> Any:
-            return getattr(client, method)(*args, **kwargs)
+            first = args if each is None else (each[client.base_url],)
+            return getattr(client, method)(*first, *args[1:], **kwargs)
 
         if isinstance(target, DevClient):
             fn(target)
