@@ -6,8 +6,6 @@ test_vllm_weight_sync.py); every call the engine makes on its client is vLLM's o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +22,7 @@ from vllm.distributed.weight_transfer.nccl_engine import (
 
 from vllm_devclient import AsyncFleet, Fleet, FleetError, WeightSync, WorldSizeMismatchError
 from vllm_devclient.testing.engine_actions import Raise, Return
-from vllm_devclient.testing.frontends import Frontend, RustFrontend
+from vllm_devclient.testing.frontends import Frontend
 from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.misbehaving_behaviours import Answer
 
@@ -46,19 +44,9 @@ class CpuNCCLTrainer(NCCLTrainerWeightTransferEngine):
         pass
 
 
-@pytest.fixture(scope="module")
-def second_rust(tiny_model_dir: Path) -> Iterator[Frontend]:
-    with RustFrontend(model_dir=tiny_model_dir) as fe:
-        yield fe
-
-
 @pytest.fixture
-def three(
-    python_frontend: Frontend, rust_frontend: Frontend, second_rust: Frontend, reset_engines: None
-) -> Iterator[list[Frontend]]:
-    second_rust.engine.reset()
-    yield [python_frontend, rust_frontend, second_rust]
-    second_rust.engine.reset()
+def three(three_frontends: list[Frontend]) -> list[Frontend]:
+    return three_frontends
 
 
 @pytest.fixture

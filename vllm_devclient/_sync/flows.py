@@ -18,11 +18,14 @@ from ..models import (
 from ._support import Pending, background, result_of
 from .waits import _SyncWaits
 
-__all__ = ["WeightUpdate", "_SyncFlows"]
+__all__ = ["KV_CACHE", "WEIGHTS", "WeightUpdate", "_SyncFlows"]
+
+# The sleep-mode tags a staged wake wakes, in its order (vLLM's CuMemAllocator tags).
+WEIGHTS, KV_CACHE = ("weights",), ("kv_cache",)
 
 
 class _SyncFlows(_SyncWaits):
-    """paused(), sleeping() and weight_update()."""
+    """paused(), sleeping(), staged_wake() and weight_update()."""
 
     # ---- flows ---------------------------------------------------------------------------------------------
 
@@ -61,6 +64,27 @@ class _SyncFlows(_SyncWaits):
             yield self
         finally:
             self.wake_up()
+            if wait:
+                self.wait_until_awake()
+
+    @contextmanager
+    def staged_wake(self, *, wait: bool = True) -> Iterator[Self]:
+        """Wake a sleeping server in stages, as verl, TRL's colocate mode and SkyRL do: the weights
+        (`wake_up(["weights"])`), then the block (your weight update: it never competes with the KV cache
+        for memory), then the KV cache (`wake_up(["kv_cache"])`), however the block ends.
+
+        A block that fails leaves the served weights to the update's own rules (`weight_update()` finishes
+        a failed update without its version); the server is woken all the same, and the block's error
+        raised.
+
+        Args:
+            wait: after waking the KV cache, wait until /is_sleeping says false.
+        """
+        self.wake_up(WEIGHTS)
+        try:
+            yield self
+        finally:
+            self.wake_up(KV_CACHE)
             if wait:
                 self.wait_until_awake()
 

@@ -19,6 +19,7 @@ import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
+from .._async.flows import KV_CACHE, WEIGHTS
 from .._base_client import (
     NOT_GIVEN,
     ClientConfig,
@@ -36,7 +37,7 @@ from ..constants import (
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError, add_note
-from ..models import MessageResult, StatusResult
+from ..models import MessageResult, SleepResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
 from ._async_methods import _AsyncFleetMethods
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
@@ -287,6 +288,33 @@ class AsyncFleet(_AsyncFleetMethods):
         woke.raise_for_errors()
 
     @asynccontextmanager
+    async def staged_wake(self, *, level: int = 1, wait: bool = True) -> AsyncIterator[AsyncFleet]:
+        """AsyncDevClient.staged_wake() on every target: the weights, the block (the weight update), then
+        the KV cache, however the block ends.
+
+        All or none: when some targets fail to wake their weights, the ones whose weights woke are put back
+        to sleep at `level` and FleetError is raised before the block runs.
+
+        Args:
+            level: the sleep level the targets sleep at (what putting them back to sleep uses).
+            wait: after waking the KV cache, wait until every target says it is awake.
+        """
+        woke = await self._gather(lambda c: c.wake_up(WEIGHTS), self.urls, "wake_up")
+        if woke.failed:
+            if woke.ok:
+                undo = await self._gather(lambda c: _sleep_again(c, level), list(woke.ok), "sleep")
+                woke = FleetResult(woke.values(), operation="wake_up", rollback=undo)
+            raise FleetError(woke)
+        try:
+            yield self
+        finally:
+            kv = await self._gather(lambda c: c.wake_up(KV_CACHE), self.urls, "wake_up")
+            if wait and kv.all_ok:
+                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
+                awake.raise_for_errors()
+        kv.raise_for_errors()
+
+    @asynccontextmanager
     async def weight_update(
         self, **options: Unpack[WeightUpdateOptions]
     ) -> AsyncIterator[AsyncFleetWeightUpdate]:
@@ -338,6 +366,12 @@ class AsyncFleet(_AsyncFleetMethods):
 
     # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
     barrier = _AsyncFleetMethods.reset_prefix_cache_until_success
+
+
+async def _sleep_again(client: AsyncDevClient, level: int) -> SleepResult:
+    """Put a target whose weights a staged wake woke back to sleep (its undo). vLLM 0.34's `reset_connector`
+    (keep the offloaded KV tier across the sleep) is passed here once the sleep route has it."""
+    return await client.sleep(level)
 
 
 class AsyncFleetWeightUpdate:

@@ -192,6 +192,12 @@ class Fleet(_FleetMethods):
             yield self
 
     @contextmanager
+    def staged_wake(self, *, level: int = 1, wait: bool = True) -> Iterator[Fleet]:
+        """Wake every target's weights, run the block, wake every KV cache; see AsyncFleet.staged_wake."""
+        with self._flow(self._fleet.staged_wake(level=level, wait=wait)):
+            yield self
+
+    @contextmanager
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[FleetWeightUpdate]:
         """The weight_update() flow on every target; see AsyncFleet.weight_update."""
         with self._flow(self._fleet.weight_update(**options)) as update:
