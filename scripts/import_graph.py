@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "transports",
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
-        ("operations", "reset_check", "rank_plan"),
+        ("operations", "reset_check", "rank_plan", "watchdog"),
         ("_base_client",),
         ("_async", "_sync"),
         ("client", "kv_events"),

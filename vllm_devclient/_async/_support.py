@@ -25,3 +25,40 @@ def background(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> Pe
 
 async def result_of(pending: Pending[T]) -> T:
     return await pending
+
+
+class Guard:
+    """`probe()` every `interval` seconds in a task beside the caller's, until it returns True (it fired) or
+    `stop()`. With `cancel`, firing cancels the task that made the guard, so its work ends at its next await.
+    """
+
+    def __init__(self, probe: Callable[[], Awaitable[bool]], interval: float, *, cancel: bool = True) -> None:
+        import asyncio
+
+        self.fired = False
+        self._owner = asyncio.current_task() if cancel else None
+        self._task = asyncio.ensure_future(self._watch(probe, interval))
+
+    async def _watch(self, probe: Callable[[], Awaitable[bool]], interval: float) -> None:
+        while not await probe():
+            await sleep(interval)
+        self.fired = True
+        if self._owner is not None:
+            self._owner.cancel()
+
+    async def stop(self) -> bool:
+        """End the probing, waiting for it; True when it fired (the cancellation it caused is taken back)."""
+        import asyncio
+
+        self._task.cancel()
+        try:
+            await asyncio.gather(self._task, return_exceptions=True)
+        except asyncio.CancelledError:
+            if not self.fired:
+                raise  # a cancellation of the caller's own
+        uncancel = getattr(self._owner, "uncancel", None)  # Python 3.11+ counts cancellations
+        if self.fired and uncancel is not None:
+            uncancel()
+        if not self._task.cancelled() and (error := self._task.exception()) is not None:
+            raise error  # a bug in the probe: never a silent end of the watch
+        return self.fired

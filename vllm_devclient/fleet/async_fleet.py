@@ -12,7 +12,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import httpx
@@ -34,14 +34,18 @@ from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_WATCHDOG_FAILURES,
+    DEFAULT_WATCHDOG_INTERVAL,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError, add_note
 from ..models import MessageResult, SleepResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
+from ..watchdog import OnTrip, Watch
 from ._async_methods import _AsyncFleetMethods
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
+from .watch import watch_fleet
 
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
@@ -313,6 +317,22 @@ class AsyncFleet(_AsyncFleetMethods):
                 awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
                 awake.raise_for_errors()
         kv.raise_for_errors()
+
+    def watchdog(
+        self,
+        interval: float = DEFAULT_WATCHDOG_INTERVAL,
+        failures: int = DEFAULT_WATCHDOG_FAILURES,
+        *,
+        request_timeout: float | None = None,
+        on_trip: OnTrip | None = None,
+    ) -> AbstractAsyncContextManager[Watch]:
+        """AsyncDevClient.watchdog() over every target: each checked at every interval, the first to fail
+        `failures` checks in a row trips it (`ServerUnhealthyError` naming it and its last error); the task
+        that entered the block is cancelled and the context raises the error."""
+        return watch_fleet(
+            self.clients, interval=interval, failures=failures, request_timeout=request_timeout,
+            on_trip=on_trip, cancel=True,
+        )  # fmt: skip
 
     @asynccontextmanager
     async def weight_update(
