@@ -36,23 +36,31 @@ class Guard:
         import asyncio
 
         self.fired = False
+        self._stopping = False
         self._owner = asyncio.current_task() if cancel else None
         self._task = asyncio.ensure_future(self._watch(probe, interval))
 
     async def _watch(self, probe: Callable[[], Awaitable[bool]], interval: float) -> None:
-        while not await probe():
+        while not self._stopping:
+            if await probe():
+                if not self._stopping:
+                    self.fired = True
+                    if self._owner is not None:
+                        self._owner.cancel()
+                return
             await sleep(interval)
-        self.fired = True
-        if self._owner is not None:
-            self._owner.cancel()
 
     async def stop(self) -> bool:
         """End the probing, waiting for it; True when it fired (the cancellation it caused is taken back)."""
         import asyncio
 
-        self._task.cancel()
+        self._stopping = True
         try:
-            await asyncio.gather(self._task, return_exceptions=True)
+            # Cancelled again until it ends: on Python 3.10 and 3.11 a cancellation that meets a call
+            # completing inside `asyncio.wait_for` is lost (bpo-42130).
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=0.05)
         except asyncio.CancelledError:
             if not self.fired:
                 raise  # a cancellation of the caller's own
