@@ -77,13 +77,14 @@ def test_a_failing_on_trip_is_raised_at_the_blocks_end_not_lost() -> None:
 def test_a_healthy_async_fleet_counts_every_target_and_leaves_no_task() -> None:
     urls = ["http://a.test", "http://b.test", "http://c.test"]
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[bool, int]:
         fleet = AsyncFleet(urls, http_client=httpx.AsyncClient(transport=health(200)), max_retries=0)
         async with fleet, fleet.watchdog(0.01, 1) as watch:
             for _ in range(1000):  # about 10 s at most
                 if watch.checks >= 9:
                     break
                 await asyncio.sleep(0.01)
-        return watch.checks % 3, len(asyncio.all_tasks()) - 1
+        counted = watch.checks >= 9 and set(watch.in_a_row) == set(urls) and not watch.tripped
+        return counted, len(asyncio.all_tasks()) - 1
 
-    assert asyncio.run(main()) == (0, 0)
+    assert asyncio.run(main()) == (True, 0)
