@@ -134,3 +134,10 @@ def test_an_init_failing_on_one_server_is_shut_down_on_the_others(
         assert [s for s, _ in steps] == ["init_weight_transfer_engine", "shutdown_weight_transfer_engine"]
         assert steps[0][1]["rank_offset"] == 1 + index
     assert [s for s, _ in _rpcs(three[2])] == ["init_weight_transfer_engine"]
+
+
+def test_the_fleets_own_init_plans_the_ranks_too(three: list[Frontend]) -> None:
+    payload = {"master_address": "127.0.0.1", "master_port": 29613, "rank_offset": 1, "world_size": 4}
+    with Fleet([fe.base_url for fe in three]) as fleet:
+        assert fleet.init_weight_transfer_engine(payload).all_ok
+    assert [_rpcs(fe)[0][1]["rank_offset"] for fe in three] == [1, 2, 3]

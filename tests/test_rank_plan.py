@@ -1,10 +1,15 @@
-"""rank_plan: each server's NCCL rank offset from the servers' world sizes (no I/O)."""
+"""rank_plan: each server's NCCL rank offset from the servers' world sizes (no I/O), and the fleets' own
+init_weight_transfer_engine using it (mock transports; real frontends: contract_tests/test_nccl_fleet.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import httpx
 import pytest
 
-from vllm_devclient import APIConnectionError, WorldSizeMismatchError
+from vllm_devclient import APIConnectionError, AsyncFleet, InvalidParameterError, WorldSizeMismatchError
 from vllm_devclient.rank_plan import plans_ranks, worker_payloads
 
 # What vLLM 0.33's NCCLTrainerWeightTransferEngine sends (nccl_common.build_worker_init_payload).
@@ -61,3 +66,47 @@ def test_only_rank_placed_payloads_are_planned() -> None:
     assert plans_ranks(PAYLOAD)
     assert not plans_ranks({"packed": True})  # IPC: one payload serves every server
     assert not plans_ranks([PAYLOAD])
+
+
+def _fleet_of_sizes(sizes: dict[str, int | None], seen: list[tuple[str, object]]) -> AsyncFleet:
+    """A fleet whose targets answer /get_world_size with their size (None: a 500) and record every init."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        if request.url.path == "/get_world_size":
+            size = sizes[host]
+            return httpx.Response(200, json={"world_size": size}) if size else httpx.Response(500, json={})
+        seen.append((host, json.loads(request.content)["init_info"]))
+        return httpx.Response(200, json={"message": "ok"})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return AsyncFleet([f"http://{h}" for h in sizes], http_client=http, max_retries=0)
+
+
+def test_the_fleets_own_init_gives_servers_of_different_sizes_their_offsets() -> None:
+    seen: list[tuple[str, object]] = []
+    fleet = _fleet_of_sizes({"a": 2, "b": 4, "c": 1}, seen)
+    result = asyncio.run(fleet.init_weight_transfer_engine({**PAYLOAD, "world_size": 8}))
+    assert result.all_ok
+    assert {host: info["rank_offset"] for host, info in seen} == {"a": 1, "b": 3, "c": 7}  # type: ignore[index]
+
+
+def test_the_fleets_own_init_sends_nothing_when_a_size_is_missing() -> None:
+    seen: list[tuple[str, object]] = []
+    fleet = _fleet_of_sizes({"a": 2, "b": None}, seen)
+    with pytest.raises(WorldSizeMismatchError, match="http://b"):
+        asyncio.run(fleet.init_weight_transfer_engine({**PAYLOAD, "world_size": 3}))
+    assert seen == []
+
+
+def test_an_ipc_payload_goes_to_every_server_unchanged_without_asking_sizes() -> None:
+    seen: list[tuple[str, object]] = []
+    fleet = _fleet_of_sizes({"a": None, "b": None}, seen)
+    assert asyncio.run(fleet.init_weight_transfer_engine({"packed": True})).all_ok
+    assert seen == [("a", {"packed": True}), ("b", {"packed": True})]
+
+
+def test_a_fleet_too_narrow_for_the_rendezvous_is_refused() -> None:
+    fleet = AsyncFleet(["http://a", "http://b", "http://c"], max_concurrency=2)
+    with pytest.raises(InvalidParameterError, match="max_concurrency=2"):
+        asyncio.run(fleet.init_weight_transfer_engine(PAYLOAD))

@@ -24,7 +24,6 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from . import arguments as check
-from . import rank_plan
 from .client import NOT_GIVEN, AsyncDevClient, DevClient, NotGiven, TimeoutArg
 from .errors import DevClientError, InvalidParameterError, add_note
 from .fleet import AsyncFleet, Fleet, FleetError, FleetResult
@@ -96,8 +95,7 @@ class WeightSync:
         per server: every server is asked its world size first (`WorldSizeMismatchError`, nothing sent,
         when one does not answer or they do not make the trainer's `world_size`), then server i gets
         `rank_offset` plus the world sizes of the servers before it (see `rank_plan`)."""
-        each = self._rank_plan(init_info)
-        done = self._step("init_weight_transfer_engine", init_info, each=each)
+        done = self._step("init_weight_transfer_engine", init_info, whole=True)
         if done is not None and done.failed:
             self._undo(done, "shutdown_weight_transfer_engine")
 
@@ -143,38 +141,23 @@ class WeightSync:
 
     # ---- running a step on the target -------------------------------------------------------------------
 
-    def _rank_plan(self, init_info: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]] | None:
-        """Each fleet target's own NCCL init payload (None: one payload for all, or a single client)."""
-        if not isinstance(self.target, Fleet | AsyncFleet) or not rank_plan.plans_ranks(init_info):
-            return None
-        fleet = self.target if isinstance(self.target, AsyncFleet) else self.target._fleet
-        if len(fleet.urls) > fleet.max_concurrency:
-            raise InvalidParameterError(
-                f"an NCCL init needs all {len(fleet.urls)} servers in the rendezvous at once, but the fleet "
-                f"sends to at most max_concurrency={fleet.max_concurrency}: raise it"
-            )
-        asked = self._step("get_world_size")
-        assert asked is not None  # a fleet's outcomes
-        answers = {url: o.value if o.error is None else o.error for url, o in asked.items()}
-        return rank_plan.worker_payloads(init_info, answers)
-
     def _step(
         self,
         method: str,
         *args: Any,
         urls: Sequence[str] | None = None,
-        each: Mapping[str, Any] | None = None,
+        whole: bool = False,
         **kwargs: Any,
     ) -> FleetResult[Any] | None:
         """The client method `method` on the target (with this view's timeout): a single client's error is
         raised as it is (None returned); a fleet's outcomes come back whole (its raise_on_error does not
-        hide which targets succeeded). `each`: URL -> the first argument that target gets instead."""
+        hide which targets succeeded). `whole`: over a fleet, the fleet's own method (not the client's on
+        each target)."""
         target = self.target
         kwargs.update(self._options)
 
         def fn(client: Any) -> Any:
-            first = args if each is None else (each[client.base_url],)
-            return getattr(client, method)(*first, *args[1:], **kwargs)
+            return getattr(client, method)(*args, **kwargs)
 
         if isinstance(target, DevClient):
             fn(target)
@@ -184,8 +167,12 @@ class WeightSync:
             return None
         chosen = None if urls is None else list(urls)
         try:
-            if isinstance(target, Fleet):
-                result: FleetResult[Any] = target.map(fn, urls=chosen, operation=method)
+            if whole and isinstance(target, Fleet):
+                result: FleetResult[Any] = fn(target)
+            elif whole:
+                result = self._run(_awaited(lambda: fn(target)))
+            elif isinstance(target, Fleet):
+                result = target.map(fn, urls=chosen, operation=method)
             else:
                 result = self._run(target.map(fn, urls=chosen, operation=method))
         except FleetError as error:

@@ -19,6 +19,7 @@ import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
+from .. import rank_plan
 from .._async.flows import KV_CACHE, WEIGHTS
 from .._base_client import (
     NOT_GIVEN,
@@ -230,6 +231,35 @@ class AsyncFleet(_AsyncFleetMethods):
         if rollback and result.failed and result.ok:
             undo = await self._gather(lambda client: client.resume(**options), list(result.ok), "resume")
             result = FleetResult(result.values(), operation="pause", rollback=undo)
+        return self._finish(result)
+
+    async def init_weight_transfer_engine(
+        self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /init_weight_transfer_engine on every target. A payload that places workers by rank (NCCL:
+        `rank_offset`, `world_size`, as vLLM's trainer engines build it) becomes one per target: every
+        target is asked its world size first, then target i gets `rank_offset` plus the world sizes of
+        the targets before it (`rank_plan`). `WorldSizeMismatchError`, nothing initialised, when a target
+        gives no world size or they do not make the payload's `world_size`.
+
+        Args:
+            init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
+        """
+        if not rank_plan.plans_ranks(init_info):
+            return await super().init_weight_transfer_engine(init_info, **options)
+        if len(self.urls) > self.max_concurrency:
+            raise InvalidParameterError(
+                f"an NCCL init needs all {len(self.urls)} targets in the rendezvous at once, but the fleet "
+                f"sends to at most max_concurrency={self.max_concurrency}: raise it"
+            )
+        sizes = await self._gather(lambda c: c.get_world_size(**options), self.urls, "get_world_size")
+        answers = {url: o.value if o.error is None else o.error for url, o in sizes.items()}
+        payloads = rank_plan.worker_payloads(init_info, answers)
+        result = await self._gather(
+            lambda c: c.init_weight_transfer_engine(payloads[c.base_url], **options),
+            self.urls,
+            "init_weight_transfer_engine",
+        )
         return self._finish(result)
 
     # ---- flows: all targets or none --------------------------------------------------------------------
