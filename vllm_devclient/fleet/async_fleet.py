@@ -236,8 +236,10 @@ class AsyncFleet(_AsyncFleetMethods):
     async def init_weight_transfer_engine(
         self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
     ) -> FleetResult[MessageResult]:
-        """POST /init_weight_transfer_engine on every target. A payload that places workers by rank (NCCL:
-        `rank_offset`, `world_size`, as vLLM's trainer engines build it) becomes one per target: every
+        """POST /init_weight_transfer_engine (never resent; no HTTP timeout by default).
+
+        On every target at once. A payload that places workers by rank (NCCL: `rank_offset`,
+        `world_size`, as vLLM's trainer engines build it) becomes one per target (Fleet's too): every
         target is asked its world size first, then target i gets `rank_offset` plus the world sizes of
         the targets before it (`rank_plan`). `WorldSizeMismatchError`, nothing initialised, when a target
         gives no world size or they do not make the payload's `world_size`.
