@@ -212,7 +212,8 @@ class Fleet(_FleetMethods):
     ) -> Iterator[Watch]:
         """Every target's health checked beside the block, on the fleet's own loop thread (no thread of its
         own); see AsyncFleet.watchdog. Your code is not interrupted: the context raises
-        `ServerUnhealthyError` at the block's end (call `watch.check()` in a loop, or act in `on_trip`)."""
+        `ServerUnhealthyError` at the block's end (call `watch.check()` in a loop, or act in `on_trip`, which
+        runs on the fleet's loop thread: it must not call the fleet)."""
         flow = watch_fleet(
             self._fleet.clients, interval=interval, failures=failures, request_timeout=request_timeout,
             on_trip=on_trip, cancel=False,
