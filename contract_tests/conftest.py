@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from vllm_devclient.testing.contract import SETUPS, Scenario, ScenarioRun, Setup
+from vllm_devclient.testing.frontends import Frontend, RustFrontend
 from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.parity import collect_runs
 from vllm_devclient.testing.pool import FrontendPool
@@ -115,6 +116,23 @@ def _early_pool(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("frontend_pool")
     if any("leftover_children" in getattr(item, "fixturenames", ()) for item in request.session.items):
         request.getfixturevalue("leftover_children")
+
+
+@pytest.fixture(scope="session")
+def third_frontend(tiny_model_dir: Path) -> Iterator[Frontend]:
+    """One more Rust frontend (it starts in about a second), for fleets of three real servers."""
+    with RustFrontend(model_dir=tiny_model_dir) as fe:
+        yield fe
+
+
+@pytest.fixture
+def three_frontends(
+    python_frontend: Frontend, rust_frontend: Frontend, third_frontend: Frontend, reset_engines: None
+) -> Iterator[list[Frontend]]:
+    """Python, Rust and another Rust frontend, every engine reset before and after."""
+    third_frontend.engine.reset()
+    yield [python_frontend, rust_frontend, third_frontend]
+    third_frontend.engine.reset()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ A figure sits between markers in a doc, inline in a sentence or a table cell or 
 | `fixtures.*` | `rust_fixtures/summary.json` | this script, from the fixture tree |
 | `support.*` | `vllm_devclient/route_support.json` | this script, from the fixture tree |
 | `history.*`, `bounds.*`, `default.*` | the code: fixtures.history, testing.bounds, defaults | - |
+| `rl.*` | `docs/rl_frameworks.json` | by hand, from the RL frameworks' source (tests/test_rl_frameworks.py) |
 
 A marker naming no figure and a figure that no doc uses are both errors (a rule that applies nowhere is a
 bug, as in httpcore's unasync). A figure that is an estimate is not generated: the doc says "estimate"
@@ -45,11 +46,13 @@ DOCS = (
     "rust_fixtures/README.md",
     "benchmarks/README.md",
     "docs/support.md",
+    "docs/weight-sync.md",
 )
 BENCH = "benchmarks/results.json"
 PARITY = "docs/parity.json"
 FIXTURES = "rust_fixtures/summary.json"
 SUPPORT = "vllm_devclient/route_support.json"
+RL_FRAMEWORKS = "docs/rl_frameworks.json"
 MARKER = re.compile(r"<!-- figure:(?P<name>[\w.:-]+) -->(?P<body>.*?)<!-- /figure -->", re.S)
 
 Render = Callable[[str], str]
@@ -506,6 +509,23 @@ def _gsm8k_timeout(_: str) -> str:
     from vllm_devclient.gsm8k import evaluate_gsm8k_async
 
     return _seconds(_default(evaluate_gsm8k_async, "request_timeout"))
+
+
+# ---- rl.*: docs/rl_frameworks.json ------------------------------------------------------------------------
+
+
+@figure("rl.frameworks")
+def _rl_frameworks(_: str) -> str:
+    data = _json(RL_FRAMEWORKS)
+    names = data["frameworks"]
+    lines = [
+        "| step | " + " | ".join(names.values()) + " | vllm-devclient |",
+        "|" + " --- |" * (len(names) + 2),
+    ]
+    for row in data["steps"]:
+        cells = [row["step"], *(row[key] for key in names), row["sdk"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 # ---- writing and checking ----------------------------------------------------------------------------------

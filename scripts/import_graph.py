@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "transports",
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
-        ("operations", "polling", "reset_check", "release_gate", "checkpoint_wait"),
+        ("operations", "polling", "reset_check", "release_gate", "checkpoint_wait", "rank_plan", "watchdog"),
         ("_base_client",),
         ("_async", "_sync"),
         ("client", "kv_events"),
@@ -53,7 +53,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("history",),
         ("runner",),
         ("rl",),
-        ("tests", "conftest", "test_offload_gsm8k", ""),
+        ("tests", "conftest", "test_offload_gsm8k", "test_nccl_fleet_gpu", ""),
     ),
 }
 

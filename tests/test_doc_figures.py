@@ -82,9 +82,14 @@ def _units(text: str) -> list[list[str]]:
     return [u for u in units if u]
 
 
+GENERATED_BLOCK = re.compile(r"<!-- (?P<name>[\w-]+):begin -->.*?<!-- (?P=name):end -->", re.S)
+
+
 def unmarked_figures(text: str) -> list[str]:
-    """Figures in `text` outside figure markers and inline code whose unit does not say "estimate"."""
-    bare = figures.MARKER.sub("", text)
+    """Figures in `text` outside figure markers, another generator's block (`<!-- NAME:begin -->` ...
+    `<!-- NAME:end -->`, e.g. scripts/weight_sync_compare.py's) and inline code whose unit does not say
+    "estimate"."""
+    bare = GENERATED_BLOCK.sub("", figures.MARKER.sub("", text))
     found = []
     for unit in _units(bare):
         prose = re.sub(r"`[^`]*`", "", " ".join(unit))

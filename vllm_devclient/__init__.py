@@ -32,10 +32,12 @@ from .errors import (
     ReleaseTooOldError,
     ResponseValidationError,
     RouteNotServedError,
+    ServerUnhealthyError,
     ServiceUnavailableError,
     TLSError,
     WaitTimeoutError,
     WaitUnreachableError,
+    WorldSizeMismatchError,
 )
 from .models import (
     AbortRequestsResult,
@@ -132,6 +134,7 @@ __all__ = [
     "ResponseValidationError",
     "RouteNotServedError",
     "ServerInfo",
+    "ServerUnhealthyError",
     "ServiceUnavailableError",
     "SleepResult",
     "StatusResult",
@@ -148,5 +151,6 @@ __all__ = [
     "WeightInfo",
     "WeightSync",
     "WeightVersionResult",
+    "WorldSizeMismatchError",
     "__version__",
 ]

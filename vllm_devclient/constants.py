@@ -20,6 +20,8 @@ __all__ = [
     "DEFAULT_VERIFY_DEADLINE",
     "DEFAULT_WAIT_DEADLINE",
     "DEFAULT_WAIT_REQUEST_TIMEOUT",
+    "DEFAULT_WATCHDOG_FAILURES",
+    "DEFAULT_WATCHDOG_INTERVAL",
     "DEV_ROUTES_PROBE_TIMEOUT",
     "ERROR_TEXT_LIMIT",
     "KEEPALIVE_EXPIRY",
@@ -51,6 +53,9 @@ DEFAULT_READY_REQUEST_TIMEOUT = 1.0
 DEFAULT_WAIT_DEADLINE = 60.0
 DEFAULT_WAIT_REQUEST_TIMEOUT = 5.0
 DEFAULT_POLL_INTERVAL = 0.05
+# A watchdog's health checks: prime-rl's (every 10 s, abort after 6 failures in a row, about a minute).
+DEFAULT_WATCHDOG_INTERVAL = 10.0
+DEFAULT_WATCHDOG_FAILURES = 6
 DEFAULT_BARRIER_POLL_INTERVAL = 0.02
 DEFAULT_POLL_MAX_INTERVAL = 1.0
 # The verified reset: how long /metrics may take to count its probe (the engine's stats follow the answer).

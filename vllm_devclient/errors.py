@@ -43,11 +43,13 @@ __all__ = [
     "ReleaseTooOldError",
     "ResponseValidationError",
     "RouteNotServedError",
+    "ServerUnhealthyError",
     "ServiceUnavailableError",
     "TLSError",
     "UnsuccessfulResultError",
     "WaitTimeoutError",
     "WaitUnreachableError",
+    "WorldSizeMismatchError",
     "error_from_response",
 ]
 
@@ -289,6 +291,37 @@ class BarrierUnreachableError(BarrierTimeoutError, WaitUnreachableError):
 
 class BarrierUnsupportedError(DevClientError):
     """The server answers /reset_prefix_cache with a bare 200: it cannot say whether the reset happened."""
+
+
+class WorldSizeMismatchError(DevClientError):
+    """An NCCL init over a fleet cannot be planned: a server did not give its world size (`unanswered`:
+    URL -> error), or the servers' world sizes (`world_sizes`) and the trainer's ranks do not make the
+    trainer's `planned` world size. Nothing was initialised."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        planned: int | None,
+        world_sizes: dict[str, int],
+        unanswered: dict[str, DevClientError],
+    ) -> None:
+        super().__init__(message)
+        self.planned = planned
+        self.world_sizes = world_sizes
+        self.unanswered = unanswered
+
+
+class ServerUnhealthyError(DevClientError):
+    """A watchdog saw `url` fail its health check `failures` times in a row; `last` is the last error."""
+
+    def __init__(self, url: str, *, failures: int, last: DevClientError) -> None:
+        super().__init__(
+            f"{url} failed {failures} health checks in a row; the last: {type(last).__name__}: {last}"
+        )
+        self.url = url
+        self.failures = failures
+        self.last = last
 
 
 # Both frontends embed the engine's own message: Python "Call to m method failed: msg",

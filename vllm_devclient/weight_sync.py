@@ -10,7 +10,8 @@ Over a fleet every step is all targets or none: a step that failed on some targe
 after undoing it where it went through (an init is shut down again, a start finished without a version),
 and a failed batch finishes the open update everywhere without a version (vLLM's engines never finish an
 update whose send raised; on vLLM 0.26 with IPC the next request then killed the engine, see
-`AsyncDevClient.weight_update`).
+`AsyncDevClient.weight_update`). An NCCL init over a fleet gives each server its own rank offset
+(`rank_plan`), after checking the servers' world sizes against the trainer's.
 """
 
 from __future__ import annotations
@@ -88,8 +89,13 @@ class WeightSync:
 
     def init_weight_transfer_engine(self, init_info: Mapping[str, Any]) -> None:
         """POST /init_weight_transfer_engine; over a fleet, shut down again where it went through when any
-        target failed."""
-        done = self._step("init_weight_transfer_engine", init_info)
+        target failed.
+
+        Over a fleet, a payload that places workers by rank (NCCL: `rank_offset`, `world_size`) becomes one
+        per server: every server is asked its world size first (`WorldSizeMismatchError`, nothing sent,
+        when one does not answer or they do not make the trainer's `world_size`), then server i gets
+        `rank_offset` plus the world sizes of the servers before it (see `rank_plan`)."""
+        done = self._step("init_weight_transfer_engine", init_info, whole=True)
         if done is not None and done.failed:
             self._undo(done, "shutdown_weight_transfer_engine")
 
@@ -136,11 +142,17 @@ class WeightSync:
     # ---- running a step on the target -------------------------------------------------------------------
 
     def _step(
-        self, method: str, *args: Any, urls: Sequence[str] | None = None, **kwargs: Any
+        self,
+        method: str,
+        *args: Any,
+        urls: Sequence[str] | None = None,
+        whole: bool = False,
+        **kwargs: Any,
     ) -> FleetResult[Any] | None:
         """The client method `method` on the target (with this view's timeout): a single client's error is
         raised as it is (None returned); a fleet's outcomes come back whole (its raise_on_error does not
-        hide which targets succeeded)."""
+        hide which targets succeeded). `whole`: over a fleet, the fleet's own method (not the client's on
+        each target)."""
         target = self.target
         kwargs.update(self._options)
 
@@ -155,8 +167,12 @@ class WeightSync:
             return None
         chosen = None if urls is None else list(urls)
         try:
-            if isinstance(target, Fleet):
-                result: FleetResult[Any] = target.map(fn, urls=chosen, operation=method)
+            if whole and isinstance(target, Fleet):
+                result: FleetResult[Any] = fn(target)
+            elif whole:
+                result = self._run(_awaited(lambda: fn(target)))
+            elif isinstance(target, Fleet):
+                result = target.map(fn, urls=chosen, operation=method)
             else:
                 result = self._run(target.map(fn, urls=chosen, operation=method))
         except FleetError as error:

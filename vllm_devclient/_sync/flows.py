@@ -1,5 +1,6 @@
 # Generated from vllm_devclient/_async/flows.py by scripts/unasync.py; do not edit.
-"""The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update)."""
+"""The flows: context managers that always undo what they did (pause/resume, sleep/wake, weight update),
+and the watchdog beside a block."""
 
 from __future__ import annotations
 
@@ -10,21 +11,25 @@ from typing import Any
 from typing_extensions import Self, Unpack
 
 from .._base_client import RequestOptions, WeightUpdateOptions, weight_update_options
-from ..constants import DEFAULT_WAIT_DEADLINE
+from ..constants import DEFAULT_WAIT_DEADLINE, DEFAULT_WATCHDOG_FAILURES, DEFAULT_WATCHDOG_INTERVAL
 from ..endpoints import PauseMode
-from ..errors import add_note
+from ..errors import DevClientError, add_note
 from ..models import (
     CheckpointStatus,
     MessageResult,
 )
-from ._support import Pending, background, result_of
+from ..watchdog import OnTrip, Watch
+from ._support import Guard, Pending, background, result_of
 from .waits import _SyncWaits
 
-__all__ = ["WeightUpdate", "_SyncFlows"]
+__all__ = ["KV_CACHE", "WEIGHTS", "WeightUpdate", "_SyncFlows"]
+
+# The sleep-mode tags a staged wake wakes, in its order (vLLM's CuMemAllocator tags).
+WEIGHTS, KV_CACHE = ("weights",), ("kv_cache",)
 
 
 class _SyncFlows(_SyncWaits):
-    """paused(), sleeping(), checkpointed() and weight_update()."""
+    """paused(), sleeping(), staged_wake(), checkpointed(), watchdog() and weight_update()."""
 
     # ---- flows ---------------------------------------------------------------------------------------------
 
@@ -90,6 +95,74 @@ class _SyncFlows(_SyncWaits):
             yield self.wait_until_checkpoint_prepared(deadline=deadline)
         finally:
             self.checkpoint_restore()
+
+    @contextmanager
+    def staged_wake(self, *, wait: bool = True) -> Iterator[Self]:
+        """Wake a sleeping server in stages, as verl, TRL's colocate mode and SkyRL do: the weights
+        (`wake_up(["weights"])`), then the block (your weight update: it never competes with the KV cache
+        for memory), then the KV cache (`wake_up(["kv_cache"])`), however the block ends.
+
+        A block that fails leaves the served weights to the update's own rules (`weight_update()` finishes
+        a failed update without its version); the server is woken all the same, and the block's error
+        raised.
+
+        Args:
+            wait: after waking the KV cache, wait until /is_sleeping says false.
+        """
+        self.wake_up(WEIGHTS)
+        try:
+            yield self
+        finally:
+            self.wake_up(KV_CACHE)
+            if wait:
+                self.wait_until_awake()
+
+    @contextmanager
+    def watchdog(
+        self,
+        interval: float = DEFAULT_WATCHDOG_INTERVAL,
+        failures: int = DEFAULT_WATCHDOG_FAILURES,
+        *,
+        request_timeout: float | None = None,
+        on_trip: OnTrip | None = None,
+    ) -> Iterator[Watch]:
+        """Watch the server's health beside the block: GET /health every `interval` seconds; after
+        `failures` failed checks in a row, `ServerUnhealthyError` (the server and its last error).
+
+        The asyncio client cancels the task that entered the block, and the context raises the error in
+        place of the cancellation. The blocking client checks on a daemon thread and cannot stop your
+        code: the context raises at the block's end (call `watch.check()` in a loop to stop sooner, or act
+        in `on_trip`). The check stops with the block either way, however it ends (no task or thread is
+        left behind; the block's end waits for a check in flight, at most its request_timeout and retries).
+
+        Args:
+            interval: seconds between checks (the first is at once).
+            failures: the checks in a row that must fail to trip the watchdog.
+            request_timeout: seconds for each check (None: `interval`).
+            on_trip: called once with the error when the watchdog trips (on its thread or task).
+        """
+        watch = Watch(
+            (self.base_url,), interval=interval, failures=failures, request_timeout=request_timeout,
+            on_trip=on_trip,
+        )  # fmt: skip
+
+        def probe() -> bool:
+            try:
+                self.health(timeout=watch.request_timeout)
+            except DevClientError as error:
+                return watch.failed(self.base_url, error)
+            watch.passed(self.base_url)
+            return False
+
+        guard = Guard(probe, watch.interval)
+        try:
+            yield watch
+        except BaseException as failure:
+            if guard.stop() and watch.error is not None:
+                raise watch.error from failure
+            raise
+        if guard.stop() and watch.error is not None:
+            raise watch.error
 
     @contextmanager
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[WeightUpdate]:

@@ -12,13 +12,15 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
+from .. import rank_plan
+from .._async.flows import KV_CACHE, WEIGHTS
 from .._base_client import (
     NOT_GIVEN,
     ClientConfig,
@@ -34,14 +36,18 @@ from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
     DEFAULT_WAIT_DEADLINE,
+    DEFAULT_WATCHDOG_FAILURES,
+    DEFAULT_WATCHDOG_INTERVAL,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError, InvalidParameterError, add_note
-from ..models import CheckpointStatus, MessageResult, StatusResult
+from ..models import CheckpointStatus, MessageResult, SleepResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
+from ..watchdog import OnTrip, Watch
 from ._async_methods import _AsyncFleetMethods
 from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline, _total_bound
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
+from .watch import watch_fleet
 
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
@@ -251,6 +257,37 @@ class AsyncFleet(_AsyncFleetMethods):
             result = FleetResult(result.values(), operation="pause", rollback=undo)
         return self._finish(result)
 
+    async def init_weight_transfer_engine(
+        self, init_info: Mapping[str, Any], **options: Unpack[RequestOptions]
+    ) -> FleetResult[MessageResult]:
+        """POST /init_weight_transfer_engine (never resent; no HTTP timeout by default).
+
+        On every target at once. A payload that places workers by rank (NCCL: `rank_offset`,
+        `world_size`, as vLLM's trainer engines build it) becomes one per target (Fleet's too): every
+        target is asked its world size first, then target i gets `rank_offset` plus the world sizes of
+        the targets before it (`rank_plan`). `WorldSizeMismatchError`, nothing initialised, when a target
+        gives no world size or they do not make the payload's `world_size`.
+
+        Args:
+            init_info: the transfer backend's settings (JSON), e.g. NCCL master address and ranks.
+        """
+        if not rank_plan.plans_ranks(init_info):
+            return await super().init_weight_transfer_engine(init_info, **options)
+        if len(self.urls) > self.max_concurrency:
+            raise InvalidParameterError(
+                f"an NCCL init needs all {len(self.urls)} targets in the rendezvous at once, but the fleet "
+                f"sends to at most max_concurrency={self.max_concurrency}: raise it"
+            )
+        sizes = await self._gather(lambda c: c.get_world_size(**options), self.urls, "get_world_size")
+        answers = {url: o.value if o.error is None else o.error for url, o in sizes.items()}
+        payloads = rank_plan.worker_payloads(init_info, answers)
+        result = await self._gather(
+            lambda c: c.init_weight_transfer_engine(payloads[c.base_url], **options),
+            self.urls,
+            "init_weight_transfer_engine",
+        )
+        return self._finish(result)
+
     # ---- flows: all targets or none --------------------------------------------------------------------
 
     @asynccontextmanager
@@ -353,6 +390,55 @@ class AsyncFleet(_AsyncFleetMethods):
         restored.raise_for_errors()
 
     @asynccontextmanager
+    async def staged_wake(
+        self, *, level: int = 1, wait: bool = True, reset_connector: bool | None = None
+    ) -> AsyncIterator[AsyncFleet]:
+        """AsyncDevClient.staged_wake() on every target: the weights, the block (the weight update), then
+        the KV cache, however the block ends.
+
+        All or none: when some targets fail to wake their weights, the ones whose weights woke are put back
+        to sleep at `level` and FleetError is raised before the block runs.
+
+        Args:
+            level: the sleep level the targets sleep at (what putting them back to sleep uses).
+            wait: after waking the KV cache, wait until every target says it is awake.
+            reset_connector: what putting them back to sleep sends (False keeps the offloaded KV tier,
+                vLLM 0.34; None: the server's default).
+        """
+        woke = await self._gather(lambda c: c.wake_up(WEIGHTS), self.urls, "wake_up")
+        if woke.failed:
+            if woke.ok:
+                undo = await self._gather(
+                    lambda c: _sleep_again(c, level, reset_connector), list(woke.ok), "sleep"
+                )
+                woke = FleetResult(woke.values(), operation="wake_up", rollback=undo)
+            raise FleetError(woke)
+        try:
+            yield self
+        finally:
+            kv = await self._gather(lambda c: c.wake_up(KV_CACHE), self.urls, "wake_up")
+            if wait and kv.all_ok:
+                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
+                awake.raise_for_errors()
+        kv.raise_for_errors()
+
+    def watchdog(
+        self,
+        interval: float = DEFAULT_WATCHDOG_INTERVAL,
+        failures: int = DEFAULT_WATCHDOG_FAILURES,
+        *,
+        request_timeout: float | None = None,
+        on_trip: OnTrip | None = None,
+    ) -> AbstractAsyncContextManager[Watch]:
+        """AsyncDevClient.watchdog() over every target: each checked at every interval, the first to fail
+        `failures` checks in a row trips it (`ServerUnhealthyError` naming it and its last error); the task
+        that entered the block is cancelled and the context raises the error."""
+        return watch_fleet(
+            self.clients, interval=interval, failures=failures, request_timeout=request_timeout,
+            on_trip=on_trip, cancel=True,
+        )  # fmt: skip
+
+    @asynccontextmanager
     async def weight_update(
         self, **options: Unpack[WeightUpdateOptions]
     ) -> AsyncIterator[AsyncFleetWeightUpdate]:
@@ -404,6 +490,12 @@ class AsyncFleet(_AsyncFleetMethods):
 
     # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
     barrier = _AsyncFleetMethods.reset_prefix_cache_until_success
+
+
+async def _sleep_again(client: AsyncDevClient, level: int, reset_connector: bool | None) -> SleepResult:
+    """Put a target whose weights a staged wake woke back to sleep (its undo); `reset_connector=False`
+    keeps the offloaded KV tier across that sleep (vLLM 0.34)."""
+    return await client.sleep(level, reset_connector=reset_connector)
 
 
 class AsyncFleetWeightUpdate:

@@ -26,15 +26,19 @@ from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
     DEFAULT_WAIT_DEADLINE,
+    DEFAULT_WATCHDOG_FAILURES,
+    DEFAULT_WATCHDOG_INTERVAL,
 )
 from ..endpoints import PauseMode
 from ..errors import DevClientError
 from ..models import CheckpointStatus, MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg
+from ..watchdog import OnTrip, Watch
 from ._sync_methods import _FleetMethods
 from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
 from .fan_out import _rebuild
 from .results import FleetResult, OnResult
+from .watch import watch_fleet
 
 __all__ = ["Fleet", "FleetWeightUpdate"]
 
@@ -224,6 +228,34 @@ class Fleet(_FleetMethods):
         AsyncFleet.checkpointed."""
         with self._flow(self._fleet.checkpointed(mode, deadline=deadline)) as prepared:
             yield prepared
+
+    @contextmanager
+    def staged_wake(
+        self, *, level: int = 1, wait: bool = True, reset_connector: bool | None = None
+    ) -> Iterator[Fleet]:
+        """Wake every target's weights, run the block, wake every KV cache; see AsyncFleet.staged_wake."""
+        with self._flow(self._fleet.staged_wake(level=level, wait=wait, reset_connector=reset_connector)):
+            yield self
+
+    @contextmanager
+    def watchdog(
+        self,
+        interval: float = DEFAULT_WATCHDOG_INTERVAL,
+        failures: int = DEFAULT_WATCHDOG_FAILURES,
+        *,
+        request_timeout: float | None = None,
+        on_trip: OnTrip | None = None,
+    ) -> Iterator[Watch]:
+        """Every target's health checked beside the block, on the fleet's own loop thread (no thread of its
+        own); see AsyncFleet.watchdog. Your code is not interrupted: the context raises
+        `ServerUnhealthyError` at the block's end (call `watch.check()` in a loop, or act in `on_trip`, which
+        runs on the fleet's loop thread: it must not call the fleet)."""
+        flow = watch_fleet(
+            self._fleet.clients, interval=interval, failures=failures, request_timeout=request_timeout,
+            on_trip=on_trip, cancel=False,
+        )  # fmt: skip
+        with self._flow(flow) as watch:
+            yield watch
 
     @contextmanager
     def weight_update(self, **options: Unpack[WeightUpdateOptions]) -> Iterator[FleetWeightUpdate]:
