@@ -58,7 +58,7 @@ from .models import (
     WeightInfo,
     WeightVersionResult,
 )
-from .reset_check import ResetNotVerifiedError, TierNotClearedError, VerifiedReset
+from .reset_check import ResetNotVerifiableError, ResetNotVerifiedError, TierNotClearedError, VerifiedReset
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
@@ -118,6 +118,7 @@ __all__ = [
     "PromptTokensDetails",
     "RawResponse",
     "RequestOptions",
+    "ResetNotVerifiableError",
     "ResetNotVerifiedError",
     "ResetPrefixCacheResult",
     "ResponseValidationError",

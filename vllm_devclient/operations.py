@@ -312,6 +312,7 @@ def completion(
     timeouts: Timeouts,
     retry: RetryPolicy,
     ctx: CallContext,
+    cache_salt: str | None = None,
 ) -> Operation[Completion]:
     name = (
         model
@@ -319,7 +320,13 @@ def completion(
         else (yield from served_model(cache, timeouts=timeouts, retry=retry, ctx=ctx))
     )
     ep = endpoints.completion(
-        name, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop
+        name,
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+        stop=stop,
+        cache_salt=cache_salt,
     )
     done: Completion = yield from call(ep, timeouts=timeouts, retry=retry, ctx=ctx)
     return done
