@@ -38,7 +38,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "transports",
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
-        ("operations", "reset_check"),
+        ("operations", "reset_check", "body_limits"),
         ("_base_client",),
         ("_async", "_sync"),
         ("client", "kv_events"),

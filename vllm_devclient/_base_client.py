@@ -275,6 +275,7 @@ class BaseClient:
         self._headers = self._build_headers()
         self._json_headers = (*self._headers, _JSON)
         self._frontend: Frontend = "unknown"
+        self._release: str | None = None  # the server's vLLM release, from a version() answer
         self._ctx = CallContext(
             base_url=self.base_url, secrets=self._secrets, frontend=self._frontend, prefix=self._origin.prefix
         )
@@ -376,6 +377,8 @@ class BaseClient:
 
     def _learn(self, value: object) -> None:
         """What the answers tell about the server (its frontend, from /version)."""
+        if isinstance(value, VersionInfo):
+            self._release = value.version
         if isinstance(value, VersionInfo) and value.frontend != self._frontend:
             self._frontend = value.frontend
             self._ctx = dataclasses.replace(self._ctx, frontend=value.frontend)
