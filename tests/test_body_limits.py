@@ -166,3 +166,10 @@ def test_a_small_body_is_not_called_cut_off(closing_server: str) -> None:
         client.request("POST", "/update_weights", json={"names": ["w"]})
     assert not isinstance(caught.value, BodyCutOffError)
     assert json.dumps(str(caught.value))  # a message, whatever the transport saw
+
+
+def test_the_command_line_does_not_call_a_cut_body_unreachable() -> None:
+    from vllm_devclient.cli._exit import ExitCode, exit_code_for
+
+    cut = BodyCutOffError("cut", method="POST", url="http://a.test/update_weights")
+    assert exit_code_for(cut) == ExitCode.FAILED

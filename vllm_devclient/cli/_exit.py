@@ -10,6 +10,7 @@ from ..errors import (
     APIConnectionError,
     AuthenticationError,
     BarrierUnreachableError,
+    BodyCutOffError,
     DevModeDisabledError,
     InvalidParameterError,
     PermissionDeniedError,
@@ -51,6 +52,7 @@ EXIT_CODES_SHORT = (
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     (BarrierUnreachableError, ExitCode.CONNECTION),  # no try reached the server: not a deadline matter
     (WaitTimeoutError, ExitCode.DEADLINE),
+    (BodyCutOffError, ExitCode.FAILED),  # the server was reached: it refused the body's size
     (APIConnectionError, ExitCode.CONNECTION),
     (DevModeDisabledError, ExitCode.DEV_MODE),
     ((AuthenticationError, PermissionDeniedError), ExitCode.AUTH),
