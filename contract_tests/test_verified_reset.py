@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,8 @@ import pytest
 from vllm_devclient import (
     AsyncDevClient,
     DevClient,
+    Fleet,
+    FleetError,
     ResetNotVerifiableError,
     ResetNotVerifiedError,
     TierNotClearedError,
@@ -226,3 +228,28 @@ def _cached(client: DevClient, prompt: str, salt: str | None) -> int:
         body["cache_salt"] = salt
     answer = client.request("POST", "/v1/completions", json=body).json()
     return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+def test_over_a_fleet_of_three_the_lying_server_is_named(tiny_model_dir: Path) -> None:
+    """Two honest servers (one per frontend, one with slow CPU stores) and a lying one, checked at once: the
+    fleet names the liar, and the others pass (a reset undoes nothing, so nothing is rolled back)."""
+    details = {"enable_prompt_tokens_details": True}
+    fleet_frontends: list[Frontend] = [
+        PythonFrontend(
+            model_dir=tiny_model_dir,
+            engine=CachingEngine(store_delay=0.2),
+            extra_args=["--enable-prompt-tokens-details"],
+        ),
+        RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(), args=details),
+        RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(keeps={TIER_GPU}), args=details),
+    ]
+    with ExitStack() as stack:
+        urls = [stack.enter_context(fe).base_url for fe in fleet_frontends]
+        with Fleet(urls) as fleet:
+            result = fleet.reset_prefix_cache_verified(PROBE, reset_external=True)
+    assert set(result.ok) == set(urls[:2]) and set(result.failed) == {urls[2]}
+    err = result.failed[urls[2]]
+    assert isinstance(err, TierNotClearedError) and err.tier == TIER_GPU
+    assert result.ok[urls[0]].refusals >= 1 and result.ok[urls[1]].evidence == "probe answer"
+    with pytest.raises(FleetError, match="TierNotClearedError"):
+        result.raise_for_errors()

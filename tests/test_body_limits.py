@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Literal
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from vllm_devclient import (
 from vllm_devclient.support import load_support
 
 MiB = 1 << 20
+Transport = Literal["auto", "httpx"]
 LIMIT = 32 * MiB
 
 
@@ -146,7 +148,7 @@ def closing_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     ("transport", "said"),
     [("auto", "while the 67108854-byte request body was being sent"), ("httpx", "without answering a")],
 )
-def test_a_body_cut_off_is_named_sync(closing_server: str, transport: str, said: str) -> None:
+def test_a_body_cut_off_is_named_sync(closing_server: str, transport: Transport, said: str) -> None:
     """The default pool (h11) sees its send break; httpx reads for an answer after it and cannot tell."""
     with DevClient(closing_server, transport=transport) as client, pytest.raises(BodyCutOffError) as caught:
         client.request("POST", "/update_weights", json=big(64 * MiB))
@@ -155,7 +157,7 @@ def test_a_body_cut_off_is_named_sync(closing_server: str, transport: str, said:
 
 
 @pytest.mark.parametrize("transport", ["auto", "httpx"])
-async def test_a_body_cut_off_is_named_async(closing_server: str, transport: str) -> None:
+async def test_a_body_cut_off_is_named_async(closing_server: str, transport: Transport) -> None:
     async with AsyncDevClient(closing_server, transport=transport) as client:
         with pytest.raises(BodyCutOffError, match=r"the server closed the connection .* request body"):
             await client.request("POST", "/update_weights", json=big(64 * MiB))
