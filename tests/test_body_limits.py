@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import httpx
@@ -175,3 +175,27 @@ def test_the_command_line_does_not_call_a_cut_body_unreachable() -> None:
 
     cut = BodyCutOffError("cut", method="POST", url="http://a.test/update_weights")
     assert exit_code_for(cut) == ExitCode.FAILED
+
+
+def test_the_measuring_tool_bisects_to_the_byte() -> None:
+    """`tools.fixtures.body_limit.measure` against a fake server reading at most 33554432 bytes."""
+    from tools.fixtures.body_limit import CAP, measure
+
+    def server_with(limit: int | None) -> Callable[[str, int], str]:
+        def send(_: str, size: int) -> str:
+            if limit is None or size <= limit:
+                return "500 start_weight_update must be called before update_weights."
+            return (
+                "400 Failed to buffer the request body: length limit exceeded"
+                if size < limit + MiB
+                else "closed"
+            )
+
+        return send
+
+    found = measure("http://x", server_with(LIMIT))
+    assert (found["limit"], found["smallest_refused"]) == (LIMIT, LIMIT + 1)
+    assert found["tried"][str(64 * MiB)] == "closed"
+    assert measure("http://x", server_with(20 * MiB + 7))["limit"] == 20 * MiB + 7
+    unlimited = measure("http://x", server_with(None))
+    assert (unlimited["limit"], unlimited["largest_accepted"]) == (None, CAP)
