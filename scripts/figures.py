@@ -172,9 +172,9 @@ def _transport_gain(_: str) -> str:
 
 @figure("bench.reset-check")
 def _reset_check(_: str) -> str:
-    row = _row("reset_check", "verified reset vs plain reset + 1 round trip")
+    row = _row("reset_check", "verified reset vs its requests by hand")
     sent = _row("reset_check", "requests of one verified reset")["value"]
-    plain = "a plain reset followed by one 1-token completion"
+    plain = "the same requests sent by hand"
     return f"{sent} requests, {row['ratio']:.2f}x {plain} ({_goal(row)})"
 
 

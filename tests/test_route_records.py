@@ -57,9 +57,14 @@ def test_every_route_parameter_says_where_it_goes_and_the_dev_paths_come_from_th
 
 
 def test_the_request_follows_the_record() -> None:
-    sleep = endpoint("sleep", level=2, mode="wait")
+    sleep = endpoint("sleep", level=2, mode="wait", reset_connector=None)
     assert (sleep.method, sleep.path, sleep.params) == ("POST", "/sleep", (("level", "2"), ("mode", "wait")))
-    assert sleep.long_running and not endpoint("sleep", level=1, mode="abort").long_running
+    assert sleep.requires is None
+    assert (
+        sleep.long_running and not endpoint("sleep", level=1, mode="abort", reset_connector=None).long_running
+    )
+    kept = endpoint("sleep", level=1, mode="abort", reset_connector=False)
+    assert kept.params[-1] == ("reset_connector", "false") and kept.requires == ("0.34.0", "reset_connector")
     assert endpoint("wake_up", tags=["weights", "kv_cache"]).params == (
         ("tags", "weights"),
         ("tags", "kv_cache"),
@@ -85,8 +90,21 @@ def test_the_request_follows_the_record() -> None:
 @pytest.mark.parametrize(
     ("name", "arguments", "message"),
     [
-        ("sleep", {"level": 5, "mode": "abort"}, "sleep level must be 0, 1 or 2, got 5"),
-        ("sleep", {"level": 1, "mode": None}, "mode must be one of abort, wait, keep; got None"),
+        (
+            "sleep",
+            {"level": 5, "mode": "abort", "reset_connector": None},
+            "sleep level must be 0, 1 or 2, got 5",
+        ),
+        (
+            "sleep",
+            {"level": 1, "mode": None, "reset_connector": None},
+            "mode must be one of abort, wait, keep; got None",
+        ),
+        (
+            "sleep",
+            {"level": 1, "mode": "abort", "reset_connector": 0},
+            "reset_connector must be True or False",
+        ),
         ("pause", {"mode": "abort", "clear_cache": 1}, "clear_cache must be True or False, got 1"),
         ("server_info", {"config_format": "yaml"}, "config_format must be 'text' or 'json', got 'yaml'"),
         ("weight_checker", {"action": "compare", "baseline": None}, "action='compare' needs baseline="),

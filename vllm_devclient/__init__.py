@@ -17,6 +17,9 @@ from .errors import (
     BarrierTimeoutError,
     BarrierUnreachableError,
     BarrierUnsupportedError,
+    BodyCutOffError,
+    BodyLimitExceededError,
+    BodyTooLargeError,
     CheckpointFailedError,
     ClientClosedError,
     ConflictError,
@@ -65,7 +68,7 @@ from .models import (
     WeightInfo,
     WeightVersionResult,
 )
-from .reset_check import ResetNotVerifiedError, TierNotClearedError, VerifiedReset
+from .reset_check import ResetNotVerifiableError, ResetNotVerifiedError, TierNotClearedError, VerifiedReset
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
@@ -98,6 +101,9 @@ __all__ = [
     "BarrierTimeoutError",
     "BarrierUnreachableError",
     "BarrierUnsupportedError",
+    "BodyCutOffError",
+    "BodyLimitExceededError",
+    "BodyTooLargeError",
     "CheckpointFailedError",
     "CheckpointStatus",
     "ClientClosedError",
@@ -129,6 +135,7 @@ __all__ = [
     "RawResponse",
     "ReleaseTooOldError",
     "RequestOptions",
+    "ResetNotVerifiableError",
     "ResetNotVerifiedError",
     "ResetPrefixCacheResult",
     "ResponseValidationError",

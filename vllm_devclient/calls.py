@@ -175,14 +175,14 @@ CALLS: tuple[Call, ...] = (
     ),
     Call(
         name="reset_prefix_cache_verified",
-        doc="Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).",
+        doc="Reset the prefix cache, then prove that every tier asked to clear serves nothing (opt-in).",
         answer=VerifiedReset,
         params=(
             Param(
                 name="probe",
                 type=str | Sequence[int],
                 positional=True,
-                help="A prompt the cache held before the reset (text or token ids).",
+                help="A prompt of more than one KV-cache block (text or token ids); the check caches it.",
             ),
             Param(
                 name="reset_external",
@@ -201,7 +201,7 @@ CALLS: tuple[Call, ...] = (
                 type=float,
                 default=DEFAULT_VERIFY_DEADLINE,
                 role="deadline",
-                help="Seconds to wait for /metrics to count the probe.",
+                help="Seconds for the check's waits: refused resets retried, /metrics counting the probe.",
             ),
         ),
         cli=Cli(topic="cache", command="verified-reset", render=_verified),

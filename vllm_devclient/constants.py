@@ -58,8 +58,8 @@ DEFAULT_WATCHDOG_INTERVAL = 10.0
 DEFAULT_WATCHDOG_FAILURES = 6
 DEFAULT_BARRIER_POLL_INTERVAL = 0.02
 DEFAULT_POLL_MAX_INTERVAL = 1.0
-# The verified reset: how long /metrics may take to count its probe (the engine's stats follow the answer).
-DEFAULT_VERIFY_DEADLINE = 5.0
+# The verified reset: its waits (refused resets retried, /metrics counting the probe) together.
+DEFAULT_VERIFY_DEADLINE = 30.0
 # The one request that tells a missing route from dev mode off after a dev route's 404 (it never
 # reaches the engine): bounded also where the call itself is not (a long-running route).
 DEV_ROUTES_PROBE_TIMEOUT = 5.0

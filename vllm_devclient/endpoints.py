@@ -186,7 +186,10 @@ def completion(
     temperature: float,
     seed: int | None,
     stop: Sequence[str] | None,
+    cache_salt: str | None = None,
 ) -> Endpoint[Completion]:
+    """`cache_salt`: vLLM's prefix cache keys a request's blocks by it too, so no unsalted or otherwise
+    salted request shares them."""
     body: dict[str, Any] = {
         "model": check.text(model, "model"),
         "prompt": check.prompt(prompt, "prompt"),
@@ -197,6 +200,8 @@ def completion(
         body["seed"] = check.non_negative_int(seed, "seed")
     if stop:
         body["stop"] = check.texts(stop, "stop")
+    if cache_salt is not None:
+        body["cache_salt"] = check.text(cache_salt, "cache_salt")
     return Endpoint(
         "POST", "/v1/completions", model_reader(Completion), body=body, dev_route=False, long_running=True
     )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 Frontend = Literal["python", "rust", "unknown"]
 
 __all__ = [
+    "BODY_HINT",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -28,6 +29,9 @@ __all__ = [
     "BarrierTimeoutError",
     "BarrierUnreachableError",
     "BarrierUnsupportedError",
+    "BodyCutOffError",
+    "BodyLimitExceededError",
+    "BodyTooLargeError",
     "CheckpointFailedError",
     "ClientClosedError",
     "ConflictError",
@@ -132,6 +136,34 @@ class TLSError(APIConnectionError):
     the same certificate."""
 
 
+# What to do about a body over a server's limit (vllm-rs reads at most 32 MiB).
+BODY_HINT = (
+    "send weights as IPC handles (update_weights with CUDA IPC: only handles travel), split the update into "
+    "chunks under the limit (several update_weights calls between start_weight_update and "
+    "finish_weight_update), or serve through the Python frontend (no limit found up to 100 MiB)"
+)
+
+
+class BodyCutOffError(APIConnectionError):
+    """The server closed the connection while the request body was being sent: likely a body over its
+    limit (vllm-rs reads at most 32 MiB and cuts larger bodies off). The message says what to do."""
+
+
+class BodyTooLargeError(DevClientError):
+    """A request body over the body limit of the server's frontend and release, refused before it was
+    sent: `.size` and `.limit` (bytes), `.frontend`, `.release`, `.path`. The message says what to do."""
+
+    def __init__(
+        self, message: str, *, size: int, limit: int, frontend: str, release: str | None, path: str
+    ) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+        self.frontend = frontend
+        self.release = release
+        self.path = path
+
+
 class ResponseValidationError(DevClientError):
     """A 2xx answer whose body does not have the shape this route answers with."""
 
@@ -175,6 +207,11 @@ class APIStatusError(DevClientError):
 
 class BadRequestError(APIStatusError):
     """400 or 422: a parameter was rejected; `.param` names it when the server does."""
+
+
+class BodyLimitExceededError(BadRequestError):
+    """400: the server refused the request body as over its limit (vllm-rs: "Failed to buffer the request
+    body: length limit exceeded"); the message says what to do."""
 
 
 class AuthenticationError(APIStatusError):
@@ -433,6 +470,10 @@ def error_from_response(
             param = m.group("param") if m else None
         # Python names it "query.level", Rust "level": report the bare name on both.
         kw["param"] = _LOCATION_PREFIX.sub("", param) if param else None
+        if status == 400 and message and "length limit exceeded" in message:
+            return BodyLimitExceededError(
+                f"{message}: the request body is over the server's limit; {BODY_HINT}", **kw
+            )
         return BadRequestError(message or "bad request", **kw)
     if status == 401:
         return AuthenticationError(message or "unauthorized: pass api_key= or set VLLM_API_KEY", **kw)

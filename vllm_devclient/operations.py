@@ -42,6 +42,7 @@ from .errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
+    BodyCutOffError,
     DevClientError,
     DevModeDisabledError,
     Frontend,
@@ -54,7 +55,7 @@ from .models import Completion
 from .redaction import NO_SECRETS, Secrets
 from .responses import ResponseLike
 from .routes import endpoint as route
-from .transports.base import ConnectionDropped, TransportError, TransportTimeout
+from .transports.base import BodyCutOff, ConnectionDropped, TransportError, TransportTimeout
 from .transports.tls import TLSFailure
 
 T = TypeVar("T")
@@ -173,6 +174,8 @@ def _transport_error(
         kind = TLSError
     elif isinstance(exc, TransportTimeout):
         kind = APITimeoutError
+    elif isinstance(exc, BodyCutOff):
+        kind = BodyCutOffError
     verb = "timed out" if kind is APITimeoutError else "failed"
     note = "" if exc.sent else " (nothing was sent)"
     said = f" ({bounds})" if bounds and kind is APITimeoutError else ""
@@ -340,6 +343,7 @@ def completion(
     timeouts: Timeouts,
     retry: RetryPolicy,
     ctx: CallContext,
+    cache_salt: str | None = None,
 ) -> Operation[Completion]:
     name = (
         model
@@ -347,8 +351,9 @@ def completion(
         else (yield from served_model(cache, timeouts=timeouts, retry=retry, ctx=ctx))
     )
     ep = endpoints.completion(
-        name, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop
-    )
+        name, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop,
+        cache_salt=cache_salt,
+    )  # fmt: skip
     done: Completion = yield from call(ep, timeouts=timeouts, retry=retry, ctx=ctx)
     return done
 

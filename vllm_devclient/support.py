@@ -8,7 +8,8 @@ release that serves it (`added_in`); `vllm-devclient support` prints the matrix.
 Format 1: `releases` (oldest first), `frontends`, `notes` (each release change's words, once), and `routes`:
 "METHOD /path" -> frontend -> release -> null (nothing recorded) or a cell: `{"status": "served"}`,
 `{"status": "absent", "http": 404}`, or `{"status": "differs", "how": [indexes into notes],
-"scenarios": [...]}`.
+"scenarios": [...]}`; and `body_limits`: frontend -> release -> the request-body limit measured (bytes, null
+for none found; `vllm_devclient.body_limits` reads it).
 """
 
 from __future__ import annotations

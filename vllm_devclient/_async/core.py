@@ -12,7 +12,7 @@ import httpx
 from typing_extensions import Self, Unpack
 
 from .. import arguments as check
-from .. import endpoints
+from .. import body_limits, endpoints
 from .. import operations as ops
 from .. import release_gate as gate
 from .._base_client import (
@@ -32,9 +32,10 @@ from ..constants import (
     DEFAULT_URL,
 )
 from ..endpoints import Endpoint
-from ..errors import InvalidParameterError
-from ..operations import Operation, Sleep
+from ..errors import DevClientError, InvalidParameterError
+from ..operations import Operation, Sleep, Transmit
 from ..routes import DEV_PATHS
+from ..routes import endpoint as route
 from ..transports import (
     AsyncTransport,
     CertArg,
@@ -175,6 +176,8 @@ class _AsyncCore(BaseClient):
                     effect = op.send(None)
                     continue
                 request = self._wire_request(effect, options)
+                if request.body is not None:
+                    await self._check_body(len(request.body), effect)
                 try:
                     response = await self._transport.send(
                         request, connect_timeout=effect.connect_timeout, deadline=effect.deadline
@@ -192,6 +195,26 @@ class _AsyncCore(BaseClient):
                 raise InvalidParameterError("with_raw_response needs a call that sends a request")
             return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
         return result
+
+    async def _check_body(self, size: int, effect: Transmit) -> None:
+        """A body over the known limit of the server's frontend and release is refused before it is sent;
+        the first body large enough to matter asks /version once when the client does not know them yet
+        (`vllm_devclient.body_limits` decides)."""
+        above = body_limits.checked_above()
+        if above is None or size <= above:
+            return
+        if self._release.version is None or self._frontend == "unknown":
+            lookup = ops.call(
+                route("version"), timeouts=self._config.timeout, retry=self._retry, ctx=self._context()
+            )
+            try:
+                await self._run(lookup, {})
+            except DevClientError:
+                return  # unknown: sent as it is; the server's own refusal still comes back typed
+        ep = effect.endpoint
+        body_limits.check_body(
+            size, frontend=self._frontend, release=self._release.version, method=ep.method, path=ep.path
+        )
 
     async def _send(self, ep: Endpoint[T], options: Mapping[str, Any]) -> T:
         opts = self._options(options)

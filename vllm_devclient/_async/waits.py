@@ -150,20 +150,25 @@ class _AsyncWaits(_AsyncRoutes):
         deadline: float = DEFAULT_VERIFY_DEADLINE,
         **options: Unpack[RequestOptions],
     ) -> VerifiedReset:
-        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+        """Reset the prefix cache, then prove that every tier asked to clear serves nothing (opt-in).
 
-        After the server says success, a probe (a greedy 1-token completion of `probe`) whose answer
-        reports no cached token (servers started with --enable-prompt-tokens-details) proves it: one
-        request more than the reset. Otherwise a second reset and probe, with the /metrics prefix-cache
-        counters around it, show which tier served: TierNotClearedError names a tier that still serves
-        blocks (`.tier`: "GPU", or "external" with reset_external=True); a server that says
-        success=false, or publishes nothing that tells, is a ResetNotVerifiedError.
+        The reset is retried while the server answers success=false (blocks held by running requests or
+        by offload stores in flight), stepping the engine, as reset_prefix_cache_until_success does. The
+        probe (a greedy 1-token completion of `probe`, sent with a cache_salt of the check's own so no
+        other request shares its blocks) is first shown to be cached, else ResetNotVerifiableError ("not
+        verifiable", never a pass); then, after a reset, an answer that reports no cached token (servers
+        started with --enable-prompt-tokens-details) is the proof, whatever other clients send.
+        Otherwise the /metrics prefix-cache counters around a further reset and probe show which tier
+        served: TierNotClearedError names a tier that still serves blocks (`.tier`: "GPU", or "external"
+        with reset_external=True). /metrics count every request: that step needs a moment with no other
+        request, and says "not verifiable" (reason "other traffic") when none comes before the deadline.
 
         Args:
-            probe: a prompt the cache held before the reset (text or token ids).
+            probe: a prompt of more than one KV-cache block (text or token ids); the check caches it.
             reset_external: also reset, and check, the connector's tier.
             reset_running_requests: preempt running requests so their blocks can be freed.
-            deadline: seconds to wait for /metrics to count the probe.
+            deadline: seconds for the check's waits: refused resets retried, /metrics counting the probe
+                (0: each reset tried once).
         """
         opts = self._options(options)
         op = reset_check.verified_reset(

@@ -9,6 +9,7 @@ from enum import IntEnum
 from ..errors import (
     APIConnectionError,
     AuthenticationError,
+    BodyCutOffError,
     DevModeDisabledError,
     InvalidParameterError,
     PermissionDeniedError,
@@ -52,6 +53,7 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
     # Nothing listens there (the barrier: no try reached the server): not a deadline matter.
     (WaitUnreachableError, ExitCode.CONNECTION),
     (WaitTimeoutError, ExitCode.DEADLINE),
+    (BodyCutOffError, ExitCode.FAILED),  # the server was reached: it refused the body's size
     (APIConnectionError, ExitCode.CONNECTION),
     (DevModeDisabledError, ExitCode.DEV_MODE),
     ((AuthenticationError, PermissionDeniedError), ExitCode.AUTH),

@@ -136,7 +136,12 @@ class AiohttpPool:
             ) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise base.TransportTimeout("no complete answer in time", answered=answered) from None
-        except aiohttp.ServerDisconnectedError:
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            size = None if answered else base.cut_off(request.body)
+            if size is not None:  # the server closed the connection before it had read the body
+                raise base.BodyCutOff(size, exc) from None
+            if isinstance(exc, aiohttp.ClientOSError):
+                raise self._broke(exc, request.origin, answered) from None
             note = "" if answered else unanswered_note(request.origin, self._tls)
             raise base.ConnectionDropped(
                 "the server closed the connection"
@@ -148,14 +153,13 @@ class AiohttpPool:
             raise base.ConnectionDropped(f"the answer broke off: {exc}", answered=True) from None
         except aiohttp.ClientResponseError as exc:
             raise base.ProtocolViolation(f"invalid HTTP answer: {exc.message}") from None
-        except aiohttp.ClientOSError as exc:
-            # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
-            refused = None if answered else handshake_failure(exc, request.origin, self._tls)
-            if isinstance(refused, TLSFailure):
-                raise refused from None
-            note = "" if answered else unanswered_note(request.origin, self._tls)
-            raise base.ConnectionDropped(
-                f"the connection broke: {exc.strerror or exc}{note}", answered=answered
-            ) from None
         except aiohttp.ClientConnectionError as exc:
             raise base.ConnectionDropped(f"the connection broke: {exc}", answered=answered) from None
+
+    def _broke(self, exc: aiohttp.ClientOSError, origin: base.Origin, answered: bool) -> base.TransportError:
+        # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+        refused = None if answered else handshake_failure(exc, origin, self._tls)
+        if isinstance(refused, TLSFailure):
+            return refused
+        note = "" if answered else unanswered_note(origin, self._tls)
+        return base.ConnectionDropped(f"the connection broke: {exc.strerror or exc}{note}", answered=answered)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
+    "CUT_OFF_MIN",
+    "BodyCutOff",
     "ConnectFailed",
     "ConnectionDropped",
     "Origin",
@@ -27,6 +29,7 @@ __all__ = [
     "TransportTimeout",
     "WireRequest",
     "WireResponse",
+    "cut_off",
     "fold_headers",
 ]
 
@@ -134,6 +137,35 @@ class TransportTimeout(TransportError):
 
 class ConnectionDropped(TransportError):
     """The connection broke: reset, or closed by the server, before the answer was complete."""
+
+
+# A send that breaks on a body this large is told as a body cut off (a smaller one breaks for other reasons).
+CUT_OFF_MIN = 1 << 20
+
+
+def cut_off(body: bytes | None) -> int | None:
+    """The body's size when a broken send of it is likely the server refusing its size, else None."""
+    return len(body) if body is not None and len(body) >= CUT_OFF_MIN else None
+
+
+class BodyCutOff(ConnectionDropped):
+    """The connection broke while the request body was being sent (`during_send`; else, where the client
+    cannot tell, before any answer to a large body): a server over its body limit answers, or resets,
+    before it has read the body."""
+
+    def __init__(self, size: int, error: object, *, during_send: bool = True) -> None:
+        when = (
+            f"while the {size}-byte request body was being sent"
+            if during_send
+            else f"without answering a {size}-byte request body"
+        )
+        super().__init__(
+            f"the server closed the connection {when} ({error}): likely over its body limit (vllm-rs reads "
+            "at most 32 MiB): send weights as IPC handles (CUDA IPC: only handles travel), in chunks under "
+            "the limit, or through the Python frontend"
+        )
+        self.size = size
+        self.during_send = during_send
 
 
 class ProtocolViolation(TransportError):

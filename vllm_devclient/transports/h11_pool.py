@@ -24,6 +24,7 @@ import h11
 
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from .base import (
+    BodyCutOff,
     ConnectFailed,
     ConnectionDropped,
     Origin,
@@ -31,6 +32,7 @@ from .base import (
     TransportTimeout,
     WireRequest,
     WireResponse,
+    cut_off,
     fold_headers,
 )
 from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
@@ -193,6 +195,9 @@ class H11Pool:
             refused = self._refusal(conn, request.origin, deadline)
             if refused is not None:
                 raise refused from None
+            size = cut_off(request.body)
+            if size is not None:
+                raise BodyCutOff(size, exc.strerror or exc) from None
             raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
         return self._receive(conn, request.origin, deadline)
 

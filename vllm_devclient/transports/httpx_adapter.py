@@ -50,7 +50,9 @@ _THEIRS = TLSConfig(True, None, "your http_client's settings")
 
 
 @contextmanager
-def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> Iterator[None]:
+def _translated(
+    answered: list[bool], origin: base.Origin, tls: TLSConfig, body: bytes | None = None
+) -> Iterator[None]:
     """httpx's exceptions as transport failures."""
     try:
         yield
@@ -61,6 +63,9 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
     except httpx.TimeoutException:
         raise base.TransportTimeout("no complete answer in time", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
+        size = None if answered[0] else base.cut_off(body)
+        if size is not None:  # httpx reads for an answer after a failed send: it cannot say which came first
+            raise base.BodyCutOff(size, "no answer", during_send=False) from None
         if "without sending" in str(exc) or not answered[0]:
             note = unanswered_note(origin, tls)
             raise base.ConnectionDropped(
@@ -76,6 +81,11 @@ def _translated(answered: list[bool], origin: base.Origin, tls: TLSConfig) -> It
         refused = None if answered[0] else handshake_failure(exc, origin, tls)
         if isinstance(refused, TLSFailure):
             raise refused from None
+        broke = isinstance(exc, httpx.WriteError | httpx.ReadError) and not answered[0]
+        size = base.cut_off(body) if broke else None
+        if size is not None:  # the server closed the connection before it had read the body
+            sending = isinstance(exc, httpx.WriteError)
+            raise base.BodyCutOff(size, type(exc).__name__, during_send=sending) from None
         note = "" if answered[0] else unanswered_note(origin, tls)
         raise base.ConnectionDropped(
             f"the connection broke: {type(exc).__name__}{note}", answered=answered[0]
@@ -94,7 +104,7 @@ class HttpxTransport:
         answered = [False]
         req = to_httpx_request(request)
         req.extensions["timeout"] = _timeout(connect_timeout, deadline).as_dict()
-        with _translated(answered, request.origin, self._tls):
+        with _translated(answered, request.origin, self._tls, request.body):
             response = self.client.send(req, stream=True)
             answered[0] = True
             try:
@@ -135,7 +145,7 @@ class AsyncHttpxTransport:
                 await response.aclose()
             return base.WireResponse(response.status_code, _headers(response), body)
 
-        with _translated(answered, request.origin, self._tls):
+        with _translated(answered, request.origin, self._tls, request.body):
             if deadline is None:
                 return await exchange()
             try:

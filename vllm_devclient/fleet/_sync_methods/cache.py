@@ -133,16 +133,16 @@ class _CacheMethods:
         *,
         reset_external: bool = False,
         reset_running_requests: bool = False,
-        deadline: float = 5.0,
+        deadline: float = 30.0,
         **options: Unpack[RequestOptions],
     ) -> FleetResult[VerifiedReset]:
-        """Reset the prefix cache, then check that every tier asked to clear serves nothing (opt-in).
+        """Reset the prefix cache, then prove that every tier asked to clear serves nothing (opt-in).
 
         Args:
-            probe: a prompt the cache held before the reset (text or token ids).
+            probe: a prompt of more than one KV-cache block (text or token ids); the check caches it.
             reset_external: also reset, and check, the connector's tier.
             reset_running_requests: preempt running requests so their blocks can be freed.
-            deadline: seconds to wait for /metrics to count the probe.
+            deadline: seconds for the check's waits: refused resets retried, /metrics counting the probe.
 
         On every target at once: a FleetResult of each target's answer; when any target failed,
         FleetError with every target's outcome (a fleet made with raise_on_error=False returns the

@@ -47,7 +47,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "reset_prefix_cache_verified_refused",
         "the verified reset when the engine refuses: ResetNotVerifiedError, no probe sent",
-        lambda c: c.reset_prefix_cache_verified("hello", reset_external=True),
+        lambda c: c.reset_prefix_cache_verified("hello", reset_external=True, deadline=0),
         raises(reset_check.ResetNotVerifiedError, {"tier": None}),
         (call("reset_prefix_cache", False, True),),
         script={"reset_prefix_cache": [Return(False)]},
