@@ -30,7 +30,7 @@ from vllm_devclient.testing import Frontend, PublishingEngine, PythonFrontend, R
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 # The servers the examples talk to, in the order they are handed the kit's frontends.
-PLACEHOLDER_URLS = ("http://127.0.0.1:8000", "http://10.0.0.1:8000", "http://10.0.0.2:8000")
+PLACEHOLDER_URLS = ("http://127.0.0.1:8000", "http://vllm-0.example:8000", "http://vllm-1.example:8000")
 # An example must finish within this (the longest one, the KV-events example, takes about 2 s).
 HANG_S = 60.0
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
