@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner, Result
 
-from vllm_devclient import DevClient, InvalidParameterError, NotFoundError
+from vllm_devclient import APITimeoutError, AsyncDevClient, DevClient, InvalidParameterError, NotFoundError
 from vllm_devclient.cli import ExitCode, cli
-from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving import Hang, MisbehavingServer
 
 
 def invoke(*args: str) -> Result:
@@ -65,3 +65,29 @@ def test_a_bad_option_shows_the_subcommands_usage_and_lists_the_choices() -> Non
 def test_the_sdk_refusing_an_argument_shows_the_subcommands_usage() -> None:
     result = invoke("--url", "http://127.0.0.1:1", "wait-ready", "--deadline", "nan")
     assert result.exit_code == ExitCode.USAGE and "wait-ready [OPTIONS]" in result.output
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_timed_out_completion_names_the_exchange_that_timed_out_and_why(kind: str) -> None:
+    # Without model= a completion first looks the model up on /v1/models: a hang there says so.
+    with MisbehavingServer() as server:
+        server.script("/v1/models", Hang())
+        server.script("/v1/completions", Hang())
+
+        async def complete(**kw: str) -> None:
+            if kind == "sync":
+                with DevClient(server.base_url, timeout=0.5, max_retries=0) as client:
+                    client.completion("hi", **kw)
+            else:
+                async with AsyncDevClient(server.base_url, timeout=0.5, max_retries=0) as aclient:
+                    await aclient.completion("hi", **kw)
+
+        with pytest.raises(APITimeoutError) as lookup:
+            await complete()
+        with pytest.raises(APITimeoutError) as sent:
+            await complete(model="m")
+    assert str(lookup.value).startswith("GET /v1/models timed out") and lookup.value.path == "/v1/models"
+    assert "looking up the model for POST /v1/completions (model= skips it)" in str(lookup.value)
+    assert str(sent.value).startswith("POST /v1/completions timed out") and "/v1/models" not in str(
+        sent.value
+    )
