@@ -91,3 +91,29 @@ async def test_a_timed_out_completion_names_the_exchange_that_timed_out_and_why(
     assert str(sent.value).startswith("POST /v1/completions timed out") and "/v1/models" not in str(
         sent.value
     )
+
+
+def test_pythons_own_argument_errors_name_the_public_class_never_a_private_base() -> None:
+    import asyncio
+
+    from vllm_devclient.fleet import AsyncFleet, Fleet
+
+    client, aclient = DevClient("http://vllm-0.invalid:8000"), AsyncDevClient("http://vllm-0.invalid:8000")
+    fleet, afleet = Fleet(["http://vllm-0.invalid:8000"]), AsyncFleet(["http://vllm-0.invalid:8000"])
+    calls = {
+        "DevClient.completion()": lambda: client.completion(),  # type: ignore[call-arg]
+        "DevClient.health()": lambda: client.health(1),  # type: ignore[call-arg]
+        "DevClient.wait_until_ready()": lambda: client.wait_until_ready(1, 2, 3),  # type: ignore[misc]
+        "DevClient.weight_update()": lambda: client.weight_update(1, 2),  # type: ignore[call-arg]
+        "DevClient.paused()": lambda: client.paused(1, 2, 3, 4),  # type: ignore[call-arg]
+        "DevClient.with_options()": lambda: client.with_options(1),  # type: ignore[misc]
+        "DevClient.health() takes": lambda: client.with_raw_response.health(1),  # type: ignore[call-arg]
+        "AsyncDevClient.health()": lambda: asyncio.run(aclient.health(1)),  # type: ignore[call-arg]
+        "Fleet.health()": lambda: fleet.health(1),  # type: ignore[call-arg]
+        "AsyncFleet.is_paused()": lambda: afleet.is_paused(1),  # type: ignore[call-arg]
+    }
+    for public, call in calls.items():
+        with pytest.raises(TypeError) as caught:
+            call()
+        message = str(caught.value)
+        assert message.startswith(public) and not message.split(".")[0].startswith("_"), message
