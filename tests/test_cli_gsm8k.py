@@ -85,3 +85,18 @@ def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
+
+
+def test_gsm8k_reports_the_shots_its_prompts_were_built_with(mock: respx.MockRouter) -> None:
+    sent: list[str] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["prompt"])
+        return httpx.Response(200, json={"choices": [{"text": "18", "index": 0}]})
+
+    mock.get(f"{A}/v1/models").respond(200, json={"data": [{"id": "m", "object": "model"}]})
+    mock.post(f"{A}/v1/completions").mock(side_effect=respond)
+    result = invoke("--url", A, "--json", "gsm8k", "--sample", "--num-questions", "1", "--num-shots", "2")
+    assert result.exit_code == 0, result.output
+    assert doc(result)["targets"][A]["result"]["num_shots"] == 2
+    assert [p.count("Question: ") for p in sent] == [3]

@@ -246,6 +246,7 @@ def gsm8k(
         raise CommandError(str(exc), exit_code=exit_code_for(exc), error=exc) from exc
     kwargs: dict[str, Any] = {
         "prompts": prompts,
+        "num_shots": num_shots,  # what the report says the prompts were built with
         "concurrency": concurrency,
         "max_tokens": max_tokens,
         "model": model,
