@@ -45,7 +45,7 @@ from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
 
 MODELS = {"object": "list", "data": [{"id": "/models/smol", "object": "model"}]}
-SAMPLE_SIZES = (10, 50)  # train, test
+SAMPLE_SIZES = (40, 60)  # train, test
 
 
 @pytest.fixture(autouse=True)
@@ -120,13 +120,23 @@ def test_the_sample_is_pinned_licensed_and_the_start_of_the_real_files() -> None
     assert test[0].question.startswith("Janet") and test[0].answer.endswith("#### 18")
 
 
-def test_load_from_the_offline_folder() -> None:
-    # $VLLM_DEVCLIENT_GSM8K_DIR (here the sample's folder) is read, and checked against the full files' sums.
+def test_load_from_the_offline_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # $VLLM_DEVCLIENT_GSM8K_DIR is read and checked against the full files' sums: a copy of the sample fails.
+    for split in ("train", "test"):
+        shutil.copy(SAMPLE_DIR / f"{split}.jsonl", tmp_path / f"{split}.jsonl")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(GSM8KChecksumError) as info:
         load_gsm8k()
     assert info.value.expected == GSM8K_SHA256["train"] and info.value.got == GSM8K_SAMPLE_SHA256["train"]
     train, test = load_gsm8k(verify=False)
     assert (len(train), len(test)) == SAMPLE_SIZES
+
+
+def test_the_sample_folder_as_data_dir_is_checked_against_the_samples_sums(tmp_path: Path) -> None:
+    assert len(load_split("test", data_dir=SAMPLE_DIR)) == 60  # its own sums, not the full file's
+    shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
+    with pytest.raises(GSM8KChecksumError):  # a copy elsewhere is just a folder: the full file's sums
+        load_split("test", data_dir=tmp_path)
 
 
 def test_sample_and_data_dir_are_one_or_the_other(tmp_path: Path) -> None:
@@ -136,7 +146,7 @@ def test_sample_and_data_dir_are_one_or_the_other(tmp_path: Path) -> None:
 
 def test_data_dir_argument_beats_the_environment(tmp_path: Path) -> None:
     shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
-    assert len(load_split("test", data_dir=tmp_path, verify=False)) == 50
+    assert len(load_split("test", data_dir=tmp_path, verify=False)) == 60
     with pytest.raises(GSM8KDataError, match=r"train\.jsonl"):
         load_split("train", data_dir=tmp_path)
 
@@ -151,7 +161,7 @@ def test_missing_offline_file_says_what_to_do(monkeypatch: pytest.MonkeyPatch, t
 def test_damaged_copy_fails_the_checksum(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _pin_the_sample(monkeypatch)
     shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
-    assert len(load_split("test", data_dir=tmp_path)) == 50
+    assert len(load_split("test", data_dir=tmp_path)) == 60
     text = (SAMPLE_DIR / "test.jsonl").read_text().replace("Janet", "Jenny", 1)
     (tmp_path / "test.jsonl").write_text(text)
     with pytest.raises(GSM8KChecksumError, match="sha256") as info:
@@ -177,10 +187,10 @@ def test_the_default_source_is_upstream_and_a_mirror_is_a_setting(monkeypatch: p
 
 def test_download_into_the_cache_once(monkeypatch: pytest.MonkeyPatch, mirror: _Mirror) -> None:
     _pin_the_sample(monkeypatch)
-    assert len(load_split("test")) == 50
+    assert len(load_split("test")) == 60
     cached = default_cache_dir() / "test.jsonl"
     assert cached.read_bytes() == (SAMPLE_DIR / "test.jsonl").read_bytes()
-    assert len(load_split("test")) == 50
+    assert len(load_split("test")) == 60
     assert mirror.requests == ["/data/test.jsonl"]  # the second load came from the cache
 
 
@@ -189,7 +199,7 @@ def test_damaged_cache_is_downloaded_again(monkeypatch: pytest.MonkeyPatch, mirr
     cached = default_cache_dir() / "test.jsonl"
     cached.parent.mkdir(parents=True)
     cached.write_text('{"question": "x", "answer": "#### 1"}\n')
-    assert len(load_split("test")) == 50
+    assert len(load_split("test")) == 60
     assert mirror.requests == ["/data/test.jsonl"]
 
 

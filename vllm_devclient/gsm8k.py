@@ -4,7 +4,7 @@
   checked against pinned sha256 sums (a mirror: ``VLLM_DEVCLIENT_GSM8K_URL``, the folder URL holding the two
   files; the same sums apply). On an offline machine point ``VLLM_DEVCLIENT_GSM8K_DIR`` (or ``data_dir=``) at
   a folder holding the two files: nothing is downloaded then. ``sample=True`` reads the sample shipped in the
-  package (the first 50 test and 10 train items, MIT-licensed like GSM8K, its own pinned sums): a smoke run,
+  package (the first 60 test and 40 train items, MIT-licensed like GSM8K, its own pinned sums): a smoke run,
   and what the tests read. Settings are read when a function runs, never at import.
 - Prompt: the first ``num_shots`` train items as ``"Question: {q}\\nAnswer: {a}\\n\\n"``, then
   ``"Question: {test_q}\\nAnswer:"``; the first ``num_questions`` test items, in order.
@@ -85,11 +85,11 @@ GSM8K_SHA256: dict[str, str] = {
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
 }
-# The sample in the package: the canonical files' first 10 train and 50 test lines (its README says so).
+# The sample in the package: the canonical files' first 40 train and 60 test lines (its README says so).
 SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "gsm8k_sample"
 GSM8K_SAMPLE_SHA256: dict[str, str] = {
-    "train": "a71317347b39e20b67984ed5391b70f5566fa1ca43cfc7a15f7ef3a88dd1420d",
-    "test": "4718cc77e7d7b11c3fc2a049d7a0dbda483fc4bd37e5432488c9f9d0f2cf181a",
+    "train": "36031994776bdec88b524a9cb53d166d4da21a651cfa4e0c5aac5f80e2ea21aa",
+    "test": "4a665a79d70d7d83f14400fdb75f421e201ce1ae8ec94fa87157e5a3feae75aa",
 }
 STOP: tuple[str, ...] = ("Question", "Assistant:", "<|separator|>")
 _DIGITS = re.compile(r"\d+")
@@ -216,7 +216,8 @@ def load_split(
     """One GSM8K split.
 
     With ``data_dir`` (or ``$VLLM_DEVCLIENT_GSM8K_DIR``) the file is read from there and never downloaded;
-    ``sample=True`` reads the package's sample (:data:`SAMPLE_DIR`); otherwise it comes from the cache
+    ``sample=True`` reads the package's sample (:data:`SAMPLE_DIR`, checked against its own sums also when
+    given as ``data_dir``); otherwise it comes from the cache
     (:func:`default_cache_dir`), downloaded on first use from :func:`gsm8k_urls`. ``verify`` checks the
     pinned sha256 (:class:`GSM8KChecksumError` when it differs).
     """
@@ -233,8 +234,9 @@ def load_split(
                 f"{path} does not exist ({origin}={explicit}): put GSM8K's {split}.jsonl there "
                 f"(from {GSM8K_URLS[split]}), or unset it to download into {default_cache_dir()}"
             )
-        if verify:
-            _check_file(path, split, (GSM8K_SAMPLE_SHA256 if sample else GSM8K_SHA256)[split])
+        if verify:  # the package's sample folder, however named, is checked against the sample's sums
+            own = sample or Path(explicit).resolve() == SAMPLE_DIR
+            _check_file(path, split, (GSM8K_SAMPLE_SHA256 if own else GSM8K_SHA256)[split])
     else:
         # The cached file is used only when it hashes right; a download is checked before it is written.
         path = default_cache_dir() / f"{split}.jsonl"

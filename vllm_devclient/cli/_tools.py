@@ -210,7 +210,7 @@ def _gsm8k() -> Any:
 @click.option(
     "--sample",
     is_flag=True,
-    help="Use the 50-question sample shipped with the package (nothing is downloaded).",
+    help="Use the 60-question sample shipped with the package (nothing is downloaded).",
 )
 @click.option(
     "--report",
