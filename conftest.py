@@ -2,7 +2,8 @@
 that wants the fixtures loads it the same way, or with `pytest -p vllm_devclient.testing.pytest_plugin`.
 
 In an unpacked sdist (PKG-INFO at its root) the tests that need what a checkout's `make setup` provides
-(vLLM, the GSM8K copy beside the checkout) are reported as skipped when it is missing. In a checkout they
+(vLLM) are reported as skipped when it is missing; nothing else outside the tree is read (the GSM8K tests
+read the sample in the package). In a checkout they
 fail instead, with the install instructions: CI must not skip them silently.
 """
 
@@ -20,15 +21,13 @@ SDIST = (Path(__file__).resolve().parent / "PKG-INFO").is_file()
 
 
 def missing_setup(error: BaseException | None) -> str | None:
-    """Why a test could not run in an sdist (vLLM or the GSM8K copy missing), or None: a real failure."""
+    """Why a test could not run in an sdist (vLLM missing), or None: a real failure."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         name = type(error).__name__
         if name == "VllmNotInstalledError":
             return "needs vLLM (a checkout's `make setup` installs it)"
-        if (name == "GSM8KDataError" or isinstance(error, FileNotFoundError)) and "gsm8k" in str(error):
-            return "needs GSM8K's train.jsonl and test.jsonl ($VLLM_DEVCLIENT_GSM8K_DIR)"
         error = error.__cause__ or error.__context__
     return None
 

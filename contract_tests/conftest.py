@@ -23,7 +23,7 @@ from vllm_devclient.testing.parity import collect_runs
 from vllm_devclient.testing.pool import FrontendPool
 from vllm_devclient.testing.processes import spawn, stop_group
 
-_REPORT_KEY = pytest.StashKey[str]()
+_REPORT_KEY = pytest.StashKey[tuple[str, Path]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,21 +43,29 @@ def parity_report_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def show_in_summary(request: pytest.FixtureRequest) -> Callable[[str], None]:
-    """Keep a Markdown text for the terminal summary (printed at the end of the run, also without -s)."""
+def show_in_summary(request: pytest.FixtureRequest, parity_report_path: Path) -> Callable[[str], None]:
+    """Keep a Markdown text for the terminal summary: its path and size at the end of the run, the text
+    itself with -v (about 150 lines: `make test` stays readable)."""
 
     def keep(markdown: str) -> None:
-        request.config.stash[_REPORT_KEY] = markdown
+        request.config.stash[_REPORT_KEY] = (markdown, parity_report_path)
 
     return keep
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    # CI logs show the table without -s.
-    markdown = config.stash.get(_REPORT_KEY, None)
-    if markdown:
-        terminalreporter.section("parity report (Python vs Rust frontend)")
+    kept = config.stash.get(_REPORT_KEY, None)
+    if kept is None:
+        return
+    markdown, path = kept
+    terminalreporter.section("parity report (Python vs Rust frontend)")
+    if config.get_verbosity() > 0:
         terminalreporter.write_line(markdown)
+    else:
+        lines = len(markdown.splitlines())
+        terminalreporter.write_line(
+            f"{lines} lines in {path} (-v prints them; --parity-report PATH keeps them)"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,18 +21,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from vllm_devclient.testing import Frontend, PythonFrontend, RustFrontend, ScriptedEngine
-from vllm_devclient.testing.processes import free_port
+from vllm_devclient.testing import Frontend, PublishingEngine, PythonFrontend, RustFrontend
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 # The servers the examples talk to, in the order they are handed the kit's frontends.
-PLACEHOLDER_URLS = ("http://127.0.0.1:8000", "http://10.0.0.1:8000", "http://10.0.0.2:8000")
+PLACEHOLDER_URLS = ("http://127.0.0.1:8000", "http://vllm-0.example:8000", "http://vllm-1.example:8000")
 # An example must finish within this (the longest one, the KV-events example, takes about 2 s).
 HANG_S = 60.0
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -50,7 +48,8 @@ class Example:
 
     @property
     def kv_events(self) -> bool:
-        return "KVEventSubscriber" in self.code
+        """A subscriber on the reader's server (one that starts its own publishing frontend runs alone)."""
+        return "KVEventSubscriber" in self.code and "PublishingEngine" not in self.code
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}"
@@ -190,57 +189,24 @@ def test_a_fleet_example_runs_over_both_frontends(
             fe.engine.reset()
 
 
-# ---- the KV-events example: frontends whose engine announces a publisher, and a workload that stores ------
-
-
-@pytest.fixture(scope="module")
-def kv_events() -> ModuleType:
-    return importlib.import_module("vllm.distributed.kv_events")
+# ---- the KV-events example: frontends whose engine publishes (the kit's PublishingEngine) ------------------
 
 
 @pytest.fixture(params=["python", "rust"])
-def publishing(request: pytest.FixtureRequest, kv_events: ModuleType) -> Iterator[tuple[Frontend, Any]]:
-    """A frontend whose engine announces a KV-events publisher on free ports, and that publisher."""
-    port, replay = free_port(), free_port()
-    config = {
-        "enable_kv_cache_events": True,
-        "publisher": "zmq",
-        "endpoint": f"tcp://*:{port}",
-        "replay_endpoint": f"tcp://*:{replay}",
-        "buffer_steps": 10000,
-        "hwm": 100000,
-        "max_queue_size": 100000,
-        "topic": "",
-    }
+def publishing(request: pytest.FixtureRequest) -> Iterator[Frontend]:
+    """A frontend whose engine runs vLLM's own publisher and announces it: the one line README gives."""
     launcher = PythonFrontend if request.param == "python" else RustFrontend
-    publisher = kv_events.ZmqEventPublisher(
-        0, endpoint=config["endpoint"], replay_endpoint=config["replay_endpoint"]
-    )
-    try:
-        with launcher(engine=ScriptedEngine(kv_events_config=config)) as fe:
-            yield fe, publisher
-    finally:
-        publisher.shutdown()
+    with launcher(engine=PublishingEngine()) as fe:
+        yield fe
 
 
-def test_the_kv_events_example_runs_on_each_frontend(
-    publishing: tuple[Frontend, Any], kv_events: ModuleType
-) -> None:
-    frontend, publisher = publishing
+def test_the_kv_events_example_runs_on_each_frontend(publishing: Frontend) -> None:
     (example,) = [e for e in EXAMPLES if e.kv_events]
+    engine = publishing.engine
+    assert isinstance(engine, PublishingEngine)
 
     def workload() -> None:
         """The reader's workload: the engine offloads 64 blocks to the CPU tier."""
-        for i in range(64):
-            block = kv_events.BlockStored(
-                block_hashes=[i],
-                parent_block_hash=None,
-                token_ids=list(range(16)),
-                block_size=16,
-                lora_id=None,
-                medium="CPU",
-                lora_name=None,
-            )
-            publisher.publish(kv_events.KVEventBatch(ts=time.time(), events=[block]))
+        engine.store(64, medium="CPU")
 
-    _run(example, [frontend.base_url], _reader_parts(workload), frontend)
+    _run(example, [publishing.base_url], _reader_parts(workload), publishing)

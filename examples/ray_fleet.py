@@ -2,7 +2,7 @@
 weights on all of them at once.
 
     VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --port 8000 ...      # each server, in dev mode
-    python examples/ray_fleet.py --url http://a:8000 --url http://b:8000 --steps 3
+    python examples/ray_fleet.py --url http://vllm-0.example:8000 --url http://vllm-1.example:8000 --steps 3
 
 Every rollout actor holds a `DevClient` for one server; the trainer holds an `AsyncFleet` over all of them.
 They are handed to the actors as arguments: Ray pickles them, and each actor rebuilds its own connection pool

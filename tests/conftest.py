@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,9 +12,6 @@ from vllm_devclient import AsyncDevClient, DevClient
 
 BASE = "http://vllm.test"
 
-# GSM8K for the tests: $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded).
-_SHARED_GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
-GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or _SHARED_GSM8K)
 PY = {"server": "uvicorn"}  # what the Python frontend always sends; the Rust one sends no server header
 
 

@@ -20,10 +20,8 @@ from .cli_support import (
     doc,
     invoke,
 )
-from .conftest import GSM8K_DIR
 
 
-@pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason="no GSM8K copy beside the checkout")
 def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, tmp_path: Path) -> None:
     # The first two test answers are 18 and 3: A answers both right, B gets one wrong.
     def answer(url: str, right: bool) -> Any:
@@ -44,8 +42,7 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
         "2",
         "--concurrency",
         "1",
-        "--data-dir",
-        str(GSM8K_DIR),
+        "--sample",
         "--report",
         str(report),
     ]
@@ -57,7 +54,6 @@ def test_gsm8k_scores_each_target_and_writes_the_report(mock: respx.MockRouter, 
     assert json.loads(report.read_text())[B]["result"]["questions"][1]["prediction"] == 7
 
 
-@pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason="no GSM8K copy beside the checkout")
 def test_gsm8k_fans_out_through_the_fleet(mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm_devclient.fleet import AsyncFleet
 
@@ -72,7 +68,7 @@ def test_gsm8k_fans_out_through_the_fleet(mock: respx.MockRouter, monkeypatch: p
     for url in (A, B):
         mock.get(f"{url}/v1/models").respond(200, json={"data": [{"id": "m", "object": "model"}]})
         mock.post(f"{url}/v1/completions").respond(200, json={"choices": [{"text": "18", "index": 0}]})
-    args = ["--num-questions", "1", "--data-dir", str(GSM8K_DIR)]
+    args = ["--num-questions", "1", "--sample"]
     result = invoke("--url", A, "--url", B, "--json", "gsm8k", *args)
     assert result.exit_code == 0, result.output
     assert mapped == [(A, B)]  # one fan-out over every target, not a loop of its own
@@ -89,3 +85,18 @@ def test_gsm8k_without_its_module_exits_seven(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "vllm_devclient.gsm8k", None)
     result = invoke("gsm8k", "--num-questions", "1")
     assert result.exit_code == ExitCode.UNAVAILABLE and "pip install 'vllm-devclient[gsm8k]'" in result.stderr
+
+
+def test_gsm8k_reports_the_shots_its_prompts_were_built_with(mock: respx.MockRouter) -> None:
+    sent: list[str] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["prompt"])
+        return httpx.Response(200, json={"choices": [{"text": "18", "index": 0}]})
+
+    mock.get(f"{A}/v1/models").respond(200, json={"data": [{"id": "m", "object": "model"}]})
+    mock.post(f"{A}/v1/completions").mock(side_effect=respond)
+    result = invoke("--url", A, "--json", "gsm8k", "--sample", "--num-questions", "1", "--num-shots", "2")
+    assert result.exit_code == 0, result.output
+    assert doc(result)["targets"][A]["result"]["num_shots"] == 2
+    assert [p.count("Question: ") for p in sent] == [3]

@@ -111,4 +111,12 @@ def test_docs_examples_are_valid_and_cover_every_tool() -> None:
     blocks = re.findall(r"```json\n(\{.*?)\n```", text, flags=re.S)
     others = [b for b in blocks if '"schema": 1, "command"' in b]
     assert all(check_schema(json.loads(b)) for b in others)
-    assert any(json.loads(b)["error"] is not None for b in others)  # the usage error
+    (usage,) = [json.loads(b) for b in others if json.loads(b)["error"] is not None]
+    # The usage error is what the command prints today (`sleep --level 5`, as the page says).
+    result = invoke("-o", "json", "sleep", "--level", "5")
+    printed = json.loads(result.stdout)
+    assert (printed["command"], printed["exit_code"], printed["error"]) == (
+        usage["command"],
+        usage["exit_code"],
+        usage["error"],
+    )

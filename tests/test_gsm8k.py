@@ -1,15 +1,17 @@
 """vllm_devclient.gsm8k: data loading (offline folder, cache, checksums), prompts, scoring, the evaluator.
 
-Nothing here reaches the internet: the data comes from the shared copy through VLLM_DEVCLIENT_GSM8K_DIR,
-and the download path is served by respx (which also refuses any request it was not told about).
+Nothing here reaches the internet or a folder outside the repository: the data is the sample shipped in the
+package, and the download path is served by a real HTTP server on 127.0.0.1 (respx refuses any other host).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.server
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +23,13 @@ from vllm_devclient import DevClient
 from vllm_devclient.errors import DevClientError, InvalidParameterError
 from vllm_devclient.gsm8k import (
     DATA_DIR_ENV,
+    GSM8K_SAMPLE_SHA256,
     GSM8K_SHA256,
     GSM8K_URLS,
+    SAMPLE_DIR,
     STOP,
+    URL_ENV,
+    GSM8KChecksumError,
     GSM8KDataError,
     GSM8KItem,
     build_prompts,
@@ -31,43 +37,116 @@ from vllm_devclient.gsm8k import (
     evaluate_gsm8k,
     evaluate_gsm8k_async,
     extract_answer,
+    gsm8k_urls,
     load_gsm8k,
     load_split,
 )
 from vllm_devclient.testing.engine import ScriptedEngine
 from vllm_devclient.testing.frontends import RustFrontend
 
-from .conftest import GSM8K_DIR
-
-SHARED = GSM8K_DIR
 MODELS = {"object": "list", "data": [{"id": "/models/smol", "object": "model"}]}
+SAMPLE_SIZES = (40, 60)  # train, test
 
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[respx.MockRouter]:
-    """Every test: data from the shared copy, an empty private cache, and no real HTTP to GitHub."""
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED))
+    """Every test: data from the package's sample, an empty private cache, and no HTTP beyond 127.0.0.1."""
+    monkeypatch.setenv(DATA_DIR_ENV, str(SAMPLE_DIR))
     monkeypatch.setenv("VLLM_DEVCLIENT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(URL_ENV, raising=False)
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-        router.route(host="127.0.0.1").pass_through()  # the real frontend in the evaluator tests
+        router.route(host="127.0.0.1").pass_through()  # the mirror and the real frontend
         yield router
 
 
-def test_checksums_pin_the_shared_copy() -> None:
+def _sample() -> tuple[list[GSM8KItem], list[GSM8KItem]]:
+    return load_gsm8k(sample=True)
+
+
+class _Mirror:
+    """A GSM8K mirror on 127.0.0.1: serves files from a folder, counts the requests."""
+
+    def __init__(self, folder: Path) -> None:
+        mirror = self
+        self.requests: list[str] = []
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                super().__init__(*args, directory=str(folder), **kwargs)  # type: ignore[arg-type]
+
+            def do_GET(self) -> None:
+                mirror.requests.append(self.path)
+                super().do_GET()
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/data"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Mirror]:
+    """The sample's files as a download mirror ($VLLM_DEVCLIENT_GSM8K_URL), no offline folder set."""
+    served = tmp_path / "served" / "data"
+    served.mkdir(parents=True)
     for split in ("train", "test"):
-        assert hashlib.sha256((SHARED / f"{split}.jsonl").read_bytes()).hexdigest() == GSM8K_SHA256[split]
+        shutil.copy(SAMPLE_DIR / f"{split}.jsonl", served / f"{split}.jsonl")
+    server = _Mirror(served.parent)
+    monkeypatch.delenv(DATA_DIR_ENV)
+    monkeypatch.setenv(URL_ENV, server.url + "/")
+    yield server
+    server.close()
 
 
-def test_load_from_the_offline_folder() -> None:
-    train, test = load_gsm8k()
-    assert (len(train), len(test)) == (7473, 1319)
-    assert train[0].question.startswith("Natalia sold clips")
-    assert train[0].answer.endswith("#### 72")
+def _pin_the_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The repository cannot carry the full files; with the sample's sums pinned, the sample is "the real one".
+    for split, digest in GSM8K_SAMPLE_SHA256.items():
+        monkeypatch.setitem(GSM8K_SHA256, split, digest)
+
+
+def test_the_sample_is_pinned_licensed_and_the_start_of_the_real_files() -> None:
+    for split, digest in GSM8K_SAMPLE_SHA256.items():
+        assert hashlib.sha256((SAMPLE_DIR / f"{split}.jsonl").read_bytes()).hexdigest() == digest
+    assert "MIT License" in (SAMPLE_DIR / "LICENSE").read_text()
+    train, test = _sample()
+    assert (len(train), len(test)) == SAMPLE_SIZES
+    assert train[0].question.startswith("Natalia sold clips") and train[0].answer.endswith("#### 72")
+    assert test[0].question.startswith("Janet") and test[0].answer.endswith("#### 18")
+
+
+def test_load_from_the_offline_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # $VLLM_DEVCLIENT_GSM8K_DIR is read and checked against the full files' sums: a copy of the sample fails.
+    for split in ("train", "test"):
+        shutil.copy(SAMPLE_DIR / f"{split}.jsonl", tmp_path / f"{split}.jsonl")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(GSM8KChecksumError) as info:
+        load_gsm8k()
+    assert info.value.expected == GSM8K_SHA256["train"] and info.value.got == GSM8K_SAMPLE_SHA256["train"]
+    train, test = load_gsm8k(verify=False)
+    assert (len(train), len(test)) == SAMPLE_SIZES
+
+
+def test_the_sample_folder_as_data_dir_is_checked_against_the_samples_sums(tmp_path: Path) -> None:
+    assert len(load_split("test", data_dir=SAMPLE_DIR)) == 60  # its own sums, not the full file's
+    shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
+    with pytest.raises(GSM8KChecksumError):  # a copy elsewhere is just a folder: the full file's sums
+        load_split("test", data_dir=tmp_path)
+
+
+def test_sample_and_data_dir_are_one_or_the_other(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameterError, match="not both"):
+        load_split("test", data_dir=tmp_path, sample=True)
 
 
 def test_data_dir_argument_beats_the_environment(tmp_path: Path) -> None:
-    shutil.copy(SHARED / "test.jsonl", tmp_path / "test.jsonl")
-    assert len(load_split("test", data_dir=tmp_path)) == 1319
+    shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
+    assert len(load_split("test", data_dir=tmp_path, verify=False)) == 60
     with pytest.raises(GSM8KDataError, match=r"train\.jsonl"):
         load_split("train", data_dir=tmp_path)
 
@@ -79,11 +158,15 @@ def test_missing_offline_file_says_what_to_do(monkeypatch: pytest.MonkeyPatch, t
     assert "test.jsonl" in str(info.value)
 
 
-def test_damaged_copy_fails_the_checksum(tmp_path: Path) -> None:
-    text = (SHARED / "test.jsonl").read_text().replace("Janet", "Jenny", 1)
+def test_damaged_copy_fails_the_checksum(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _pin_the_sample(monkeypatch)
+    shutil.copy(SAMPLE_DIR / "test.jsonl", tmp_path / "test.jsonl")
+    assert len(load_split("test", data_dir=tmp_path)) == 60
+    text = (SAMPLE_DIR / "test.jsonl").read_text().replace("Janet", "Jenny", 1)
     (tmp_path / "test.jsonl").write_text(text)
-    with pytest.raises(GSM8KDataError, match="sha256"):
+    with pytest.raises(GSM8KChecksumError, match="sha256") as info:
         load_split("test", data_dir=tmp_path)
+    assert info.value.source == str(tmp_path / "test.jsonl")
     items = load_split("test", data_dir=tmp_path, verify=False)
     assert items[0].question.startswith("Jenny")
 
@@ -93,46 +176,57 @@ def test_bad_split_name() -> None:
         load_split("validation")  # type: ignore[arg-type]
 
 
-def test_download_into_the_cache_once(monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter) -> None:
-    monkeypatch.delenv(DATA_DIR_ENV)
-    route = _offline.get(GSM8K_URLS["test"]).respond(200, content=(SHARED / "test.jsonl").read_bytes())
-    assert len(load_split("test")) == 1319
+def test_the_default_source_is_upstream_and_a_mirror_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert gsm8k_urls() == GSM8K_URLS
+    assert GSM8K_URLS["test"] == (
+        "https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data/test.jsonl"
+    )
+    monkeypatch.setenv(URL_ENV, "https://mirror.example/gsm8k/")
+    assert gsm8k_urls()["train"] == "https://mirror.example/gsm8k/train.jsonl"
+
+
+def test_download_into_the_cache_once(monkeypatch: pytest.MonkeyPatch, mirror: _Mirror) -> None:
+    _pin_the_sample(monkeypatch)
+    assert len(load_split("test")) == 60
     cached = default_cache_dir() / "test.jsonl"
-    assert cached.is_file()
-    assert len(load_split("test")) == 1319
-    assert route.call_count == 1  # the second load came from the cache
+    assert cached.read_bytes() == (SAMPLE_DIR / "test.jsonl").read_bytes()
+    assert len(load_split("test")) == 60
+    assert mirror.requests == ["/data/test.jsonl"]  # the second load came from the cache
 
 
-def test_damaged_cache_is_downloaded_again(
-    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
-) -> None:
-    monkeypatch.delenv(DATA_DIR_ENV)
+def test_damaged_cache_is_downloaded_again(monkeypatch: pytest.MonkeyPatch, mirror: _Mirror) -> None:
+    _pin_the_sample(monkeypatch)
     cached = default_cache_dir() / "test.jsonl"
     cached.parent.mkdir(parents=True)
     cached.write_text('{"question": "x", "answer": "#### 1"}\n')
-    route = _offline.get(GSM8K_URLS["test"]).respond(200, content=(SHARED / "test.jsonl").read_bytes())
-    assert len(load_split("test")) == 1319
-    assert route.call_count == 1
+    assert len(load_split("test")) == 60
+    assert mirror.requests == ["/data/test.jsonl"]
 
 
-def test_wrong_download_is_rejected_and_not_cached(
-    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
-) -> None:
-    monkeypatch.delenv(DATA_DIR_ENV)
-    _offline.get(GSM8K_URLS["test"]).respond(200, content=b'{"question": "q", "answer": "#### 1"}\n')
-    with pytest.raises(GSM8KDataError, match="sha256"):
+def test_a_download_of_other_bytes_is_a_checksum_error_and_not_cached(mirror: _Mirror) -> None:
+    # The real pins: the mirror's sample is not GSM8K's full test.jsonl.
+    with pytest.raises(GSM8KChecksumError, match="sha256") as info:
         load_split("test")
-    assert not (default_cache_dir() / "test.jsonl").exists()
-    assert list(default_cache_dir().iterdir()) == []  # no partial file left behind
+    err = info.value
+    assert (err.source, err.expected) == (f"{mirror.url}/test.jsonl", GSM8K_SHA256["test"])
+    assert err.got == GSM8K_SAMPLE_SHA256["test"] and URL_ENV in str(err)
+    assert list(default_cache_dir().iterdir()) == []  # nothing cached, no partial file left behind
 
 
-def test_failed_download_points_at_the_offline_setting(
-    monkeypatch: pytest.MonkeyPatch, _offline: respx.MockRouter
+def test_a_failed_download_points_at_the_offline_setting(mirror: _Mirror) -> None:
+    mirror.close()  # nothing listens there any more
+    with pytest.raises(GSM8KDataError, match=DATA_DIR_ENV) as info:
+        load_split("train", timeout=5)
+    assert not isinstance(info.value, GSM8KChecksumError) and mirror.url in str(info.value)
+
+
+def test_a_missing_file_on_the_mirror_is_a_data_error(
+    monkeypatch: pytest.MonkeyPatch, mirror: _Mirror
 ) -> None:
-    monkeypatch.delenv(DATA_DIR_ENV)
-    _offline.get(GSM8K_URLS["train"]).mock(side_effect=httpx.ConnectError("no route to host"))
-    with pytest.raises(GSM8KDataError, match=DATA_DIR_ENV):
-        load_split("train")
+    monkeypatch.setenv(URL_ENV, f"{mirror.url}/elsewhere")
+    with pytest.raises(GSM8KDataError, match="404") as info:
+        load_split("train", timeout=5)
+    assert f"{mirror.url}/elsewhere/train.jsonl" in str(info.value)
 
 
 def test_no_download_when_forbidden(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,7 +269,7 @@ def test_prompt_format_matches_vllm() -> None:
 
 
 def test_real_prompts_use_five_shots() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 3)
     assert prompts[0].prompt.count("Question: ") == 6
     assert prompts[0].prompt.endswith(f"Question: {test[0].question}\nAnswer:")
@@ -195,7 +289,9 @@ def answering_18() -> Iterator[RustFrontend]:
 
 @pytest.mark.parametrize("concurrency", [1, None])
 def test_evaluate_against_the_real_frontend(answering_18: RustFrontend, concurrency: int | None) -> None:
-    result = evaluate_gsm8k(answering_18.base_url, num_questions=4, max_tokens=2, concurrency=concurrency)
+    result = evaluate_gsm8k(
+        answering_18.base_url, sample=True, num_questions=4, max_tokens=2, concurrency=concurrency
+    )
     assert [q.text for q in result.questions] == ["18"] * 4
     assert [q.index for q in result.questions] == [0, 1, 2, 3]
     assert result.questions[0].correct and not any(q.correct for q in result.questions[1:])
@@ -210,7 +306,12 @@ def test_evaluate_against_the_real_frontend(answering_18: RustFrontend, concurre
 
 async def test_evaluate_async_with_a_model_name(answering_18: RustFrontend) -> None:
     result = await evaluate_gsm8k_async(
-        answering_18.base_url, num_questions=2, max_tokens=1, model=answering_18.model, progress=False
+        answering_18.base_url,
+        sample=True,
+        num_questions=2,
+        max_tokens=1,
+        model=answering_18.model,
+        progress=False,
     )
     assert result.texts == ["1", "1"]
     assert result.invalid_rate == 0.0 and result.accuracy == 0.0
@@ -219,7 +320,7 @@ async def test_evaluate_async_with_a_model_name(answering_18: RustFrontend) -> N
 def test_progress_bar_counts_every_question(
     answering_18: RustFrontend, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    evaluate_gsm8k(answering_18.base_url, num_questions=3, max_tokens=1, progress=True)
+    evaluate_gsm8k(answering_18.base_url, sample=True, num_questions=3, max_tokens=1, progress=True)
     assert "3/3" in capsys.readouterr().err
 
 
@@ -236,7 +337,7 @@ async def test_concurrency_caps_requests_in_flight() -> None:
         in_flight -= 1
         return httpx.Response(200, json={"choices": [{"text": " 42", "finish_reason": "stop"}], "usage": {}})
 
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 12)
     for limit, expected in ((2, 2), (1, 1), (None, 12)):
         peak = 0
@@ -262,7 +363,7 @@ async def test_spread_sends_the_requests_evenly_over_the_window() -> None:
         await asyncio.sleep(0.3)  # every request still in flight when the last one leaves
         return httpx.Response(200, json={"choices": [{"text": " 42", "finish_reason": "stop"}], "usage": {}})
 
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 5)
     async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler)) as c:
         result = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False, spread_s=0.5)
@@ -273,7 +374,7 @@ async def test_spread_sends_the_requests_evenly_over_the_window() -> None:
 
 
 async def test_failed_requests_count_as_invalid_answers_with_the_error_kept() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 3)
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -296,7 +397,7 @@ async def test_failed_requests_count_as_invalid_answers_with_the_error_kept() ->
 
 
 async def test_no_served_model_is_a_setup_error() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
 
     def no_models(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"object": "list", "data": []})
@@ -307,7 +408,7 @@ async def test_no_served_model_is_a_setup_error() -> None:
 
 
 async def test_a_503_is_retried_a_500_is_not() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 2)
     calls: dict[int, int] = {0: 0, 1: 0}
 
@@ -332,7 +433,7 @@ async def test_a_503_is_retried_a_500_is_not() -> None:
 
 
 async def test_503s_without_end_fail_the_question_after_the_retries() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
 
     def refuse(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/models":
@@ -354,21 +455,25 @@ async def test_503s_without_end_fail_the_question_after_the_retries() -> None:
 def test_progress_bar_only_on_a_terminal(
     answering_18: RustFrontend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    evaluate_gsm8k(answering_18.base_url, num_questions=2, max_tokens=1)  # stderr is captured: no terminal
+    evaluate_gsm8k(
+        answering_18.base_url, sample=True, num_questions=2, max_tokens=1
+    )  # stderr is captured: no terminal
     assert "2/2" not in capsys.readouterr().err
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
-    evaluate_gsm8k(answering_18.base_url, num_questions=2, max_tokens=1)
+    evaluate_gsm8k(answering_18.base_url, sample=True, num_questions=2, max_tokens=1)
     assert "2/2" in capsys.readouterr().err
 
 
 def test_a_base_url_ending_in_v1_is_passed_to_the_client(answering_18: RustFrontend) -> None:
     assert not DevClient("http://x/v1").base_url.endswith("/v1")
-    result = evaluate_gsm8k(answering_18.base_url + "/v1", num_questions=2, max_tokens=2, progress=False)
+    result = evaluate_gsm8k(
+        answering_18.base_url + "/v1", sample=True, num_questions=2, max_tokens=2, progress=False
+    )
     assert result.failed_requests == 0 and result.texts == ["18", "18"]
 
 
 async def test_requests_go_through_the_client() -> None:
-    train, test = load_gsm8k()
+    train, test = _sample()
     agents: list[str] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -395,7 +500,7 @@ async def test_model_comes_from_v1_models_unless_given() -> None:
             return httpx.Response(400, text="Failed to deserialize the JSON body: missing field `model`")
         return httpx.Response(200, json={"choices": [{"text": " 18"}], "usage": {"completion_tokens": 1}})
 
-    train, test = load_gsm8k()
+    train, test = _sample()
     prompts = build_prompts(train, test, 2)
     async with httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(strict)) as c:
         auto = await evaluate_gsm8k_async(prompts=prompts, http_client=c, progress=False)

@@ -38,3 +38,19 @@ def test_setup_asks_pip_not_to_list_the_requirements_left_out(tmp_path: Path) ->
     installs = [line for line in (venv / "calls").read_text().splitlines() if "pip install" in line]
     assert len(installs) >= 2 and all("--no-warn-conflicts" in line for line in installs), installs
     assert (out.stdout + out.stderr).splitlines() == ["setup ok: stand-in"]
+
+
+def test_setup_installs_the_sdk_where_mypy_finds_it(tmp_path: Path) -> None:
+    # setuptools' default editable install is an import hook mypy cannot follow; compat mode is a plain path.
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(STAND_IN)
+    python.chmod(0o755)
+    env = {**os.environ, "VENV": str(venv)}
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    (editable,) = [line for line in (venv / "calls").read_text().splitlines() if " -e " in line]
+    assert "--config-settings editable_mode=compat" in editable, editable

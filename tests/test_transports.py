@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from vllm_devclient import AsyncDevClient, DevClient
+from vllm_devclient import APIConnectionError, AsyncDevClient, DevClient
 from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.misbehaving_behaviours import Answer, Trickle
 from vllm_devclient.transports import ConnectFailed, Origin, TransportTimeout, WireRequest
 from vllm_devclient.transports.aiohttp_pool import AiohttpPool
+from vllm_devclient.transports.base import connect_failed
 from vllm_devclient.transports.h11_pool import H11Pool
 
 PAUSED = Answer(200, json={"is_paused": False})
@@ -196,3 +198,43 @@ def test_one_async_client_across_two_event_loops(server: MisbehavingServer) -> N
         await client.close()
 
     asyncio.run(close())
+
+
+def test_a_closed_port_reads_the_same_on_every_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The h11 pool (sync) and aiohttp (async) once said "Connection refused" and "Connect call failed" for it.
+    with MisbehavingServer() as srv:
+        url, host = srv.base_url, f"127.0.0.1:{srv.port}"
+    messages = {}
+    for kind in ("auto", "httpx"):
+        monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", kind)
+        with DevClient(url, max_retries=0) as client, pytest.raises(APIConnectionError) as sync:
+            client.health()
+
+        async def call() -> None:
+            async with AsyncDevClient(url, max_retries=0) as aclient:
+                await aclient.health()
+
+        with pytest.raises(APIConnectionError) as asyn:
+            asyncio.run(call())
+        messages[f"{kind} sync"], messages[f"{kind} async"] = str(sync.value), str(asyn.value)
+    expected = f"GET /health failed: cannot connect to {host}: Connection refused (nothing was sent)"
+    assert messages == dict.fromkeys(messages, expected)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (OSError(111, "Connect call failed ('127.0.0.1', 8000)"), "Connection refused"),
+        (OSError("Multiple exceptions: [Errno 111] Connect call failed ('::1', 8000, 0, 0), "
+                 "[Errno 111] Connect call failed ('127.0.0.1', 8000)"), "Connection refused"),
+        (socket.gaierror(-2, "Name or service not known"), "Name or service not known"),
+        (OSError("All connection attempts failed"), "All connection attempts failed"),
+    ],
+)  # fmt: skip
+def test_the_connect_reason_is_the_errnos_words(error: OSError, reason: str) -> None:
+    assert str(connect_failed("h:1", error)) == f"cannot connect to h:1: {reason}"
+    try:
+        raise RuntimeError("a wrapper") from error  # httpx and anyio wrap the OS's error
+    except RuntimeError as wrapped:
+        if "All" not in reason:  # a text of its own stays the wrapper's
+            assert str(connect_failed("h:1", wrapped)) == f"cannot connect to h:1: {reason}"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner, Result
 
-from vllm_devclient import DevClient, InvalidParameterError, NotFoundError
+from vllm_devclient import APITimeoutError, AsyncDevClient, DevClient, InvalidParameterError, NotFoundError
 from vllm_devclient.cli import ExitCode, cli
-from vllm_devclient.testing.misbehaving import MisbehavingServer
+from vllm_devclient.testing.misbehaving import Hang, MisbehavingServer
 
 
 def invoke(*args: str) -> Result:
@@ -65,3 +65,55 @@ def test_a_bad_option_shows_the_subcommands_usage_and_lists_the_choices() -> Non
 def test_the_sdk_refusing_an_argument_shows_the_subcommands_usage() -> None:
     result = invoke("--url", "http://127.0.0.1:1", "wait-ready", "--deadline", "nan")
     assert result.exit_code == ExitCode.USAGE and "wait-ready [OPTIONS]" in result.output
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_timed_out_completion_names_the_exchange_that_timed_out_and_why(kind: str) -> None:
+    # Without model= a completion first looks the model up on /v1/models: a hang there says so.
+    with MisbehavingServer() as server:
+        server.script("/v1/models", Hang())
+        server.script("/v1/completions", Hang())
+
+        async def complete(**kw: str) -> None:
+            if kind == "sync":
+                with DevClient(server.base_url, timeout=0.5, max_retries=0) as client:
+                    client.completion("hi", **kw)
+            else:
+                async with AsyncDevClient(server.base_url, timeout=0.5, max_retries=0) as aclient:
+                    await aclient.completion("hi", **kw)
+
+        with pytest.raises(APITimeoutError) as lookup:
+            await complete()
+        with pytest.raises(APITimeoutError) as sent:
+            await complete(model="m")
+    assert str(lookup.value).startswith("GET /v1/models timed out") and lookup.value.path == "/v1/models"
+    assert "looking up the model for POST /v1/completions (model= skips it)" in str(lookup.value)
+    assert str(sent.value).startswith("POST /v1/completions timed out") and "/v1/models" not in str(
+        sent.value
+    )
+
+
+def test_pythons_own_argument_errors_name_the_public_class_never_a_private_base() -> None:
+    import asyncio
+
+    from vllm_devclient.fleet import AsyncFleet, Fleet
+
+    client, aclient = DevClient("http://vllm-0.invalid:8000"), AsyncDevClient("http://vllm-0.invalid:8000")
+    fleet, afleet = Fleet(["http://vllm-0.invalid:8000"]), AsyncFleet(["http://vllm-0.invalid:8000"])
+    calls = {
+        "DevClient.completion()": lambda: client.completion(),  # type: ignore[call-arg]
+        "DevClient.health()": lambda: client.health(1),  # type: ignore[call-arg]
+        "DevClient.wait_until_ready()": lambda: client.wait_until_ready(1, 2, 3),  # type: ignore[misc]
+        "DevClient.weight_update()": lambda: client.weight_update(1, 2),  # type: ignore[call-arg]
+        "DevClient.paused()": lambda: client.paused(1, 2, 3, 4),  # type: ignore[call-arg]
+        "DevClient.with_options()": lambda: client.with_options(1),  # type: ignore[misc]
+        "DevClient.health() takes": lambda: client.with_raw_response.health(1),  # type: ignore[call-arg]
+        "AsyncDevClient.health()": lambda: asyncio.run(aclient.health(1)),  # type: ignore[call-arg]
+        "Fleet.health()": lambda: fleet.health(1),  # type: ignore[call-arg]
+        "AsyncFleet.is_paused()": lambda: afleet.is_paused(1),  # type: ignore[call-arg]
+    }
+    for public, call in calls.items():
+        with pytest.raises(TypeError) as caught:
+            call()
+        message = str(caught.value)
+        assert message.startswith(public) and not message.split(".")[0].startswith("_"), message

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -42,6 +43,7 @@ __all__ = [
     "RequestOptions",
     "WaitOptions",
     "WeightUpdateOptions",
+    "name_methods_after",
 ]
 
 T = TypeVar("T")
@@ -442,3 +444,25 @@ def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:
     from .transports.httpx_adapter import to_httpx_response
 
     return to_httpx_response(response, request)  # type: ignore[arg-type]
+
+
+_K = TypeVar("_K", bound=type)
+
+
+def name_methods_after(cls: _K) -> _K:
+    """Name every function ``cls`` inherits from a private base (``_Name``) ``Cls.method``.
+
+    Python's own TypeErrors (a missing or extra argument) name a method by its ``__qualname__``: for one
+    written in a private base that is a name the reader never met (``_SyncRoutes.health()``). Each private
+    base of the client and fleet classes serves one public class only, so the new name is true.
+    """
+    for base in cls.__mro__[1:]:
+        if not base.__name__.startswith("_") or not base.__module__.startswith("vllm_devclient."):
+            continue
+        for name, value in vars(base).items():
+            fn = getattr(value, "fget", value)  # a property's getter
+            fn = getattr(fn, "__func__", fn)  # a classmethod's or staticmethod's function
+            while inspect.isfunction(fn) and fn.__qualname__ == f"{base.__qualname__}.{name}":
+                fn.__qualname__ = f"{cls.__qualname__}.{name}"
+                fn = getattr(fn, "__wrapped__", None)  # a context manager's own function too
+    return cls

@@ -1,9 +1,11 @@
 """GSM8K as vLLM's CI runs it (``tests/evals/gsm8k/gsm8k_eval.py``), through the client's ``completion()``.
 
 - Data: OpenAI's grade-school-math ``train.jsonl`` / ``test.jsonl``, downloaded once into a cache folder and
-  checked against pinned sha256 sums. On an offline machine point ``VLLM_DEVCLIENT_GSM8K_DIR`` (or
-  ``data_dir=``) at a folder holding the two files: nothing is downloaded then. Settings are read when a
-  function runs, never at import.
+  checked against pinned sha256 sums (a mirror: ``VLLM_DEVCLIENT_GSM8K_URL``, the folder URL holding the two
+  files; the same sums apply). On an offline machine point ``VLLM_DEVCLIENT_GSM8K_DIR`` (or ``data_dir=``) at
+  a folder holding the two files: nothing is downloaded then. ``sample=True`` reads the sample shipped in the
+  package (the first 60 test and 40 train items, MIT-licensed like GSM8K, its own pinned sums): a smoke run,
+  and what the tests read. Settings are read when a function runs, never at import.
 - Prompt: the first ``num_shots`` train items as ``"Question: {q}\\nAnswer: {a}\\n\\n"``, then
   ``"Question: {test_q}\\nAnswer:"``; the first ``num_questions`` test items, in order.
 - Sampling: temperature 0, ``max_tokens`` 256, seed 42, vLLM's stop strings.
@@ -48,9 +50,13 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_DIR_ENV",
     "DATA_DIR_ENV",
+    "GSM8K_SAMPLE_SHA256",
     "GSM8K_SHA256",
     "GSM8K_URLS",
+    "SAMPLE_DIR",
     "STOP",
+    "URL_ENV",
+    "GSM8KChecksumError",
     "GSM8KDataError",
     "GSM8KItem",
     "GSM8KPrompt",
@@ -62,6 +68,7 @@ __all__ = [
     "evaluate_gsm8k_async",
     "extract_answer",
     "file_sha256",
+    "gsm8k_urls",
     "load_gsm8k",
     "load_split",
 ]
@@ -70,6 +77,7 @@ Split = Literal["train", "test"]
 
 DATA_DIR_ENV = "VLLM_DEVCLIENT_GSM8K_DIR"
 CACHE_DIR_ENV = "VLLM_DEVCLIENT_CACHE_DIR"
+URL_ENV = "VLLM_DEVCLIENT_GSM8K_URL"
 _BASE_URL = "https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data"
 GSM8K_URLS: dict[str, str] = {"train": f"{_BASE_URL}/train.jsonl", "test": f"{_BASE_URL}/test.jsonl"}
 # sha256 of the canonical files (7473 train and 1319 test items).
@@ -77,12 +85,28 @@ GSM8K_SHA256: dict[str, str] = {
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
 }
+# The sample in the package: the canonical files' first 40 train and 60 test lines (its README says so).
+SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "gsm8k_sample"
+GSM8K_SAMPLE_SHA256: dict[str, str] = {
+    "train": "36031994776bdec88b524a9cb53d166d4da21a651cfa4e0c5aac5f80e2ea21aa",
+    "test": "4a665a79d70d7d83f14400fdb75f421e201ce1ae8ec94fa87157e5a3feae75aa",
+}
 STOP: tuple[str, ...] = ("Question", "Assistant:", "<|separator|>")
 _DIGITS = re.compile(r"\d+")
 
 
 class GSM8KDataError(DevClientError):
     """The GSM8K files are missing, could not be downloaded, or do not match their checksum."""
+
+
+class GSM8KChecksumError(GSM8KDataError):
+    """A GSM8K file (a download, a cached or an offline copy) does not hash to its pinned sha256."""
+
+    def __init__(self, message: str, *, source: str, expected: str, got: str) -> None:
+        super().__init__(message)
+        self.source = source  # the URL or path that was read
+        self.expected = expected
+        self.got = got
 
 
 @dataclass(frozen=True)
@@ -112,6 +136,12 @@ def default_cache_dir() -> Path:
     return base / "vllm-devclient" / "gsm8k"
 
 
+def gsm8k_urls() -> dict[str, str]:
+    """Where each split is downloaded from: ``$VLLM_DEVCLIENT_GSM8K_URL/{split}.jsonl``, else upstream's."""
+    base = os.environ.get(URL_ENV, "").rstrip("/")
+    return {split: f"{base}/{split}.jsonl" for split in GSM8K_URLS} if base else dict(GSM8K_URLS)
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 hex digest of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
@@ -139,7 +169,7 @@ def _download(split: Split, dest: Path, *, timeout: float, client: httpx.Client 
     # The data lives on GitHub, not on a vLLM server: a plain download, outside the client's request layer.
     import httpx
 
-    url = GSM8K_URLS[split]
+    url = gsm8k_urls()[split]
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         if client is None:
@@ -153,9 +183,15 @@ def _download(split: Split, dest: Path, *, timeout: float, client: httpx.Client 
             f"could not download GSM8K {split} from {url}: {exc}. On an offline machine, copy train.jsonl "
             f"and test.jsonl into a folder and set {DATA_DIR_ENV} to it."
         ) from exc
-    got = hashlib.sha256(response.content).hexdigest()
-    if got != GSM8K_SHA256[split]:
-        raise GSM8KDataError(f"downloaded {url} has sha256 {got}, expected {GSM8K_SHA256[split]}")
+    got, expected = hashlib.sha256(response.content).hexdigest(), GSM8K_SHA256[split]
+    if got != expected:
+        raise GSM8KChecksumError(
+            f"downloaded {url} has sha256 {got}, expected {expected} (GSM8K's {split}.jsonl); nothing "
+            f"was cached. Check {URL_ENV} when set, or put the right file in a folder and set {DATA_DIR_ENV}",
+            source=url,
+            expected=expected,
+            got=got,
+        )
     # Write next to the target and rename, so a crash never leaves a half file in the cache.
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{split}.", suffix=".part")
     try:
@@ -171,6 +207,7 @@ def load_split(
     split: Split,
     *,
     data_dir: str | os.PathLike[str] | None = None,
+    sample: bool = False,
     download: bool = True,
     verify: bool = True,
     timeout: float = 60.0,
@@ -179,27 +216,27 @@ def load_split(
     """One GSM8K split.
 
     With ``data_dir`` (or ``$VLLM_DEVCLIENT_GSM8K_DIR``) the file is read from there and never downloaded;
-    otherwise it comes from the cache (:func:`default_cache_dir`), downloaded on first use. ``verify``
-    checks the pinned sha256.
+    ``sample=True`` reads the package's sample (:data:`SAMPLE_DIR`, checked against its own sums also when
+    given as ``data_dir``); otherwise it comes from the cache
+    (:func:`default_cache_dir`), downloaded on first use from :func:`gsm8k_urls`. ``verify`` checks the
+    pinned sha256 (:class:`GSM8KChecksumError` when it differs).
     """
     if split not in GSM8K_URLS:
         raise InvalidParameterError(f"split must be 'train' or 'test', not {split!r}")
-    explicit = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
-    if explicit is not None:
+    if sample and data_dir is not None:
+        raise InvalidParameterError("pass data_dir or sample=True, not both")
+    explicit = SAMPLE_DIR if sample else data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
+    if explicit:
         path = Path(explicit) / f"{split}.jsonl"
         if not path.is_file():
-            origin = "data_dir" if data_dir is not None else f"${DATA_DIR_ENV}"
+            origin = "data_dir" if data_dir is not None else "sample" if sample else f"${DATA_DIR_ENV}"
             raise GSM8KDataError(
                 f"{path} does not exist ({origin}={explicit}): put GSM8K's {split}.jsonl there "
                 f"(from {GSM8K_URLS[split]}), or unset it to download into {default_cache_dir()}"
             )
-        if verify:
-            got = file_sha256(path)
-            if got != GSM8K_SHA256[split]:
-                raise GSM8KDataError(
-                    f"{path} has sha256 {got}, expected {GSM8K_SHA256[split]} (the canonical "
-                    f"{GSM8K_URLS[split]}); replace it, or pass verify=False to use it anyway"
-                )
+        if verify:  # the package's sample folder, however named, is checked against the sample's sums
+            own = sample or Path(explicit).resolve() == SAMPLE_DIR
+            _check_file(path, split, (GSM8K_SAMPLE_SHA256 if own else GSM8K_SHA256)[split])
     else:
         # The cached file is used only when it hashes right; a download is checked before it is written.
         path = default_cache_dir() / f"{split}.jsonl"
@@ -213,14 +250,28 @@ def load_split(
     return _read_jsonl(path)
 
 
+def _check_file(path: Path, split: Split, expected: str) -> None:
+    got = file_sha256(path)
+    if got != expected:
+        raise GSM8KChecksumError(
+            f"{path} has sha256 {got}, expected {expected} (the canonical {split}.jsonl); replace it, "
+            "or pass verify=False to use it anyway",
+            source=str(path),
+            expected=expected,
+            got=got,
+        )
+
+
 def load_gsm8k(
-    *, data_dir: str | os.PathLike[str] | None = None, download: bool = True, verify: bool = True
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    sample: bool = False,
+    download: bool = True,
+    verify: bool = True,
 ) -> tuple[list[GSM8KItem], list[GSM8KItem]]:
     """``(train, test)``; see :func:`load_split`."""
-    return (
-        load_split("train", data_dir=data_dir, download=download, verify=verify),
-        load_split("test", data_dir=data_dir, download=download, verify=verify),
-    )
+    kw: dict[str, Any] = {"data_dir": data_dir, "sample": sample, "download": download, "verify": verify}
+    return load_split("train", **kw), load_split("test", **kw)
 
 
 def extract_answer(text: str) -> int | None:
@@ -426,6 +477,7 @@ async def evaluate_gsm8k_async(
     request_timeout: float = 600.0,
     progress: bool | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    sample: bool = False,
     prompts: Sequence[GSM8KPrompt] | None = None,
     client: AsyncDevClient | None = None,
     http_client: httpx.AsyncClient | None = None,
@@ -438,7 +490,8 @@ async def evaluate_gsm8k_async(
     Give ``base_url`` (a trailing ``/v1`` is accepted), an ``AsyncDevClient`` (``client``, kept open), or an
     ``httpx.AsyncClient`` with a base URL (``http_client``). ``concurrency`` caps requests in flight (None:
     all at once, as vLLM's CI does; 1: one at a time, which keeps batching, and so greedy numerics, the same
-    from run to run). ``prompts`` skips loading the data. ``model``: None sends the first model on
+    from run to run). ``prompts`` skips loading the data (else ``data_dir`` and ``sample`` as in
+    :func:`load_split`). ``model``: None sends the first model on
     ``/v1/models`` (vLLM 0.26's Rust frontend rejects a completion without one). A request that fails counts
     as an invalid answer (``failed_requests``); a 503 is retried ``retries_503`` times with backoff.
     ``spread_s`` sends the requests evenly over that many seconds instead of at once (request ``i`` of ``n``
@@ -453,7 +506,7 @@ async def evaluate_gsm8k_async(
     if base_url is None and client is None and http_client is None:
         raise InvalidParameterError("pass base_url, client or http_client")
     if prompts is None:
-        train, test = load_gsm8k(data_dir=data_dir)
+        train, test = load_gsm8k(data_dir=data_dir, sample=sample)
         prompts = build_prompts(train, test, num_questions, num_shots)
     own: AsyncDevClient | None = None
     if client is None:

@@ -324,7 +324,11 @@ def served_model(
 ) -> Operation[str]:
     """The served model: given at construction, else the first one /v1/models lists (looked up once)."""
     if cache.model is None:
-        listing = yield from call(route("models"), timeouts=timeouts, retry=retry, ctx=ctx)
+        try:
+            listing = yield from call(route("models"), timeouts=timeouts, retry=retry, ctx=ctx)
+        except APIConnectionError as exc:  # a timeout too: say why a completion met /v1/models
+            exc.args = (f"{exc}, looking up the model for POST /v1/completions (model= skips it)",)
+            raise
         if not listing.data:
             raise DevClientError("the server lists no model on /v1/models: pass model= to the client")
         cache.model = listing.data[0].id

@@ -3,14 +3,12 @@ tables, without a GPU. `python -m pytest gpu_tests/tests` (part of `make test`).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-# GSM8K for the tests: $VLLM_DEVCLIENT_GSM8K_DIR, else the shared copy beside the checkout (never downloaded).
-_SHARED_GSM8K = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k"
-GSM8K_DIR = Path(os.environ.get("VLLM_DEVCLIENT_GSM8K_DIR") or _SHARED_GSM8K)
+from vllm_devclient.gsm8k import SAMPLE_DIR
+
+# GSM8K for the tests: the sample in the package (50 test, 10 train items), never a folder outside the repo.
+GSM8K_DIR = SAMPLE_DIR
 
 
 @pytest.fixture(autouse=True)

@@ -8,12 +8,14 @@ generate`): edit `_async/`, never `_sync/`.
 
 from __future__ import annotations
 
+from .._base_client import name_methods_after
 from .flows import AsyncWeightUpdate, _AsyncFlows
 from .raw_responses import AsyncRawResponses
 
 __all__ = ["AsyncDevClient", "AsyncWeightUpdate"]
 
 
+@name_methods_after  # Python's own TypeErrors then say AsyncDevClient.health(), not a private base's name
 class AsyncDevClient(_AsyncFlows):
     """The client for a vLLM server's development-mode surface (either frontend).
 

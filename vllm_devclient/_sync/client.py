@@ -9,12 +9,14 @@ generate`): edit `_async/`, never `_sync/`.
 
 from __future__ import annotations
 
+from .._base_client import name_methods_after
 from .flows import WeightUpdate, _SyncFlows
 from .raw_responses import RawResponses
 
 __all__ = ["DevClient", "WeightUpdate"]
 
 
+@name_methods_after  # Python's own TypeErrors then say DevClient.health(), not a private base's name
 class DevClient(_SyncFlows):
     """The client for a vLLM server's development-mode surface (either frontend).
 

@@ -190,7 +190,7 @@ def cli(**_: Any) -> None:
 
     \b
     vllm-devclient parity         # Python vs Rust frontend, scripted engine
-    vllm-devclient --url http://a:8000 --url http://b:8000 barrier -o json
+    vllm-devclient --url http://vllm-0.example:8000 --url http://vllm-1.example:8000 barrier -o json
     """
 
 

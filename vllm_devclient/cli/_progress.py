@@ -2,7 +2,7 @@
 many targets are done, the time left before --deadline, and the pending targets with their attempts.
 
     barrier  2/3 targets done  14.2 s left
-      http://b:8000  attempt 7, last: success=false
+      http://vllm-1.example:8000  attempt 7, last: success=false
       ... and 4 more pending
 
 Nothing shows for a call that ends within `delay` seconds.

@@ -208,6 +208,11 @@ def _gsm8k() -> Any:
     help="Folder holding train.jsonl and test.jsonl (nothing is downloaded).",
 )
 @click.option(
+    "--sample",
+    is_flag=True,
+    help="Use the 60-question sample shipped with the package (nothing is downloaded).",
+)
+@click.option(
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -221,6 +226,7 @@ def gsm8k(
     max_tokens: int,
     model: str | None,
     data_dir: Path | None,
+    sample: bool,
     report: Path | None,
     **common: Any,
 ) -> None:
@@ -234,12 +240,13 @@ def gsm8k(
     gsm8k = _gsm8k()
     # The questions are read once; every server gets the same prompts.
     try:
-        train, test = gsm8k.load_gsm8k(data_dir=data_dir)
+        train, test = gsm8k.load_gsm8k(data_dir=data_dir, sample=sample)
         prompts = gsm8k.build_prompts(train, test, num_questions, num_shots)
     except DevClientError as exc:
         raise CommandError(str(exc), exit_code=exit_code_for(exc), error=exc) from exc
     kwargs: dict[str, Any] = {
         "prompts": prompts,
+        "num_shots": num_shots,  # what the report says the prompts were built with
         "concurrency": concurrency,
         "max_tokens": max_tokens,
         "model": model,

@@ -29,6 +29,7 @@ from .._base_client import (
     TimeoutArg,
     WeightUpdateOptions,
     check_own_tls,
+    name_methods_after,
     weight_update_options,
 )
 from ..client import AsyncDevClient
@@ -54,6 +55,7 @@ __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 T = TypeVar("T")
 
 
+@name_methods_after  # Python's own TypeErrors then name AsyncFleet, not a private base
 class AsyncFleet(_AsyncFleetMethods):
     """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult, every target's answer.
 

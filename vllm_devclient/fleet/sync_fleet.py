@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 
 from typing_extensions import Unpack
 
-from .._base_client import NOT_GIVEN, NotGiven, RequestOptions, TimeoutArg, WeightUpdateOptions
+from .._base_client import (
+    NOT_GIVEN,
+    NotGiven,
+    RequestOptions,
+    TimeoutArg,
+    WeightUpdateOptions,
+    name_methods_after,
+)
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
@@ -75,6 +82,7 @@ class _LoopThread:
         self.loop.close()
 
 
+@name_methods_after  # Python's own TypeErrors then name Fleet, not a private base
 class Fleet(_FleetMethods):
     """Synchronous fleet: the same methods and results as AsyncFleet, without await (its calls run on a
     private event-loop thread).

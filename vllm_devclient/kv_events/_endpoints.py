@@ -148,9 +148,11 @@ def endpoints_from_sources(
         )
     if not sources:
         raise KVEventSourceError(
-            "the server reports no KV-event publishers; start vLLM with --kv-events-config "
-            '\'{"enable_kv_cache_events": true, "publisher": "zmq", "replay_endpoint": "tcp://*:5558"}\' '
-            "and prefix caching on"
+            "the server reports no KV-event publishers; start vLLM with prefix caching on and "
+            '--kv-events-config \'{"enable_kv_cache_events": true, "publisher": "zmq", '
+            '"endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558"}\' (vLLM fills in the other '
+            "fields). In tests, the kit's engine publishes: RustFrontend(engine=PublishingEngine()) "
+            "(vllm_devclient.testing)"
         )
     out: list[KVEventEndpoint] = []
     for key, source in sources.items():

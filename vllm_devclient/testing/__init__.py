@@ -12,7 +12,8 @@ Needs the ``testing`` extra (pyzmq, msgspec, tokenizers, psutil, cryptography) a
 scripts/setup.sh`` in a checkout). Names are imported lazily so that loading the pytest plugin
 costs nothing when the fixtures are not used.
 
-By concern: ``engine`` (the scripted engine core), ``frontends`` (the launchers), ``processes``
+By concern: ``engine`` (the scripted engine core), ``kv_publisher`` (an engine that publishes KV-cache
+events: ``RustFrontend(engine=PublishingEngine())``), ``frontends`` (the launchers), ``processes``
 (ports, child processes, process groups), ``pytest_plugin`` (the fixtures); the contract harness
 in ``contract`` (expectations, recording transport, ``make_client``, runner, masking),
 ``scenarios`` (the data, one module per route family), ``pool`` (frontends by setup),
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .engine import ScriptedEngine
     from .engine_actions import Action, Delay, Hang, Raise, Return
-    from .engine_protocol import EngineCall, FinishReason
+    from .engine_protocol import EngineCall, FinishReason, KVEventsConfigError
     from .engine_state import EngineState
     from .engine_transport import EngineStartupError
     from .frontends import (
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         VllmNotInstalledError,
         find_vllm_rs,
     )
+    from .kv_publisher import PublishingEngine, kv_events_config
     from .model_dir import make_model_dir
 
 _EXPORTS = {
@@ -51,6 +53,9 @@ _EXPORTS = {
     "EngineState": "engine_state",
     "FinishReason": "engine_protocol",
     "Hang": "engine_actions",
+    "KVEventsConfigError": "engine_protocol",
+    "PublishingEngine": "kv_publisher",
+    "kv_events_config": "kv_publisher",
     "Raise": "engine_actions",
     "Return": "engine_actions",
     "ScriptedEngine": "engine",
@@ -75,6 +80,8 @@ __all__ = [
     "Frontend",
     "FrontendStartupError",
     "Hang",
+    "KVEventsConfigError",
+    "PublishingEngine",
     "PythonFrontend",
     "Raise",
     "Return",
@@ -82,6 +89,7 @@ __all__ = [
     "ScriptedEngine",
     "VllmNotInstalledError",
     "find_vllm_rs",
+    "kv_events_config",
     "make_model_dir",
 ]
 

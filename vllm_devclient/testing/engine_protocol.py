@@ -15,7 +15,15 @@ from typing import Any, Final, Literal
 
 from .engine_state import named_arguments
 
-__all__ = ["ENGINE_CORE_DEAD", "EngineCall", "FinishReason", "build_ready_response"]
+__all__ = [
+    "ENGINE_CORE_DEAD",
+    "KV_EVENTS_FIELDS",
+    "EngineCall",
+    "FinishReason",
+    "KVEventsConfigError",
+    "build_ready_response",
+    "check_kv_events_config",
+]
 
 # Request types: the first frame of every frontend -> engine message.
 _ADD: Final = b"\x00"
@@ -59,6 +67,42 @@ class EngineCall:
         return named_arguments(self.method, self.args)
 
 
+# vLLM's KVEventsConfig, every field of which its engine sends and vllm-rs requires.
+KV_EVENTS_FIELDS: Final = (
+    "enable_kv_cache_events",
+    "publisher",
+    "endpoint",
+    "replay_endpoint",
+    "buffer_steps",
+    "hwm",
+    "max_queue_size",
+    "topic",
+)
+
+
+class KVEventsConfigError(ValueError):
+    """A scripted engine's ``kv_events_config`` lacks a field vLLM's engine always sends, or has one it
+    never sends (``vllm-rs`` would exit at startup with ``missing field``)."""
+
+
+def check_kv_events_config(config: Mapping[str, Any]) -> None:
+    """Raise :class:`KVEventsConfigError` naming every missing and unknown field of ``config``."""
+    missing = [f for f in KV_EVENTS_FIELDS if f not in config]
+    unknown = sorted(set(config) - set(KV_EVENTS_FIELDS))
+    if not missing and not unknown:
+        return
+    what = []
+    if missing:
+        what.append(f"lacks {', '.join(missing)} (vllm-rs exits with `missing field {missing[0]}`)")
+    if unknown:
+        what.append(f"has {', '.join(unknown)}, which vLLM's KVEventsConfig does not")
+    raise KVEventsConfigError(
+        f"kv_events_config {' and '.join(what)}: vLLM's engine sends exactly its fields "
+        f"({', '.join(KV_EVENTS_FIELDS)}). Use vllm_devclient.testing.kv_events_config() for a complete one, "
+        "or PublishingEngine(), which also runs the publisher"
+    )
+
+
 def _installed_vllm_version() -> str:
     try:
         return importlib.metadata.version("vllm")
@@ -77,6 +121,8 @@ def build_ready_response(
     weight_transfer_backend: str | None,
 ) -> dict[str, Any]:
     """The registration map an engine of one rank sends its frontend (a new ``instance_id`` each call)."""
+    if kv_events_config is not None:
+        check_kv_events_config(kv_events_config)
     return {
         "max_model_len": max_model_len,
         "num_gpu_blocks": num_gpu_blocks,

@@ -131,9 +131,7 @@ class AiohttpPool:
         except aiohttp.ClientSSLError as exc:
             raise tls_connect_failure(exc, request.origin, self._tls) from None
         except aiohttp.ClientConnectorError as exc:
-            raise base.ConnectFailed(
-                f"cannot connect to {request.origin.host_header}: {exc.strerror or exc}"
-            ) from None
+            raise base.connect_failed(request.origin.host_header, exc) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise base.TransportTimeout("no complete answer in time", answered=answered) from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:

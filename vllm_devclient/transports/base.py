@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -29,6 +31,7 @@ __all__ = [
     "TransportTimeout",
     "WireRequest",
     "WireResponse",
+    "connect_failed",
     "cut_off",
     "fold_headers",
 ]
@@ -129,6 +132,32 @@ class ConnectFailed(TransportError):
     """No connection could be made: nothing was sent."""
 
     sent = False
+
+
+def connect_failed(host_header: str, error: BaseException) -> ConnectFailed:
+    """``cannot connect to HOST: REASON`` in the same words on every transport: the OS's words for the
+    errno (asyncio says "Connect call failed ('127.0.0.1', 8000)", a socket "Connection refused")."""
+    return ConnectFailed(f"cannot connect to {host_header}: {_reason(error)}")
+
+
+def _reason(error: BaseException) -> str:
+    """The errno's words from the first OSError with one in the chain (groups included), else the text."""
+    todo: list[BaseException] = [error]
+    seen: list[BaseException] = []
+    while todo:
+        current = todo.pop(0)
+        if any(current is e for e in seen):
+            continue
+        seen.append(current)
+        if isinstance(current, OSError) and current.errno is not None and current.errno > 0:
+            return os.strerror(current.errno)
+        if isinstance(current, OSError) and current.strerror:  # a DNS failure: errno < 0, its own words
+            return current.strerror
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += list(getattr(current, "exceptions", ()))  # an exception group's members
+    # asyncio's "Multiple exceptions: [Errno 111] ..., [Errno 111] ..." (one per address) keeps only text.
+    numbers = {int(n) for e in seen for n in re.findall(r"\[Errno (\d+)\]", str(e))}
+    return os.strerror(numbers.pop()) if len(numbers) == 1 else str(error)
 
 
 class TransportTimeout(TransportError):

@@ -25,13 +25,13 @@ import h11
 from ..constants import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 from .base import (
     BodyCutOff,
-    ConnectFailed,
     ConnectionDropped,
     Origin,
     ProtocolViolation,
     TransportTimeout,
     WireRequest,
     WireResponse,
+    connect_failed,
     cut_off,
     fold_headers,
 )
@@ -145,7 +145,7 @@ class H11Pool:
         except ssl.SSLError as exc:
             raise tls_connect_failure(exc, origin, self._tls) from None
         except OSError as exc:
-            raise ConnectFailed(f"cannot connect to {origin.host_header}: {exc.strerror or exc}") from None
+            raise connect_failed(origin.host_header, exc) from None
         return _Connection(sock, fresh=True)
 
     # ---- one exchange ------------------------------------------------------------------------------------

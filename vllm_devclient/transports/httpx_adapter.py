@@ -59,7 +59,7 @@ def _translated(
     except (httpx.ConnectTimeout, httpx.PoolTimeout):
         raise base.TransportTimeout("connecting timed out", sent=False) from None
     except httpx.ConnectError as exc:
-        raise handshake_failure(exc, origin, tls) or base.ConnectFailed(f"cannot connect: {exc}") from None
+        raise handshake_failure(exc, origin, tls) or base.connect_failed(origin.host_header, exc) from None
     except httpx.TimeoutException:
         raise base.TransportTimeout("no complete answer in time", answered=answered[0]) from None
     except httpx.RemoteProtocolError as exc:
