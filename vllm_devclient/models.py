@@ -139,11 +139,18 @@ class WeightInfo(_Model):
 
 
 class ServerInfo(_Model):
-    """`vllm_config` is a dict with config_format="json", a string with "text"."""
+    """`config` is the server's configuration, whichever frontend sent it: a dict with config_format="json",
+    a string with "text". The Python frontend sends it as `vllm_config`; vllm-rs from 0.34.0 sends
+    `vllm_config: null` and its own as `rust_frontend_config` (before 0.34.0 as `vllm_config`)."""
 
     vllm_config: dict[str, Any] | str | None = None
+    rust_frontend_config: dict[str, Any] | str | None = None
     vllm_env: dict[str, Any] = Field(default_factory=dict)
     system_env: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any] | str | None:
+        return self.vllm_config if self.vllm_config is not None else self.rust_frontend_config
 
 
 class KVEventSource(_Model):

@@ -299,7 +299,7 @@ def _side(run: ScenarioRun, label: str, model: str | None, *, check: bool) -> Si
 def _masked_sdk(run: ScenarioRun, model: str | None) -> dict[str, Any]:
     summary: dict[str, Any] = mask_value(summarize_outcome(run.outcome), model)
     if run.scenario.name.startswith(("server_info", "api_key_server_info")) and "value" in summary:
-        summary["value"] = {"vllm_config": "…", "vllm_env": "…", "system_env": "…"}
+        summary["value"] = {"config": "…", "vllm_env": "…", "system_env": "…"}
     if run.scenario.name == "metrics_text":
         summary["value"] = f"<{len(str(run.outcome))} characters of Prometheus text>"
     elif run.scenario.name == "metrics" and "value" in summary:

@@ -74,11 +74,12 @@ def _mask_server_info(body: Any) -> Any:
     if not isinstance(body, dict):
         return body
     out = dict(body)
-    config = out.get("vllm_config")
-    if isinstance(config, dict):
-        out["vllm_config"] = {k: MASK for k in config}
-    elif isinstance(config, str):
-        out["vllm_config"] = MASK
+    for name in ("vllm_config", "rust_frontend_config"):  # the latter: vllm-rs from 0.34.0
+        config = out.get(name)
+        if isinstance(config, dict):
+            out[name] = {k: MASK for k in config}
+        elif isinstance(config, str):
+            out[name] = MASK
     for key in ("vllm_env", "system_env"):
         if isinstance(out.get(key), dict):
             out[key] = {}

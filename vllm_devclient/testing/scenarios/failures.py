@@ -16,7 +16,7 @@ _HANG_TIMEOUT = 0.5
 # (scenario label, engine method, the SDK call, the engine call's arguments)
 _FAILURES: tuple[tuple[str, str, Callable[[Client], object], Sequence[Any]], ...] = (
     ("reset_prefix_cache", "reset_prefix_cache", lambda c: c.reset_prefix_cache(), (False, False)),
-    ("sleep", "sleep", lambda c: c.sleep(), (1, "abort")),
+    ("sleep", "sleep", lambda c: c.sleep(), (1, "abort", True)),
     ("wake_up", "wake_up", lambda c: c.wake_up(), (None,)),
     ("is_sleeping", "is_sleeping", lambda c: c.is_sleeping(), ()),
     ("pause", "pause_generation", lambda c: c.pause(), ("abort", True)),

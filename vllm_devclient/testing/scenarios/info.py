@@ -46,18 +46,18 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "server_info_json",
-        "GET /server_info?config_format=json: vllm_config is an object",
+        "GET /server_info?config_format=json: the config is an object (vllm-rs 0.34: rust_frontend_config)",
         lambda c: c.server_info("json"),
         returns_model(
-            "ServerInfo", {}, is_a(dict, "vllm_config"), is_a(dict, "vllm_env"), is_a(dict, "system_env")
+            "ServerInfo", {}, is_a(dict, "config"), is_a(dict, "vllm_env"), is_a(dict, "system_env")
         ),
         safe=True,
     ),
     Scenario(
         "server_info_text",
-        "GET /server_info?config_format=text: vllm_config is a string",
+        "GET /server_info?config_format=text: the config is a string (vllm-rs 0.34: rust_frontend_config)",
         lambda c: c.server_info("text"),
-        returns_model("ServerInfo", {}, is_a(str, "vllm_config")),
+        returns_model("ServerInfo", {}, is_a(str, "config")),
         safe=True,
     ),
     Scenario(

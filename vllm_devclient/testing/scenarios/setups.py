@@ -92,7 +92,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "api_key_server_info_without_key",
         "no key sent: /server_info answers",
         lambda c: c.server_info(),
-        returns_model("ServerInfo", {}, is_a(dict, "vllm_config")),
+        returns_model("ServerInfo", {}, is_a(dict, "config")),
     ),
     _keyed(
         "api_key_step_engine_without_key",
