@@ -220,7 +220,7 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
 def catalogue_size(connector: str) -> int:
     """How many catalogue defects act in ``connector`` (its short name)."""
     long = next(k for k, v in CONNECTOR_SHORT.items() if v == connector)
-    return sum(m.connector == long for m in MUTATIONS.values())
+    return sum(m.acts_in(long) for m in MUTATIONS.values())
 
 
 def essential(job: Job) -> bool:
