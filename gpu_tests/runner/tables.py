@@ -470,7 +470,10 @@ def _served_clean() -> dict[str, OffloadCheckReport]:
 
 
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
-    "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
+    "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS), grade.control_reports(RESULTS)),
+    "history-standing": lambda: grade.standing_summary(
+        grade.history_runs(RESULTS), grade.control_reports(RESULTS)
+    ),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
     "history-clean": lambda: grade.clean_table(
         grade.history_runs(RESULTS), {"0.26.0": _served_clean()}, grade.control_reports(RESULTS)
