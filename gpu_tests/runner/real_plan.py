@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
 from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS, connector_by_name
+from gpu_tests.offload_check.volume import VolumePlan
 
 from .jobs import Job, case_args, make_case_id
 
@@ -95,12 +96,15 @@ def plan_real(
     timeout_margin: float = 2.0,
     kv_gib: Mapping[str, float] | None = None,
     mutations: bool = True,
+    volume: Mapping[str, VolumePlan] | None = None,
 ) -> list[Job]:
     """The real-size cases in priority order: per rank (offloading/python, the catalogue, simple/python,
     offloading/rust, simple/rust), the largest model first. The catalogue is a case of its own (its server,
     no clean pass: each mutation brings its own cold, warm and reload), as in the tiny matrix, so that a
     model whose clean pass nearly fills a device call still gets it. ``kv_gib`` gives a model another KV cache
-    than its estimate's; ``mutations=False`` runs no catalogue."""
+    than its estimate's; ``mutations=False`` runs no catalogue; ``volume`` (by profile, ``real_volume``) runs
+    each clean case by volume instead (issue 53: its questions, blocks a question and CPU tier; label
+    ``volume``), its time scaled by its tokens (an estimate: no such run has been measured)."""
     unknown = set(kv_gib or {}) - set(profiles)
     if unknown:
         raise ValueError(
@@ -147,10 +151,32 @@ def plan_real(
             # The timeout assumes the model's first server on the machine: --only may run any case first,
             # and its kernels then compile (the fourth run's catalogues were stopped at twice a warm start).
             timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
-            case_id = make_case_id(name, connector, frontend, "mutations" if catalogue else "")
+            label = "mutations" if catalogue else ""
+            if volume and not catalogue and name in volume:
+                args, scale = _by_volume(
+                    args, volume[name], PROFILES[name].cpu_gib(connector_by_name(connector))
+                )
+                expected, timeout, label = expected * scale, timeout * scale, "volume"
+            case_id = make_case_id(name, connector, frontend, label)
             job = Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
+
+
+def _by_volume(args: Sequence[str], plan: VolumePlan, cpu_gib: float) -> tuple[tuple[str, ...], float]:
+    """A clean case's arguments by volume (its questions, whole blocks a question, a CPU tier at least the
+    profile's) and how much longer it runs: its prompt tokens against the profile's (about 400 a question)."""
+    out = list(args)
+    if "--num-questions" in out:
+        at = out.index("--num-questions")
+        del out[at : at + 2]
+    if "--label" in out:
+        at = out.index("--label")
+        del out[at : at + 2]
+    out += ["--num-questions", str(plan.questions), "--volume-blocks", str(plan.blocks_per_prompt)]
+    out += ["--cpu-gib", f"{max(cpu_gib, plan.cpu_gib):g}", "--label", "volume"]
+    tokens = plan.questions * (plan.blocks_per_prompt * plan.block_size + 1)
+    return tuple(out), max(1.0, tokens / (200 * 400))
 
 
 @dataclass(frozen=True)

@@ -426,7 +426,14 @@ def _verdicts(*runs: str) -> Callable[[], str]:
     return lambda: "\n\n".join(f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in runs)
 
 
+def _volume() -> str:
+    from . import real_volume  # it reads the real-size rows from here
+
+    return real_volume.volume_figure()
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "gpu-real-volume": _volume,
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(budget_table),
     "gpu-real-batch": _real(batch_table),
