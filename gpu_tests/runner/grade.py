@@ -215,20 +215,37 @@ def _grade(buggy: list[tuple[str, Standing | None]], fixed: list[tuple[str, Stan
     return f"graded{also}: {stand} of {len(cells)} cells stand"
 
 
+def _every_run(run: HistoryRun, case_id: str) -> list[HistoryRun]:
+    """Each committed run of ``run``'s release that holds ``case_id``, oldest first, as a run of that
+    report alone."""
+    out = []
+    for folder, meta in zip(run.folders, run.metas, strict=True):
+        for path in report_paths(folder):
+            report = read_report(path)
+            if report.case_id == case_id:
+                out.append(HistoryRun(run.version, (folder,), (meta,), {case_id: report}))
+    return out
+
+
 def hunt_table(runs: dict[str, HistoryRun]) -> str:
     """The bugs reported present in a served release (``HUNTS``): what the scenario showed there, as a rate
-    of clean iterations whose evidence assertions failed (a finding, not a grade: no release fixes them)."""
+    of clean iterations whose evidence assertions failed (a finding, not a grade: no release fixes them).
+    Every committed run of a case is shown, oldest first, with its folder and judge: a later run adds to the
+    earlier ones' rates, it does not replace them."""
     rows = [
         "| bug | connector, scenario | evidence (judge assertions) | release | what the check showed |",
         "|---|---|---|---|---|",
     ]
     for hunt in HUNTS:
         run = runs.get(hunt.release)
-        cells = (
-            [_case_cell(hunt.evidence, True, c, run) for c in _scenario_cases(hunt.scenario)]
-            if run is not None
-            else [NOT_RUN]
-        )
+        cells = [] if run is not None else [NOT_RUN]
+        for case_id in _scenario_cases(hunt.scenario) if run is not None else []:
+            assert run is not None
+            cells += [
+                f"{_case_cell(hunt.evidence, True, case_id, r)} (`{r.names}`, judge "
+                f"{(r.reports[case_id].judge_commit or 'unknown')[:7]})"
+                for r in _every_run(run, case_id)
+            ] or [_case_cell(hunt.evidence, True, case_id, run)]
         rows.append(
             f"| [{hunt.id}]({hunt.url}): {hunt.title} | {hunt.scenario.connector}, {hunt.scenario.name} "
             f"| {', '.join(hunt.evidence)} | {hunt.release} | {'<br>'.join(cells)} |"
