@@ -546,3 +546,28 @@ def test_a_load_that_lands_after_the_forward_reading_it_is_caught_by_the_bytes(
     if connector == "OffloadingConnector":
         assert worker.get_finished() == []  # the late copy's own job is not reported again
     assert json.loads(arm.path.read_text())["applied"] == {"load_lands_late": 1}
+
+
+def test_the_byte_verdict_says_how_many_blocks_were_read_before_the_forward_and_landed_late(
+    tmp_path: Path,
+) -> None:
+    """The first-use lines of a late copy, judged: ``kv_bytes_identical`` fails and says what the read saw."""
+    from gpu_tests.offload_check.assertions import kv_bytes_identical
+    from gpu_tests.offload_check.report import Iteration
+    from gpu_tests.offload_check.settings import CheckSettings
+
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    cpu = {name: engine.kv[name][1:3].clone() for name in ("l0", "l1")}
+    engine.proof.poison()
+
+    def late_copy() -> None:
+        for name in ("l0", "l1"):
+            engine.kv[name][9:11] = cpu[name]
+
+    engine.step([("b", PROMPT, ([9, 10, 11],), 8)], {"b": 2}, forward=late_copy)
+    it = Iteration(label="clean-1", first_use=ProbeFiles(tmp_path).first_uses())
+    found = kv_bytes_identical(CheckSettings(reference_digests=True), it)
+    assert not found.passed and found.evaluated
+    said = "2 digested before the forward that read them, 2 wrong there and right after"
+    assert found.message.endswith(said)
