@@ -153,30 +153,45 @@ def plan_real(
             timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
             label = "mutations" if catalogue else ""
             if volume and not catalogue and name in volume:
-                args, scale = _by_volume(
-                    args, volume[name], PROFILES[name].cpu_gib(connector_by_name(connector))
-                )
-                expected, timeout, label = expected * scale, timeout * scale, "volume"
+                tier = PROFILES[name].cpu_gib(connector_by_name(connector))
+                args = _by_volume(args, volume[name], tier)
+                expected = volume_s(est, volume[name], cold=rank == 0)
+                timeout, label = volume_s(est, volume[name], cold=True) * timeout_margin, "volume"
             case_id = make_case_id(name, connector, frontend, label)
             job = Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
 
-def _by_volume(args: Sequence[str], plan: VolumePlan, cpu_gib: float) -> tuple[tuple[str, ...], float]:
-    """A clean case's arguments by volume (its questions, whole blocks a question, a CPU tier at least the
-    profile's) and how much longer it runs: its prompt tokens against the profile's (about 400 a question)."""
+# A case by volume generates VOLUME_MAX_TOKENS a question (the bytes judge it: real-size answers are not
+# evaluated) and prefills its prompts at VOLUME_PREFILL_TOK_S (an ESTIMATE: no such run has been measured).
+VOLUME_MAX_TOKENS = 8
+VOLUME_PREFILL_TOK_S = 20000.0
+# The runs that prefill every prompt whole: cold and cold2; warm, warm2 and reload compute each prompt's last
+# block only (the GPU prefix cache, the CPU tier), counted as half a run together.
+VOLUME_PREFILL_RUNS = 2.5
+
+
+def _by_volume(args: Sequence[str], plan: VolumePlan, cpu_gib: float) -> tuple[str, ...]:
+    """A clean case's arguments by volume: its questions, whole blocks a question, a CPU tier at least the
+    profile's, a few tokens a question."""
     out = list(args)
-    if "--num-questions" in out:
-        at = out.index("--num-questions")
-        del out[at : at + 2]
-    if "--label" in out:
-        at = out.index("--label")
-        del out[at : at + 2]
+    for flag in ("--num-questions", "--label", "--max-tokens"):
+        if flag in out:
+            at = out.index(flag)
+            del out[at : at + 2]
     out += ["--num-questions", str(plan.questions), "--volume-blocks", str(plan.blocks_per_prompt)]
-    out += ["--cpu-gib", f"{max(cpu_gib, plan.cpu_gib):g}", "--label", "volume"]
-    tokens = plan.questions * (plan.blocks_per_prompt * plan.block_size + 1)
-    return tuple(out), max(1.0, tokens / (200 * 400))
+    out += ["--cpu-gib", f"{max(cpu_gib, plan.cpu_gib):g}", "--max-tokens", str(VOLUME_MAX_TOKENS)]
+    return (*out, "--label", "volume")
+
+
+def volume_s(est: Estimate, plan: VolumePlan, *, cold: bool) -> float:
+    """A clean pass by volume (ESTIMATE): each run's decode scaled from the estimate's 200 questions of 256
+    tokens, plus its prompts' prefill in the runs that compute them whole."""
+    startup = est.cold_startup_s if cold else est.startup_s
+    decode = est.run_s * plan.questions / 200 * VOLUME_MAX_TOKENS / 256
+    prefill = plan.questions * (plan.blocks_per_prompt * plan.block_size + 1) / VOLUME_PREFILL_TOK_S
+    return startup + RUNS_IN_FIRST_PASS * decode + VOLUME_PREFILL_RUNS * prefill + WAITS_S
 
 
 @dataclass(frozen=True)
@@ -240,7 +255,9 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
     ready = compiled.get(job.family)
     cold = ready is None or (ready[0] == call and now < ready[1])
     connector = "simple" if "-simple-" in job.case_id else "offloading"
-    return case_s(est, cold=cold, kind=job.kind, defects=catalogue_size(connector))
+    cost = case_s(est, cold=cold, kind=job.kind, defects=catalogue_size(connector))
+    # a case by volume: plan_real's estimate (volume_s), not measured
+    return max(cost, job.expected_s) if job.case_id.endswith("-volume") else cost
 
 
 def catalogue_size(connector: str) -> int:

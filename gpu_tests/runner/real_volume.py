@@ -5,25 +5,22 @@ reach :data:`~gpu_tests.offload_check.volume.MIN_LOADED_SHARE` of its reload req
 each question after examples of its own, to whole blocks of the model's block size).
 
 The plan reads each model's block size, context and CPU bytes per block from its newest committed clean pass
-(the reports, no estimate); ``run_matrix --families real --volume`` runs it, ``--dry-run`` lists it::
-
-    python -m gpu_tests.runner.real_volume            # the figures and the plan, per model
+(``tables.newest_real``'s rows, handed in: the reports, no estimate); ``run_matrix --families real --volume``
+runs it, and with ``--dry-run`` prints it.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from gpu_tests.offload_check.profiles import PROFILES
 from gpu_tests.offload_check.report import Iteration, OffloadCheckReport
 from gpu_tests.offload_check.volume import MIN_LOADED_BLOCKS, MIN_LOADED_SHARE, VolumePlan, plan_volume
 
-from . import tables
-
-__all__ = ["Volume", "main", "pass_volume", "volume_figure", "volume_plans"]
+__all__ = ["Volume", "describe", "pass_volume", "volume_figure", "volume_plans"]
 
 ANSWER_ROOM = 512  # a question's own tokens and what it may generate, past its examples
 
@@ -56,14 +53,17 @@ def pass_volume(it: Iteration) -> Volume:
     return Volume(len(reload), from_cpu, loaded)
 
 
-def _newest() -> list[tables.RealRow]:
-    return tables.newest_real([(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS])
+class _Row(Protocol):
+    """``tables.RealRow``: a model's newest clean pass (``clean.report``) and where it came from."""
+
+    @property
+    def clean(self) -> Any: ...
 
 
-def volume_figure() -> str:
+def volume_figure(rows: Sequence[_Row]) -> str:
     """Per real-size model, its newest clean pass (run and judge): the volume it proved, and the target."""
     lines = []
-    for row in _newest():
+    for row in rows:
         r = row.clean.report
         passes = [pass_volume(it) for it in r.clean()]
         said = "; ".join(
@@ -93,10 +93,10 @@ def _cpu_block_bytes(r: OffloadCheckReport) -> int:
     return math.ceil(stored / it.cpu_tier.stored / max(1, r.blocks_per_chunk or 1))
 
 
-def volume_plans() -> dict[str, VolumePlan]:
+def volume_plans(rows: Sequence[_Row]) -> dict[str, VolumePlan]:
     """Per real-size profile, the questions, blocks per prompt and CPU tier of a clean pass by volume."""
     out = {}
-    for row in _newest():
+    for row in rows:
         r = row.clean.report
         out[r.profile] = plan_volume(
             r.profile,
@@ -116,17 +116,3 @@ def describe(plans: dict[str, VolumePlan]) -> list[str]:
         f"{p.cpu_gib:g} GiB ({p.cpu_block_bytes} bytes a block, every block twice)"
         for p in plans.values()
     ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m gpu_tests.runner.real_volume", description=__doc__.split("\n")[0]
-    )
-    p.parse_args(argv)
-    print(volume_figure())
-    print("\n".join(describe(volume_plans())))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

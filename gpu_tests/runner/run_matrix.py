@@ -205,21 +205,25 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
 
 def _main_real(args: argparse.Namespace, out: Path) -> int:
     """``--families real``: upstream's models at real size (``real_plan``), dealt by GPU memory."""
-    from . import real_plan, real_volume
+    from . import real_plan, real_volume, tables
 
+    rows = tables.newest_real([(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS])
+    plans = real_volume.volume_plans(rows) if args.volume else None
     jobs = real_plan.plan_real(
         report_dir=out / "reports",
         gsm8k_dir=args.gsm8k_dir,
         num_questions=args.num_questions,
         kv_gib=_kv_overrides(args.kv_gib),
         mutations=not args.no_mutations,
-        volume=real_volume.volume_plans() if args.volume else None,
+        volume=plans,
     )
     jobs = _only(jobs, args.only)
     mem = args.gpu_mem_gib or real_plan.H200_GIB
     slots, left = real_plan.best_deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
     if args.dry_run:
         print("\n".join(real_plan.describe(slots, left, calls=args.parts, setup_s=args.setup_s)))
+        for line in real_volume.describe(plans) if plans else ():
+            print(f"  volume {line}")
         for job in jobs:
             print(f"  args {job.case_id}: {shlex.join(job.args)}")
         return 0

@@ -23,7 +23,7 @@ from typing import Any
 from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
 from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCheckReport
 
-from . import budget, grade, history_plan, proof_tables
+from . import budget, grade, history_plan, proof_tables, real_volume
 from .collect import read_report, report_paths, run_verdicts
 from .jobs import expected_costs, measured_check_s
 
@@ -427,9 +427,7 @@ def _verdicts(*runs: str) -> Callable[[], str]:
 
 
 def _volume() -> str:
-    from . import real_volume  # it reads the real-size rows from here
-
-    return real_volume.volume_figure()
+    return real_volume.volume_figure(newest_real([(run, *load(run)) for run in REAL_PROOF_RUNS]))
 
 
 TABLES: dict[str, Callable[[], str]] = {

@@ -4,6 +4,8 @@ and the plan per real-size model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpu_tests.kv_proof.book import chain_keys
 from gpu_tests.offload_check.volume import MIN_LOADED_BLOCKS, plan_volume, volume_questions
 from vllm_devclient.gsm8k import load_gsm8k
@@ -86,9 +88,28 @@ def test_the_newest_real_size_passes_are_read_by_volume_and_the_plan_reaches_the
     v = real_volume.pass_volume(nemotron.clean()[0])
     assert (v.from_cpu, v.requests, v.loaded_blocks) == (1, 208, 8) and not v.meets()
     assert real_volume.Volume(208, 104, 1000).meets() and not real_volume.Volume(208, 103, 5000).meets()
-    plans = real_volume.volume_plans()
-    assert set(plans) == {r.clean.report.profile for r in real_volume._newest()} and len(plans) == 4
+    rows = tables.newest_real([(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS])
+    plans = real_volume.volume_plans(rows)
+    assert set(plans) == {r.clean.report.profile for r in rows} and len(plans) == 4
     for p in plans.values():
         assert p.loaded_blocks >= MIN_LOADED_BLOCKS and p.blocks_per_prompt >= 1
         assert p.cpu_gib * 2**30 >= 2 * p.loaded_blocks * p.cpu_block_bytes > 0
     assert plans["nemotron-h-8b-real"].block_size == 1280 and plans["qwen3.5-35b-real-tp1"].block_size == 544
+
+
+def test_the_real_plan_runs_each_clean_case_by_volume(tmp_path: Path) -> None:
+    from gpu_tests.runner import real_plan, real_volume, tables
+
+    rows = tables.newest_real([(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS])
+    plans = real_volume.volume_plans(rows)
+    jobs = real_plan.plan_real(report_dir=tmp_path, volume=plans, mutations=False)
+    by_volume = {j.case_id: j for j in jobs if j.case_id.endswith("-offloading-python-volume")}
+    assert len(by_volume) == 4
+    job = by_volume["nemotron-h-8b-real-offloading-python-volume"]
+    args = list(job.args)
+    plan = plans["nemotron-h-8b-real"]
+    assert args[args.index("--num-questions") + 1] == str(plan.questions)
+    assert args[args.index("--volume-blocks") + 1] == str(plan.blocks_per_prompt)
+    assert float(args[args.index("--cpu-gib") + 1]) >= plan.cpu_gib and args.count("--label") == 1
+    est = real_plan.ESTIMATES["nemotron-h-8b"]
+    assert job.expected_s == real_plan.volume_s(est, plan, cold=True) > est.cold_startup_s
