@@ -26,10 +26,20 @@ SimpleCPUOffloadConnector (``DmaCopyBackend.launch_copy``):
 - ``simple_load_wrong_place``: a load batch's GPU destinations rotated by one;
 - ``simple_store_wrong_block``: a store batch's GPU sources rotated by one;
 - ``simple_store_copies_nothing``: a store batch queued with no blocks, its event still recorded.
+
+Both connectors:
+
+- ``load_lands_late``: a load is reported finished with no copy (the Offloading worker's job in
+  ``get_finished``, the Simple connector's batch queued empty, its event recorded); its copy is made after the
+  forward of the step whose new requests' block tables hold its destinations (vLLM's ``Worker.execute_model``,
+  once that forward ran on the GPU): the forward read what the blocks held before, and the step ends with the
+  right bytes (vLLM #45704's and #47282's class: copies not ordered with the compute stream).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
 import threading
@@ -81,6 +91,40 @@ class _Arming:
         os.replace(tmp, self.path)
 
 
+class _Late:
+    """``load_lands_late``'s copies: each waits for the forward of a step that reads one of its blocks."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[set[int], Callable[[], None]]] = []
+
+    def defer(self, destinations: list[int], land: Callable[[], None]) -> None:
+        with _lock:
+            self.pending.append(({int(b) for b in destinations}, land))
+
+    def after_step(self, out: Any, armed: bool) -> int:
+        """Land every copy a new request of the step ``out`` read (all of them once disarmed): how many."""
+        readers = {
+            int(b) for new in getattr(out, "scheduled_new_reqs", ()) for ids in new.block_ids for b in ids
+        }
+        with _lock:
+            due = [p for p in self.pending if not armed or p[0] & readers]
+            self.pending = [p for p in self.pending if p not in due]
+        for _, land in due:
+            land()
+        return len(due)
+
+
+_late = _Late()
+_own_jobs = itertools.count(-1, -1)  # the late copies' job ids: no job of vLLM's is negative
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def _wrap(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     real = getattr(cls, name)
     setattr(cls, name, make(real))
@@ -93,6 +137,7 @@ def _offloading_worker(arm: _Arming) -> None:
 
     skipped: list[int] = []
     loads: dict[int, list[int]] = {}
+    swallowed: set[int] = set()  # the late copies' own jobs: their results were reported already
 
     def submit_store(real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
@@ -110,20 +155,35 @@ def _offloading_worker(arm: _Arming) -> None:
         return wrapper
 
     def submit_load(real: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
+        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any, *a: Any, **k: Any) -> Any:
             if arm.armed("load_wrong_cpu_block"):
                 blocks = int(self._load_handler.src_tensors[0].shape[0])
                 ids = np.asarray(src_spec.block_ids)
                 src_spec.block_ids = ((ids + 1) % blocks).astype(ids.dtype)
                 arm.acted("load_wrong_cpu_block")
+            if arm.armed("load_lands_late"):
+                skipped.append(job_id)  # reported finished at the next get_finished, nothing copied
+                own = next(_own_jobs)
+
+                def land() -> None:
+                    swallowed.add(own)
+                    real(self, own, src_spec, dst_spec, *a, **k)
+                    _sync()
+
+                _late.defer([int(b) for b in dst_spec.block_ids], land)
+                arm.acted("load_lands_late")
+                return True
             loads[job_id] = [int(b) for b in dst_spec.block_ids]
-            return real(self, job_id, src_spec, dst_spec)
+            return real(self, job_id, src_spec, dst_spec, *a, **k)
 
         return wrapper
 
     def get_finished(real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any) -> Any:
             results = list(real(self))
+            landed = {r.job_id for r in results} & swallowed
+            swallowed.difference_update(landed)
+            results = [r for r in results if r.job_id not in landed]
             while skipped:
                 results.append(TransferResult(job_id=skipped.pop(0), success=True))
             for result in results:
@@ -251,11 +311,46 @@ def _simple(arm: _Arming) -> None:
             if is_store and src and arm.armed("simple_store_copies_nothing"):
                 src, dst = [], []
                 arm.acted("simple_store_copies_nothing")
+            if not is_store and dst and a and arm.armed("load_lands_late"):
+                _late.defer(dst, functools.partial(_simple_land, real, self, src, dst, a[0]))
+                src, dst = [], []  # queued empty: its event says done
+                arm.acted("load_lands_late")
             return real(self, src, dst, is_store, *a, **k)
 
         return wrapper
 
     _wrap(DmaCopyBackend, "launch_copy", launch_copy)
+
+
+def _simple_land(real: Callable[..., Any], backend: Any, src: list[int], dst: list[int], idx: int) -> None:
+    """A deferred Simple load, copied now on the backend's thread into a list of its own, and waited for."""
+    done: list[Any] = []
+    real(backend, src, dst, False, idx, done)
+    deadline = time.monotonic() + 10.0
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.001)
+    for _, event in done:
+        event.synchronize()
+
+
+def _landing(arm: _Arming) -> None:
+    """``load_lands_late``'s copies land after the forward of the step that reads them."""
+    from vllm.v1.worker.gpu_worker import Worker
+
+    def execute_model(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, scheduler_output: Any, *a: Any, **k: Any) -> Any:
+            output = real(self, scheduler_output, *a, **k)
+            if _late.pending:
+                _sync()  # the step's forward has run on the GPU
+                try:
+                    _late.after_step(scheduler_output, arm.armed("load_lands_late"))
+                except Exception as exc:  # never stop the engine: say why
+                    arm.could_not("load_lands_late", exc)
+            return output
+
+        return wrapper
+
+    _wrap(Worker, "execute_model", execute_model)
 
 
 def register() -> None:
@@ -269,7 +364,7 @@ def register() -> None:
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     arm = _Arming(path)
-    for install in (_offloading_worker, _offloading_manager, _offloading_scheduler, _simple):
+    for install in (_offloading_worker, _offloading_manager, _offloading_scheduler, _simple, _landing):
         try:
             install(arm)
         except Exception as exc:  # a release without that class: its defects cannot act, and say so

@@ -7,12 +7,14 @@ only; ``reference.py`` hooks it into vLLM's worker). See ``reference.py`` for wh
   page in memory (a cross-layer cache, which splits a layer's page by head under HND; K/V leading the shape
   over block-major memory, vLLM 0.22's hybrids) is read through its own logical view, gathered: the elements
   its kernels read, never another layer's.
-- :class:`Proof`: after each step, records the digest of every prompt block the step completed and checks
-  every request at its first step against the book (``book.py``), writing ``firstuse-<pid>.jsonl``; and the
-  poison. Before a step, it digests the one state a first step overwrites before ``after_step`` reads it: a
-  request that starts inside a block of a group keeping a state at every boundary (``mamba_cache_mode=all``)
-  was served that block's end state (vLLM #51094's load, or a stale one), and its first step computes on
-  top of it in place.
+- :class:`Proof`: before the forward of each step, on the compute stream (``reference.py`` finds the point),
+  digests every block a request at its first step starts from and checks it then, against the book
+  (``book.py``): what the forward reads, whatever a connector's copies did after it. After the step it records
+  the digest of every prompt block the step completed (the references), digests the first-use blocks again,
+  and writes one line per first-use request to ``firstuse-<pid>.jsonl``: the verdict of each block at the
+  read, and how many were wrong at the read yet as computed after the step (a copy that landed after the
+  forward that read it: vLLM #45704's and #47282's class). A block another request of the same step completes
+  is checked after the step (its bytes are written by that forward). Also the poison.
 
 A digest is one int64 per layer region: the block's bytes as int32 words, times odd weights, summed modulo
 2**64 on the device (exact, order-free; one changed word always changes it).
@@ -74,6 +76,14 @@ class _Request:
             keys = chain_keys(self.prompt, block_size, index + 1, keys)
             self.keys[block_size] = keys
         return keys[index]
+
+
+@dataclass
+class _Read:
+    """A first-use request's plan and the digests of its blocks taken before the forward."""
+
+    plan: list[tuple[_Group, int, int | None]]
+    digests: dict[tuple[int, int], bytes] = field(default_factory=dict)
 
 
 def _unpadded(spec: Any) -> int:
@@ -220,8 +230,10 @@ class Proof:
         self.weights = weights.to(self.device)
         self.book = Book()
         self.requests: dict[str, _Request] = {}
-        # request -> group -> (block index, block id, digest before the forward): see before_step
-        self.before: dict[str, dict[int, tuple[int, int, bytes]]] = {}
+        # request -> its first-use plan and the digests taken before the forward: see before_forward
+        self.before: dict[str, _Read] = {}
+        self.read_point = ""  # where reference.py hooked before_forward: named in the snapshot
+        self.pending: Any = None  # the step's scheduler output until its forward's read point
         self.seq = 0
         self.poisoned = 0
         self.poisoned_blocks = 0
@@ -328,27 +340,89 @@ class Proof:
             starts[rid] = int(cached.num_computed_tokens[i])
         return starts
 
-    def before_step(self, out: Any) -> None:
-        """Digest, before the forward, the state block a new request starts inside of, in every group that
-        keeps a state at each boundary: what it was served, checked at first use against the block's end."""
+    def _step_blocks(self, out: Any) -> dict[str, tuple[int, list[list[int]]]]:
+        """Each scheduled request's computed tokens at the start of the step and its block table during it,
+        read without changing the tracked state (``_track`` runs after the step)."""
+        found = {
+            new.req_id: (int(new.num_computed_tokens), [list(b) for b in new.block_ids])
+            for new in out.scheduled_new_reqs
+            if new.prompt_token_ids is not None
+        }
+        cached = out.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", set()) or set()
+        for i, rid in enumerate(cached.req_ids):
+            req = self.requests.get(rid)
+            new_ids = cached.new_block_ids[i] if i < len(cached.new_block_ids) else None
+            if req is None:
+                continue
+            if new_ids is None:
+                blocks = [list(b) for b in req.blocks]
+            elif rid in resumed:
+                blocks = [list(b) for b in new_ids]
+            else:
+                blocks = [list(b) + list(n) for b, n in zip(req.blocks, new_ids, strict=False)]
+            found[rid] = (int(cached.num_computed_tokens[i]), blocks)
+        return found
+
+    def _completing(
+        self, out: Any, tables: dict[str, tuple[int, list[list[int]]]]
+    ) -> dict[tuple[int, int], str]:
+        """(group, block id) -> the request whose step completes that block: its bytes are the forward's."""
+        done: dict[tuple[int, int], str] = {}
+        for rid, n in out.num_scheduled_tokens.items():
+            if rid not in tables:
+                continue
+            c0, blocks = tables[rid]
+            prompt = self.requests[rid].prompt if rid in self.requests else None
+            length = len(prompt) if prompt is not None else self._new_prompt_length(out, rid)
+            for g in self.groups:
+                for k in self._completed(g, c0, c0 + int(n), min(c0 + int(n), length)):
+                    if k < len(blocks[g.index]) and blocks[g.index][k] != NULL_BLOCK:
+                        done[(g.index, blocks[g.index][k])] = rid
+        return done
+
+    @staticmethod
+    def _new_prompt_length(out: Any, rid: str) -> int:
+        for new in out.scheduled_new_reqs:
+            if new.req_id == rid and new.prompt_token_ids is not None:
+                return len(new.prompt_token_ids)
+        return 0
+
+    def read(self) -> None:
+        """The read point (``reference.py``): the pending step's first-use blocks, once, before its forward.
+        A forward without a pending step (warm-up, CUDA-graph capture) reads nothing."""
+        out, self.pending = self.pending, None
+        if out is None:
+            return
+        try:
+            self.before_forward(out)
+        except Exception:  # the instrument must never stop the engine; the check reads the error
+            self.error("before_forward")
+
+    def before_forward(self, out: Any) -> None:
+        """Digest, on the compute stream before the forward, every block a request at its first step starts
+        from (GPU prefix-cache hits and connector loads alike): the bytes the forward is about to read. A
+        block another request of the step completes is left to after the step."""
         with self.lock:
-            wanted: dict[int, list[tuple[str, int, int]]] = {}
+            tables = self._step_blocks(out)
+            completing = self._completing(out, tables)
+            wanted: dict[int, list[tuple[str, int]]] = {}
             for new in out.scheduled_new_reqs:
                 c0 = int(new.num_computed_tokens)
-                if new.prompt_token_ids is None or c0 <= 0:
+                rid = new.req_id
+                if new.prompt_token_ids is None or c0 <= 0 or rid in self.before:
                     continue
-                for g in self.groups:
-                    k = c0 // g.block_size
-                    if not (g.recurrent and g.every_boundary) or c0 % g.block_size == 0:
-                        continue
-                    ids = new.block_ids[g.index]
-                    if k < len(ids) and ids[k] != NULL_BLOCK:
-                        wanted.setdefault(g.index, []).append((new.req_id, k, int(ids[k])))
+                req = _Request(prompt=list(new.prompt_token_ids), blocks=tables[rid][1])
+                plan = self._plan(req, c0)
+                self.before[rid] = _Read(plan=plan)
+                for g, _, block in plan:
+                    if block is not None and completing.get((g.index, block), rid) == rid:
+                        wanted.setdefault(g.index, []).append((rid, block))
             for g in self.groups:
                 items = wanted.get(g.index, [])
-                digests = self._digest(g, [block for _, _, block in items])
-                for (rid, k, block), digest in zip(items, digests, strict=True):
-                    self.before.setdefault(rid, {})[g.index] = (k, block, digest)
+                digests = self._digest(g, [block for _, block in items])
+                for (rid, block), digest in zip(items, digests, strict=True):
+                    self.before[rid].digests[(g.index, block)] = digest
 
     def after_step(self, out: Any) -> None:
         with self.lock:
@@ -373,7 +447,11 @@ class Proof:
             wanted: dict[int, set[int]] = {}
             for g, _, block in records:
                 wanted.setdefault(g.index, set()).add(block)
-            plans = {rid: self._plan(rid, req, c0) for rid, req, c0 in firsts}
+            reads = {rid: self.before.pop(rid, None) for rid, _, _ in firsts}
+            plans = {
+                rid: r.plan if (r := reads[rid]) is not None else self._plan(req, c0)
+                for rid, req, c0 in firsts
+            }
             for plan in plans.values():
                 for g, _, block in plan:
                     if block is not None:
@@ -385,12 +463,7 @@ class Proof:
                     digests[(g.index, block)] = digest
             for g, key, block in records:
                 self.book.record(g.index, key, digests[(g.index, block)])
-            lines = [
-                self._first_use(rid, c0, plans[rid], {**digests, **self._served(rid)})
-                for rid, _, c0 in firsts
-            ]
-            for rid, _, _ in firsts:
-                self.before.pop(rid, None)
+            lines = [self._first_use(rid, c0, plans[rid], reads[rid], digests) for rid, _, c0 in firsts]
             if lines:
                 with self.uses.open("a") as fh:
                     fh.write("".join(json.dumps(line) + "\n" for line in lines))
@@ -406,23 +479,19 @@ class Proof:
             return range(end // B - 1, end // B)
         return range(0)
 
-    def _served(self, rid: str) -> dict[tuple[int, int], bytes]:
-        """The before-step digests of ``rid``'s served states, by (group, block id)."""
-        return {(gi, block): digest for gi, (_, block, digest) in self.before.get(rid, {}).items()}
-
-    def _plan(self, rid: str, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
-        """(group, index, block id or None) for every block of the cached prefix; None: not checked."""
+    def _plan(self, req: _Request, cached: int) -> list[tuple[_Group, int, int | None]]:
+        """(group, index, block id or None) for every block of the cached prefix; None: not checked. A state
+        a request starts inside of (``mamba_cache_mode=all``) is the block's end state: its first step
+        computes over it in place, so it is checked only where it was digested before the forward."""
         plan: list[tuple[_Group, int, int | None]] = []
-        served = self.before.get(rid, {})
         for g in self.groups:
             ids = req.blocks[g.index]
             B = g.block_size
             if g.recurrent:
-                if cached % B == 0 and cached // B - 1 < len(ids) and ids[cached // B - 1] != NULL_BLOCK:
-                    plan.append((g, cached // B - 1, ids[cached // B - 1]))
-                elif g.index in served:
-                    k, block, _ = served[g.index]
-                    plan.append((g, k, block))  # the block's end state, digested before the forward
+                k = cached // B if cached % B else cached // B - 1
+                inside = g.every_boundary and cached % B != 0
+                if (cached % B == 0 or inside) and 0 <= k < len(ids) and ids[k] != NULL_BLOCK:
+                    plan.append((g, k, ids[k]))
                 else:
                     plan.append((g, -1, None))  # a state between snapshots
                 continue
@@ -435,16 +504,39 @@ class Proof:
         rid: str,
         cached: int,
         plan: list[tuple[_Group, int, int | None]],
-        digests: dict[tuple[int, int], bytes],
+        read: _Read | None,
+        after: dict[tuple[int, int], bytes],
     ) -> dict[str, Any]:
+        """One request's first-use line: each block's verdict at the read (after the step where the forward
+        wrote it, or where no read point ran), and the blocks wrong at the read yet as computed after."""
         req = self.requests[rid]
         verdicts: dict[int, list[str]] = {g.index: [] for g in self.groups}
         examples = []
+        at_read = late = 0
         for g, k, block in plan:
             if block is None:
                 verdicts[g.index].append("s" if g.recurrent else "n")
                 continue
-            found = self.book.check(g.index, req.key(g.block_size, k), digests[(g.index, block)])
+            key = req.key(g.block_size, k)
+            digest = read.digests.get((g.index, block)) if read is not None else None
+            served = digest is not None
+            if digest is None and g.recurrent and g.every_boundary and cached % g.block_size:
+                verdicts[g.index].append("s")  # computed over in place: no digest of what it was served
+                continue
+            found = self.book.check(g.index, key, digest if served else after[(g.index, block)])
+            at_read += served
+            holds = found.holds
+            in_place = g.recurrent and g.every_boundary and cached % g.block_size != 0
+            if served and not in_place:  # the same block after the step: a write the forward did not make
+                later = self.book.check(g.index, key, after[(g.index, block)])
+                if found.verdict != "v" and later.verdict == "v":
+                    late += 1
+                    holds = f"{holds}; as computed after the step: the copy landed after the forward read it"
+                elif found.verdict == "v" and later.verdict != "v":
+                    found, holds = (
+                        later,
+                        f"{later.holds}; as computed when the forward read it: changed during the step",
+                    )
             verdicts[g.index].append(found.verdict)
             if found.verdict != "v" and len(examples) < MAX_EXAMPLES:
                 examples.append(
@@ -453,7 +545,7 @@ class Proof:
                         "block": k,
                         "gpu_block": block,
                         "verdict": found.verdict,
-                        "holds": found.holds,
+                        "holds": holds,
                         "regions_differ": found.regions_differ,
                     }
                 )
@@ -473,6 +565,8 @@ class Proof:
                 for g in self.groups
             ],
             "examples": examples,
+            "at_read": at_read,
+            "late": late,
         }
 
     def flush(self, force: bool = False) -> None:
@@ -485,6 +579,7 @@ class Proof:
             **self.book.snapshot(),
             "regions_by_group": {str(g.index): len(g.regions) for g in self.groups},
             "layers_by_group": {str(g.index): [r.layer for r in g.regions] for g in self.groups},
+            "read_point": self.read_point,
             "poisoned": self.poisoned,
             "poisoned_blocks": self.poisoned_blocks,
             "errors": self.errors[:20],

@@ -7,15 +7,18 @@ KV connector, since the instrument (``digests.Proof``) reads only what the sched
 KV tensors:
 
 - ``initialize_from_config``: once the KV cache exists, its blocks are viewed as rows of bytes, by group.
-- ``execute_model``: after each step, on the worker's stream (so after the forward wrote its KV),
-  (1) every prompt block the step completed is digested and recorded under its key (``book.py``): for an
-  attention group each block, for a recurrent group the state at a block boundary (every boundary with
-  ``mamba_cache_mode=all``, else where the step ended on one); (2) every request at its first step is
-  checked block by block against the book over the prefix it started from, and one line goes to
-  ``firstuse-<pid>.jsonl``. A state a request starts inside of (``all`` mode: the block's end state, vLLM
-  #51094's load) is digested before the step, since the step computes on it in place. Loads of both
-  connectors finish before their request's first step (they are asynchronous), and a block computed in the
-  same step is recorded before the checks.
+- the model runner's forward: right before it, on the compute stream, every block a request at its first
+  step starts from (GPU prefix-cache hits and connector loads alike) is digested and checked against the
+  book: the bytes the forward reads, so a copy that lands after the forward cannot pass (vLLM #45704's and
+  #47282's class: copies not ordered with the compute stream). The point is the V1 runner's
+  ``_model_forward`` or, in the V2 runner, its KV connector's ``pre_forward`` (after the connector started its
+  loads); on a runner with neither, the start of ``execute_model`` (named in the snapshot: ``read_point``).
+- ``execute_model``: after each step, on the worker's stream (so after the forward wrote its KV), every
+  prompt block the step completed is digested and recorded under its key (``book.py``): for an attention
+  group each block, for a recurrent group the state at a block boundary (every boundary with
+  ``mamba_cache_mode=all``, else where the step ended on one); then one line per first-use request goes to
+  ``firstuse-<pid>.jsonl`` with each block's verdict at the read. A block another request of the same step
+  completes is checked after the step (that forward writes it).
 
 The worker gains ``kv_proof_poison`` for ``/collective_rpc``: every block but the null block is filled with
 0x41 bytes (finite in every float format), so a load that copies nothing, or part of a block, leaves what no
@@ -33,6 +36,7 @@ from typing import Any
 from vllm.v1.worker.gpu_worker import Worker
 
 from gpu_tests.kv_proof.digests import Proof
+from gpu_tests.kv_proof.read_point import WORKER_POINT, install_read_point
 from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV
 
 
@@ -56,6 +60,8 @@ def _initialize_from_config(self: Any, kv_cache_config: Any, *args: Any, **kwarg
         try:
             forward_context = self.vllm_config.compilation_config.static_forward_context
             self._kv_proof = Proof(kv_cache_config, forward_context, root)
+            self._kv_proof.read_point = install_read_point(self, self._kv_proof)
+            self._kv_proof.flush(force=True)
         except Exception:
             error = f"reference instrument: {traceback.format_exc(limit=4)}"[-1500:]
             with (root / f"firstuse-{os.getpid()}.jsonl").open("a") as fh:
@@ -66,11 +72,14 @@ def _initialize_from_config(self: Any, kv_cache_config: Any, *args: Any, **kwarg
 def _execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
     proof = getattr(self, "_kv_proof", None)
     if proof is not None:
-        try:
-            proof.before_step(scheduler_output)
-        except Exception:  # the instrument must never stop the engine; the check reads the error
-            proof.error("before_step")
-    output = _real_execute(self, scheduler_output, *args, **kwargs)
+        proof.pending = scheduler_output
+        if proof.read_point == WORKER_POINT:
+            proof.read()
+    try:
+        output = _real_execute(self, scheduler_output, *args, **kwargs)
+    finally:
+        if proof is not None:
+            proof.pending = None  # a step without a forward reads nothing
     if proof is not None:
         try:
             proof.after_step(scheduler_output)

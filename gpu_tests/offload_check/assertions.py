@@ -297,6 +297,9 @@ def kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResul
         f"recurrent_state_consistent); reload: {loaded['v']} connector-loaded blocks as computed in "
         f"{len(groups)} group(s) {sorted(groups)}, layer regions per group {dict(sorted(regions.items()))}"
     )
+    at_read, late = sum(u.at_read for u in it.first_use), sum(u.late for u in it.first_use)
+    if at_read:  # reports before the read point hold none
+        tally += f"; {at_read} digested before the forward that read them, {late} wrong there and right after"
     if bad:
         return AssertionResult(name=name, passed=False, message="; ".join(problems) + f"; {tally}")
     if not loaded["v"]:

@@ -36,6 +36,7 @@ from .report import OffloadCheckReport
 from .server import KVEventsSettings, ServerConfig, VllmServer, engine_fault
 from .server_io import ServerIO
 from .settings import CheckSettings
+from .volume import volume_questions
 
 # Real-size models with random weights answer by bf16 near-ties, and requests in flight together batch by
 # timing, so the greedy text may follow the batch: the clean iterations of either send a second warm run
@@ -256,6 +257,7 @@ def run_case(
     boundary_sizes: Sequence[int] = (),
     mutation_questions: int = 4,
     reset_under_load: int = 0,
+    volume_blocks: int = 0,
     use_kv_events: bool = True,
     kv_events_bind: Literal["subscriber", "publisher"] = "subscriber",
     gsm8k_dir: str | os.PathLike[str] | None = None,
@@ -268,7 +270,9 @@ def run_case(
     few probes; ``boundary_sizes``, where given, are the prompt lengths the boundary probes end on instead of
     those of the layout the recorder reads (a run without instruments has none); ``reset_under_load`` long
     prompts end each clean iteration, full resets fired among them
-    (``check.py``); ``server_overrides`` go to :func:`server_config_for`.
+    (``check.py``); ``volume_blocks``: each question after examples of its own, to that many whole blocks
+    of the layout's largest block (``volume.py``: real size by volume); ``server_overrides`` go to
+    :func:`server_config_for`.
     """
     p = case.profile
     n = num_questions if num_questions is not None else p.num_questions
@@ -358,6 +362,19 @@ def run_case(
                 per_size=boundary_probes,
                 max_length=room,
             )
+            if volume_blocks and layout:
+                long = volume_questions(
+                    train,
+                    test,
+                    encoder(config.model),
+                    num_questions=n,
+                    block_size=max(g.block_size for g in layout),
+                    blocks=volume_blocks,
+                    max_tokens=fields["max_tokens"],
+                    max_length=room,
+                )
+                probes = [*long, *(q for q in probes if q.kind != "gsm8k")]
+            fields["extra"]["volume_blocks"] = volume_blocks
             settings = replace(
                 settings,
                 reset_under_load=reset_under_load,

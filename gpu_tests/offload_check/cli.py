@@ -97,6 +97,13 @@ def check_options(f: F) -> F:
             help="Each clean pass ends with N long prompts at once, full resets fired among them.  [0: off]",
         ),
         click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
+        click.option(
+            "--volume-blocks",
+            type=click.IntRange(0),
+            default=0,
+            metavar="K",
+            help="Each question after examples of its own, to K whole blocks (real size, volume).  [0: off]",
+        ),
         click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
         click.option(
             "--kv-events-bind",
@@ -208,6 +215,7 @@ def run_from_options(
             boundary_probes=opts["boundary_probes"],
             boundary_sizes=_sizes(opts["boundary_sizes"]),
             mutation_questions=opts["mutation_questions"],
+            volume_blocks=opts["volume_blocks"],
             reset_under_load=opts["reset_under_load"],
             use_kv_events=not opts["no_kv_events"],
             kv_events_bind=opts["kv_events_bind"],

@@ -187,6 +187,10 @@ class FirstUse(_Model):
     cached: int  # tokens of the prefix the request started from
     groups: list[FirstUseGroup]
     examples: list[FirstUseExample] = Field(default_factory=list)
+    # blocks digested before the forward that read them (0 in reports before the read point); of those, the
+    # ones wrong at the read and as computed after the step (a copy that landed after the forward)
+    at_read: int = 0
+    late: int = 0
 
     def bad(self) -> int:
         return sum(g.count(v) for g in self.groups for v in "xup")
@@ -204,6 +208,7 @@ class ReferenceSnapshot(_Model):
     poisoned: int = 0  # poison calls
     poisoned_blocks: int = 0
     errors: list[str] = Field(default_factory=list)
+    read_point: str = ""  # where the first-use blocks are digested before the forward ("": before it existed)
 
 
 class LedgerCounts(_Model):

@@ -112,6 +112,19 @@ def device_verdicts(meta: dict[str, Any]) -> dict[str, str]:
     return {row["case_id"]: "error" if row["status"] == "killed" else row["status"] for row in rows}
 
 
+def summary_verdicts(meta: dict[str, Any]) -> dict[str, str]:
+    """The device runner's own summary lines, as each runner call printed them (``calls[].summary``, copied
+    from the device by ``collect``; no report is read): each case's last line, "killed" read as its report's
+    "error"."""
+    rows = [row for call in meta.get("calls", []) for row in (call.get("summary") or {}).get("cases", [])]
+    return {row["case_id"]: "error" if row["status"] == "killed" else row["status"] for row in rows}
+
+
+def rejudged_statuses(meta: dict[str, Any]) -> dict[str, str]:
+    """The statuses a later judge moved (``collect --rejudge``), by case (never a failure into a pass)."""
+    return {case: status for entry in meta.get("rejudged", []) for case, status in entry["verdicts"].items()}
+
+
 def run_verdicts(meta: dict[str, Any]) -> dict[str, str]:
     """A run's verdicts as its committed reports hold them: the device's, with any later judging's on top."""
     return {**device_verdicts(meta), **meta.get("verdicts", {})}

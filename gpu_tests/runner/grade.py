@@ -34,6 +34,7 @@ from .collect import read_report, report_paths
 from .history_plan import HISTORY_RELEASES, history_plans, scenario_jobs
 from .jobs import UNINSTRUMENTED, UNPOISONED, committed_reports, make_case_id
 from .proof_tables import runner_rows
+from .standing import DIED, Standing, engine_error, standing
 
 __all__ = [
     "HistoryRun",
@@ -46,11 +47,11 @@ __all__ = [
     "history_runs",
     "hunt_table",
     "runs_table",
+    "standing_summary",
 ]
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not yet run"
-DIED = "died"
 
 
 @dataclass(frozen=True)
@@ -154,31 +155,97 @@ def _scenario_cases(scenario: Scenario) -> list[str]:
     return [j.case_id for j in scenario_jobs(scenario, report_dir=Path("reports"), costs={})]
 
 
-def grade_cell(bug: Bug, version: str, runs: dict[str, HistoryRun]) -> str:
+def grade_cell(
+    bug: Bug,
+    version: str,
+    runs: dict[str, HistoryRun],
+) -> str:
+    """The cases' cells on ``version`` as the check read them (the grade table adds whether each stands)."""
     run = runs.get(version)
     if run is None:
         return NOT_RUN
-    cases = _scenario_cases(bug.scenario)
     fixed = version == bug.fixed
     return "<br>".join(
-        _case_cell(bug.evidence, bug.timing, case_id, run, bug_id=bug.id, fixed=fixed) for case_id in cases
+        _case_cell(bug.evidence, bug.timing, c, run, bug_id=bug.id, fixed=fixed)
+        for c in _scenario_cases(bug.scenario)
     )
+
+
+def _graded_cells(
+    bug: Bug,
+    version: str,
+    runs: dict[str, HistoryRun],
+    controls: Mapping[tuple[str, str], Sequence[OffloadCheckReport]],
+) -> list[tuple[str, Standing | None]]:
+    """Each case's cell on ``version`` and whether it stands (``standing.py``; None: no report)."""
+    run = runs.get(version)
+    if run is None:
+        return [(NOT_RUN, None)]
+    fixed = version == bug.fixed
+    out: list[tuple[str, Standing | None]] = []
+    for case_id in _scenario_cases(bug.scenario):
+        text = _case_cell(bug.evidence, bug.timing, case_id, run, bug_id=bug.id, fixed=fixed)
+        report = run.reports.get(case_id)
+        if report is None or case_id in run.skipped:
+            out.append((text, None))
+            continue
+        controls_of = controls.get((version, case_id), ())
+        st = standing(report, bug.scenario, controls_of, caught=_is_catch(text))
+        out.append((f"{text} [{st.words()}]", st))
+    return out
+
+
+def _is_catch(cell: str) -> bool:
+    """A cell that reads a catch: an evidence assertion caught it, or a rate above 0 of N."""
+    return cell.startswith("caught by") or (cell[:1].isdigit() and not cell.startswith("0/"))
+
+
+def _grade(buggy: list[tuple[str, Standing | None]], fixed: list[tuple[str, Standing | None]]) -> str:
+    """Whether a bug is graded: every cell of both sides stands, the buggy side caught it and the fixed
+    side did not."""
+    cells = [*buggy, *fixed]
+    stand = sum(st is not None and st.stands for _, st in cells)
+    caught = any(_is_catch(t) for t, _ in buggy)
+    missed = any(_is_catch(t) for t, _ in fixed)
+    if stand < len(cells):
+        return f"not graded: {stand} of {len(cells)} cells stand"
+    if not caught:
+        return f"not graded: {len(cells)} of {len(cells)} cells stand, none caught on the buggy release"
+    also = " (the fixed release caught too)" if missed else ""
+    return f"graded{also}: {stand} of {len(cells)} cells stand"
+
+
+def _every_run(run: HistoryRun, case_id: str) -> list[HistoryRun]:
+    """Each committed run of ``run``'s release that holds ``case_id``, oldest first, as a run of that
+    report alone."""
+    out = []
+    for folder, meta in zip(run.folders, run.metas, strict=True):
+        for path in report_paths(folder):
+            report = read_report(path)
+            if report.case_id == case_id:
+                out.append(HistoryRun(run.version, (folder,), (meta,), {case_id: report}))
+    return out
 
 
 def hunt_table(runs: dict[str, HistoryRun]) -> str:
     """The bugs reported present in a served release (``HUNTS``): what the scenario showed there, as a rate
-    of clean iterations whose evidence assertions failed (a finding, not a grade: no release fixes them)."""
+    of clean iterations whose evidence assertions failed (a finding, not a grade: no release fixes them).
+    Every committed run of a case is shown, oldest first, with its folder and judge: a later run adds to the
+    earlier ones' rates, it does not replace them."""
     rows = [
         "| bug | connector, scenario | evidence (judge assertions) | release | what the check showed |",
         "|---|---|---|---|---|",
     ]
     for hunt in HUNTS:
         run = runs.get(hunt.release)
-        cells = (
-            [_case_cell(hunt.evidence, True, c, run) for c in _scenario_cases(hunt.scenario)]
-            if run is not None
-            else [NOT_RUN]
-        )
+        cells = [] if run is not None else [NOT_RUN]
+        for case_id in _scenario_cases(hunt.scenario) if run is not None else []:
+            assert run is not None
+            cells += [
+                f"{_case_cell(hunt.evidence, True, case_id, r)} (`{r.names}`, judge "
+                f"{(r.reports[case_id].judge_commit or 'unknown')[:7]})"
+                for r in _every_run(run, case_id)
+            ] or [_case_cell(hunt.evidence, True, case_id, run)]
         rows.append(
             f"| [{hunt.id}]({hunt.url}): {hunt.title} | {hunt.scenario.connector}, {hunt.scenario.name} "
             f"| {', '.join(hunt.evidence)} | {hunt.release} | {'<br>'.join(cells)} |"
@@ -186,20 +253,47 @@ def hunt_table(runs: dict[str, HistoryRun]) -> str:
     return "\n".join(rows)
 
 
-def grade_table(runs: dict[str, HistoryRun]) -> str:
+def grade_table(
+    runs: dict[str, HistoryRun],
+    controls: Mapping[tuple[str, str], Sequence[OffloadCheckReport]] | None = None,
+) -> str:
+    """Bug x release: each case's cell names its judge and whether it stands (``standing.py``); the last
+    column counts the cells that stand, and a bug is graded only when all of them do."""
     rows = [
-        "| bug | connector, scenario | evidence (judge assertions) | buggy release | fixed release |",
-        "|---|---|---|---|---|",
+        "| bug | connector, scenario | evidence (judge assertions) | buggy release | fixed release | grade |",
+        "|---|---|---|---|---|---|",
     ]
     for bug in BUGS:
         timing = f", rate over {bug.scenario.iterations} iterations" if bug.timing else ""
+        buggy = _graded_cells(bug, bug.buggy, runs, controls or {})
+        fixed = _graded_cells(bug, bug.fixed, runs, controls or {})
         rows.append(
             f"| [{bug.id}]({bug.url}): {bug.title} | {bug.scenario.connector}, {bug.scenario.name}{timing} "
             f"| {', '.join(bug.evidence)} "
-            f"| **{bug.buggy}**: {grade_cell(bug, bug.buggy, runs)} "
-            f"| **{bug.fixed}**: {grade_cell(bug, bug.fixed, runs)} |"
+            f"| **{bug.buggy}**: {'<br>'.join(t for t, _ in buggy)} "
+            f"| **{bug.fixed}**: {'<br>'.join(t for t, _ in fixed)} | {_grade(buggy, fixed)} |"
         )
     return "\n".join(rows)
+
+
+def standing_summary(
+    runs: dict[str, HistoryRun],
+    controls: Mapping[tuple[str, str], Sequence[OffloadCheckReport]] | None = None,
+) -> str:
+    """One line: how many of the grade's case cells stand, and which bugs are graded."""
+    cells = 0
+    stand = 0
+    graded = []
+    for bug in BUGS:
+        sides = [_graded_cells(bug, v, runs, controls or {}) for v in (bug.buggy, bug.fixed)]
+        cells += sum(len(side) for side in sides)
+        stand += sum(st is not None and st.stands for side in sides for _, st in side)
+        if _grade(*sides).startswith("graded"):
+            graded.append(bug.id)
+    return (
+        f"{stand} of {cells} case cells stand at today's judge; graded: {', '.join(graded) or 'none'} "
+        f"({len(graded)} of {len(BUGS)} bugs)."
+    )
 
 
 def clean_cases(version: str) -> list[str]:
@@ -242,14 +336,6 @@ def control_reports(results: Path = RESULTS) -> dict[tuple[str, str], list[Offlo
     return out
 
 
-def _engine_error(report: OffloadCheckReport) -> str:
-    """The first error line of the engine's death (empty when it did not die, ``died`` when no line says)."""
-    if not report.engine_fault:
-        return ""
-    lines = [x.split("Error: ", 1)[1] for x in report.engine_fault.splitlines() if "Error: " in x]
-    return lines[0] if lines else DIED
-
-
 def _reproduced(report: OffloadCheckReport, controls: Sequence[OffloadCheckReport]) -> str:
     """Whether controls with ``report``'s very prompts and no instruments failed the way it did: every
     assertion it failed (the instruments' own ``instruments_ok`` aside) failed there too, and an engine that
@@ -258,8 +344,8 @@ def _reproduced(report: OffloadCheckReport, controls: Sequence[OffloadCheckRepor
     keys = [p.key for p in report.probes]
     same = [c for c in controls if [p.key for p in c.probes] == keys]
     failed = {a.name for a in report.failures()} - {"instruments_ok"}
-    error = _engine_error(report)
-    alike = [c for c in same if failed <= {a.name for a in c.failures()} and _engine_error(c) == error]
+    error = engine_error(report)
+    alike = [c for c in same if failed <= {a.name for a in c.failures()} and engine_error(c) == error]
     if not failed or not alike:
         return ""
     died = f", the engine dying on {error}" if error else ""
@@ -355,7 +441,7 @@ def control_table(case_id: str, folders: Sequence[Path]) -> str:
     for folder, r in runs:
         sizes = sorted({p.boundary for p in r.probes if p.kind == "boundary" and p.boundary})
         same = [p.key for p in r.probes] == keys
-        error = _engine_error(r)
+        error = engine_error(r)
         rows.append(
             f"| `{folder.relative_to(common)}` "
             f"| {kinds[r.case_id]} | {len(r.probes)} "

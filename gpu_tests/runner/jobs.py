@@ -267,7 +267,7 @@ def plan(
                 num_questions=num_questions,
                 **common,
             )
-            count = sum(m.connector == connector_by_name(connector) for m in MUTATIONS.values())
+            count = sum(m.acts_in(connector_by_name(connector)) for m in MUTATIONS.values())
             expected = cost.case_s(catalogue_iterations, count)
             case_id = make_case_id(profile, connector, "python", "mutations")
             jobs.append(

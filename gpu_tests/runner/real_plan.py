@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpu_tests.kv_proof.catalogue import MUTATIONS
 from gpu_tests.offload_check.profiles import CONNECTOR_SHORT, PROFILES, REAL_SIZE_ARGS, connector_by_name
+from gpu_tests.offload_check.volume import VolumePlan
 
 from .jobs import Job, case_args, make_case_id
 
@@ -95,12 +96,15 @@ def plan_real(
     timeout_margin: float = 2.0,
     kv_gib: Mapping[str, float] | None = None,
     mutations: bool = True,
+    volume: Mapping[str, VolumePlan] | None = None,
 ) -> list[Job]:
     """The real-size cases in priority order: per rank (offloading/python, the catalogue, simple/python,
     offloading/rust, simple/rust), the largest model first. The catalogue is a case of its own (its server,
     no clean pass: each mutation brings its own cold, warm and reload), as in the tiny matrix, so that a
     model whose clean pass nearly fills a device call still gets it. ``kv_gib`` gives a model another KV cache
-    than its estimate's; ``mutations=False`` runs no catalogue."""
+    than its estimate's; ``mutations=False`` runs no catalogue; ``volume`` (by profile, ``real_volume``) runs
+    each clean case by volume instead (issue 53: its questions, blocks a question and CPU tier; label
+    ``volume``), its time scaled by its tokens (an estimate: no such run has been measured)."""
     unknown = set(kv_gib or {}) - set(profiles)
     if unknown:
         raise ValueError(
@@ -147,10 +151,47 @@ def plan_real(
             # The timeout assumes the model's first server on the machine: --only may run any case first,
             # and its kernels then compile (the fourth run's catalogues were stopped at twice a warm start).
             timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
-            case_id = make_case_id(name, connector, frontend, "mutations" if catalogue else "")
+            label = "mutations" if catalogue else ""
+            if volume and not catalogue and name in volume:
+                tier = PROFILES[name].cpu_gib(connector_by_name(connector))
+                args = _by_volume(args, volume[name], tier)
+                expected = volume_s(est, volume[name], cold=rank == 0)
+                timeout, label = volume_s(est, volume[name], cold=True) * timeout_margin, "volume"
+            case_id = make_case_id(name, connector, frontend, label)
             job = Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
+
+
+# A case by volume generates VOLUME_MAX_TOKENS a question (the bytes judge it: real-size answers are not
+# evaluated) and prefills its prompts at VOLUME_PREFILL_TOK_S (an ESTIMATE: no such run has been measured).
+VOLUME_MAX_TOKENS = 8
+VOLUME_PREFILL_TOK_S = 20000.0
+# The runs that prefill every prompt whole: cold and cold2; warm, warm2 and reload compute each prompt's last
+# block only (the GPU prefix cache, the CPU tier), counted as half a run together.
+VOLUME_PREFILL_RUNS = 2.5
+
+
+def _by_volume(args: Sequence[str], plan: VolumePlan, cpu_gib: float) -> tuple[str, ...]:
+    """A clean case's arguments by volume: its questions, whole blocks a question, a CPU tier at least the
+    profile's, a few tokens a question."""
+    out = list(args)
+    for flag in ("--num-questions", "--label", "--max-tokens"):
+        if flag in out:
+            at = out.index(flag)
+            del out[at : at + 2]
+    out += ["--num-questions", str(plan.questions), "--volume-blocks", str(plan.blocks_per_prompt)]
+    out += ["--cpu-gib", f"{max(cpu_gib, plan.cpu_gib):g}", "--max-tokens", str(VOLUME_MAX_TOKENS)]
+    return (*out, "--label", "volume")
+
+
+def volume_s(est: Estimate, plan: VolumePlan, *, cold: bool) -> float:
+    """A clean pass by volume (ESTIMATE): each run's decode scaled from the estimate's 200 questions of 256
+    tokens, plus its prompts' prefill in the runs that compute them whole."""
+    startup = est.cold_startup_s if cold else est.startup_s
+    decode = est.run_s * plan.questions / 200 * VOLUME_MAX_TOKENS / 256
+    prefill = plan.questions * (plan.blocks_per_prompt * plan.block_size + 1) / VOLUME_PREFILL_TOK_S
+    return startup + RUNS_IN_FIRST_PASS * decode + VOLUME_PREFILL_RUNS * prefill + WAITS_S
 
 
 @dataclass(frozen=True)
@@ -214,13 +255,15 @@ def _cost(job: Job, compiled: dict[str, tuple[int, float]], call: int, now: floa
     ready = compiled.get(job.family)
     cold = ready is None or (ready[0] == call and now < ready[1])
     connector = "simple" if "-simple-" in job.case_id else "offloading"
-    return case_s(est, cold=cold, kind=job.kind, defects=catalogue_size(connector))
+    cost = case_s(est, cold=cold, kind=job.kind, defects=catalogue_size(connector))
+    # a case by volume: plan_real's estimate (volume_s), not measured
+    return max(cost, job.expected_s) if job.case_id.endswith("-volume") else cost
 
 
 def catalogue_size(connector: str) -> int:
     """How many catalogue defects act in ``connector`` (its short name)."""
     long = next(k for k, v in CONNECTOR_SHORT.items() if v == connector)
-    return sum(m.connector == long for m in MUTATIONS.values())
+    return sum(m.acts_in(long) for m in MUTATIONS.values())
 
 
 def essential(job: Job) -> bool:

@@ -104,6 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="plan for this vLLM release (default: the installed vLLM's; without one, every case)",
     )
+    p.add_argument(
+        "--volume",
+        action="store_true",
+        help="real size: each clean case by volume (issue 53: runner/real_volume.py's plan per model)",
+    )
     p.add_argument("--history", action="store_true", help="issue 35's plan: clean matrix and bug scenarios")
     p.add_argument(
         "--history-frontends", default="python,rust", help="the history's clean matrix frontends (comma list)"
@@ -200,20 +205,27 @@ def _main_history(args: argparse.Namespace, out: Path) -> int:
 
 def _main_real(args: argparse.Namespace, out: Path) -> int:
     """``--families real``: upstream's models at real size (``real_plan``), dealt by GPU memory."""
-    from . import real_plan
+    from . import real_plan, real_volume, tables
 
+    rows = tables.newest_real([(run, *tables.load(run)) for run in tables.REAL_PROOF_RUNS])
+    plans = real_volume.volume_plans(rows) if args.volume else None
     jobs = real_plan.plan_real(
         report_dir=out / "reports",
         gsm8k_dir=args.gsm8k_dir,
         num_questions=args.num_questions,
         kv_gib=_kv_overrides(args.kv_gib),
         mutations=not args.no_mutations,
+        volume=plans,
     )
     jobs = _only(jobs, args.only)
     mem = args.gpu_mem_gib or real_plan.H200_GIB
     slots, left = real_plan.best_deal(jobs, calls=args.parts, setup_s=args.setup_s, gpu_mem_gib=mem)
     if args.dry_run:
         print("\n".join(real_plan.describe(slots, left, calls=args.parts, setup_s=args.setup_s)))
+        for line in real_volume.describe(plans) if plans else ():
+            print(f"  volume {line}")
+        for job in jobs:
+            print(f"  args {job.case_id}: {shlex.join(job.args)}")
         return 0
     # This call runs its share first, then whatever the estimates put later, while the deadline allows.
     mine = [s.job for s in slots if s.call == args.part]

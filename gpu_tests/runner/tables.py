@@ -23,7 +23,7 @@ from typing import Any
 from gpu_tests.offload_check.assertions import moved_by_the_batch, same_split_pairs
 from gpu_tests.offload_check.report import AssertionResult, Iteration, OffloadCheckReport
 
-from . import budget, grade, history_plan, proof_tables
+from . import budget, grade, history_plan, proof_tables, real_volume
 from .collect import read_report, report_paths, run_verdicts
 from .jobs import expected_costs, measured_check_s
 
@@ -426,7 +426,12 @@ def _verdicts(*runs: str) -> Callable[[], str]:
     return lambda: "\n\n".join(f"`{run}`: {proof_tables.verdict_line(*load(run))}" for run in runs)
 
 
+def _volume() -> str:
+    return real_volume.volume_figure(newest_real([(run, *load(run)) for run in REAL_PROOF_RUNS]))
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "gpu-real-volume": _volume,
     "gpu-real-matrix": _real(real_table),
     "gpu-real-budget": _real(budget_table),
     "gpu-real-batch": _real(batch_table),
@@ -470,7 +475,10 @@ def _served_clean() -> dict[str, OffloadCheckReport]:
 
 
 HISTORY_TABLES: dict[str, Callable[[], str]] = {
-    "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS)),
+    "history-grade": lambda: grade.grade_table(grade.history_runs(RESULTS), grade.control_reports(RESULTS)),
+    "history-standing": lambda: grade.standing_summary(
+        grade.history_runs(RESULTS), grade.control_reports(RESULTS)
+    ),
     "history-runs": lambda: grade.runs_table(grade.history_runs(RESULTS)),
     "history-clean": lambda: grade.clean_table(
         grade.history_runs(RESULTS), {"0.26.0": _served_clean()}, grade.control_reports(RESULTS)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpu_tests.offload_check.judge import rejudge
-from gpu_tests.runner import tables
+from gpu_tests.runner import collect, tables
 from gpu_tests.runner.collect import device_verdicts, read_report, report_paths, run_verdicts
 from gpu_tests.runner.jobs import (
     INSTRUMENTS,
@@ -404,23 +404,44 @@ def test_one_gpu_cases_take_the_gpus_in_turn(tmp_path: Path) -> None:
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-COMMITTED = [
-    p
-    for run in sorted(RESULTS.glob("kv-proof-*")) + sorted(RESULTS.glob("real-size-*"))
-    for p in report_paths(run)
-]
+def _committed_reports() -> list[Path]:
+    """Every committed offload-check report under ``results/``: each folder with a ``run.json`` (the history's
+    and the fault's nested calls included), another tool's run (``rl-*``) left out."""
+    found = []
+    for meta in sorted(RESULTS.rglob("run.json")):
+        for p in report_paths(meta.parent):
+            head = json.loads(collect._read_bytes(p))
+            if isinstance(head, dict) and head.get("format") == 2 and "case_id" in head:
+                found.append(p)
+    return found
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+COMMITTED = _committed_reports()
+
+
+def test_every_results_folder_s_reports_are_covered() -> None:
+    folders = {p.parent.relative_to(RESULTS) for p in COMMITTED}
+    tops = {f.parts[0] for f in folders}
+    assert {t.split("-")[0] for t in tops} >= {"kv", "real", "history", "fault"}
+    runs = {p.parent.relative_to(RESULTS) for p in RESULTS.rglob("run.json")}
+    assert runs - folders == {Path("rl-2026-12-01")}  # another tool's run: no offload-check report
+    assert len(COMMITTED) >= 279
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.parent.relative_to(RESULTS) / p.name))
 def test_a_committed_report_holds_the_verdict_its_run_records(path: Path) -> None:
+    """The report's status is the one the device printed for its case (the runner's summary line in
+    ``run.json``, which no report wrote), or one a later judge recorded moving to a failure."""
     report = read_report(path)
     meta = json.loads((path.parent / "run.json").read_text())
-    recorded, device = run_verdicts(meta), device_verdicts(meta)
-    if report.case_id in recorded:
-        assert report.status == recorded[report.case_id], "a committed verdict differs from its run.json"
-    # The device's failure stands: no later judging turned it, and rejudging now keeps it.
-    if device.get(report.case_id) in ("failed", "error"):
-        assert report.status in ("failed", "error")
+    device = collect.summary_verdicts(meta)
+    assert report.case_id in device, "a committed report its device's summary never named"
+    moved = collect.rejudged_statuses(meta)
+    if report.case_id in moved:
+        assert device[report.case_id] == "passed" and report.status in ("failed", "error")
+    else:
+        assert report.status == device[report.case_id], "a committed verdict differs from its device's"
+    assert run_verdicts(meta).get(report.case_id, report.status) == report.status
     if report.status in ("failed", "error"):
         # Never a pass; an engine's death the device's judge called an error reads failed today.
         assert rejudge(report).status in ("failed", "error")

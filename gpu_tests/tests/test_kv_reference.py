@@ -5,6 +5,7 @@ their new blocks) and KV tensors the test writes as a forward would. What it wri
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -85,7 +86,7 @@ class Engine:
             ),
             num_scheduled_tokens=scheduled,
         )
-        self.proof.before_step(out)
+        self.proof.before_forward(out)
         if forward is not None:
             forward()  # what the step's forward writes, between the two hooks
         self.proof.after_step(out)
@@ -259,9 +260,13 @@ def test_a_loaded_block_wiped_to_zeros_is_named_as_zeros(tmp_path: Path) -> None
     (use,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "b"]
     assert use.groups[0].verdicts == "xx"
     holds = {e.block: e.holds for e in use.examples}
-    assert holds == {0: "zeros in 1 of 2 layer regions: wiped, or never written"} | {
-        1: "zeros in every layer region: wiped, or never written"
+    # Block 0 was whole when the forward read it and wiped during the step: both are said.
+    assert holds == {
+        0: "zeros in 1 of 2 layer regions: wiped, or never written; "
+        "as computed when the forward read it: changed during the step",
+        1: "zeros in every layer region: wiped, or never written",
     }
+    assert use.at_read == 2 and use.late == 0
 
 
 def _read_back(tmp_path: Path, kv: Any, block: Any, outside: Any) -> tuple[Proof, dict[str, Any]]:
@@ -349,3 +354,220 @@ def test_block_major_layouts_stay_raw_rows_and_a_shape_without_blocks_is_refused
         assert not region.gathered and region.width == PAGE
     with pytest.raises(ValueError, match=r"layer l0: a KV cache of shape \(3, 5\) has no dimension of"):
         proof_of(torch.zeros((3, 5), dtype=torch.int8))
+
+
+def test_a_block_wrong_when_the_forward_reads_it_and_right_after_the_step_fails(tmp_path: Path) -> None:
+    """A load reported finished whose copy lands after the forward that reads it (vLLM #45704's and
+    #47282's class): checked after the step only, it reads as computed; checked at the read, as the poison."""
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    cpu = {name: engine.kv[name][1:3].clone() for name in ("l0", "l1")}  # what the CPU tier stored
+    engine.proof.poison()
+
+    def late_copy() -> None:  # the copy lands during the step, after the forward read the blocks
+        for name in ("l0", "l1"):
+            engine.kv[name][9:11] = cpu[name]
+
+    engine.step([("b", PROMPT, ([9, 10, 11],), 8)], {"b": 2}, forward=late_copy)
+    (use,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "b"]
+    assert use.groups[0].verdicts == "pp" and use.bad() == 2
+    assert use.at_read == 2 and use.late == 2
+    assert all(e.holds.endswith("the copy landed after the forward read it") for e in use.examples)
+    # The same blocks judged after the step alone (no read point ran): as computed.
+    _first_step(engine.proof, "c", [9, 10, 12], 8)
+    (after_only,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "c"]
+    assert after_only.groups[0].verdicts == "vv" and after_only.at_read == 0
+
+
+def test_a_block_another_request_completes_in_the_same_step_is_checked_after_it(tmp_path: Path) -> None:
+    """vLLM caches a block when it is scheduled: a request may start from a block another request of the same
+    step computes. Before the forward it holds nothing yet; it is checked after the step, as computed."""
+    engine = Engine(tmp_path)
+    engine.proof.poison()
+
+    def forward() -> None:
+        for k, block in enumerate([1, 2]):
+            engine.write(block, PROMPT, (k + 1) * B)
+
+    engine.step([("a", PROMPT, ([1, 2, 3],), 0), ("b", PROMPT, ([1, 2, 4],), 8)], {"a": 10, "b": 2}, forward)
+    (use,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "b"]
+    assert use.groups[0].verdicts == "vv" and use.at_read == 0
+
+
+def test_the_read_point_runs_right_before_the_runner_s_forward_once_a_step(tmp_path: Path) -> None:
+    """V1: the runner's ``_model_forward``; V2: after its KV connector's ``pre_forward``; neither: the worker.
+    A forward with no step pending (warm-up, graph capture) reads nothing."""
+    from gpu_tests.kv_proof.read_point import WORKER_POINT, install_read_point
+
+    calls: list[str] = []
+
+    class Reader:
+        pending: Any = None
+
+        def read(self) -> None:
+            calls.append(f"read {self.pending}")
+            self.pending = None
+
+    class V1Runner:
+        def _model_forward(self, **kwargs: Any) -> str:
+            calls.append("forward")
+            return "out"
+
+    class Connector:
+        def pre_forward(self, out: Any, batch: Any) -> None:
+            calls.append("pre_forward")
+
+    v1, v2, reader = SimpleNamespace(model_runner=V1Runner()), SimpleNamespace(), Reader()
+    v2.model_runner = SimpleNamespace(kv_connector=Connector())
+    assert install_read_point(v1, reader) == "model_runner._model_forward"
+    reader.pending = "step-1"
+    assert v1.model_runner._model_forward(input_ids=None) == "out"
+    assert calls == ["read step-1", "forward"]
+    calls.clear()
+    assert install_read_point(v2, reader) == "model_runner.kv_connector.pre_forward"
+    reader.pending = "step-2"
+    v2.model_runner.kv_connector.pre_forward("out", "batch")
+    assert calls == ["pre_forward", "read step-2"]
+    assert install_read_point(SimpleNamespace(model_runner=object()), reader) == WORKER_POINT
+    # Proof.read: once per pending step, and nothing without one.
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    engine.proof.read()  # nothing pending: no request, no error
+    assert engine.proof.before == {} and engine.proof.errors == []
+
+
+@pytest.mark.parametrize("connector", ["OffloadingConnector", "SimpleCPUOffloadConnector"])
+def test_a_load_that_lands_after_the_forward_reading_it_is_caught_by_the_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, connector: str
+) -> None:
+    """The catalogue's ``load_lands_late`` injected into stand-ins of vLLM's classes (the Offloading worker,
+    the Simple connector's copy backend, the GPU worker), copying between CPU tensors: the load is reported
+    finished with no copy, its copy lands after the forward of the step that reads it. The proof, reading
+    before that forward, sees the poison; after the step the blocks are as computed."""
+    import sys
+    from types import ModuleType
+
+    from gpu_tests.kv_proof import defects
+    from gpu_tests.kv_proof.catalogue import MUTATIONS, applicable
+
+    engine = Engine(tmp_path)
+    layers = ("l0", "l1")
+    cpu = {name: torch.zeros((4, PAGE), dtype=torch.int8) for name in layers}
+
+    def copy(src: list[int], dst: list[int], store: bool) -> None:
+        for name in layers:
+            for s, d in zip(src, dst, strict=True):
+                if store:
+                    cpu[name][d] = engine.kv[name][s]
+                else:
+                    engine.kv[name][d] = cpu[name][s]
+
+    class OffloadingWorker:
+        def __init__(self) -> None:
+            self.done: list[int] = []
+
+        def submit_store(self, job_id: int, src: Any, dst: Any) -> bool:
+            return True
+
+        def submit_load(self, job_id: int, src: Any, dst: Any) -> bool:
+            copy(list(src.block_ids), list(dst.block_ids), store=False)
+            self.done.append(job_id)
+            return True
+
+        def get_finished(self) -> list[Any]:
+            done, self.done = self.done, []
+            return [SimpleNamespace(job_id=j, success=True) for j in done]
+
+    class Event:
+        def synchronize(self) -> None:
+            pass
+
+    class CopyBackend:
+        def launch_copy(
+            self, src: list[int], dst: list[int], is_store: bool, idx: int, events: list[Any]
+        ) -> None:
+            copy(src, dst, is_store)
+            events.append((idx, Event()))
+
+    class Worker:
+        def execute_model(self, out: Any) -> None:
+            engine.proof.before_forward(out)  # the read point, right before the forward (nothing to write)
+
+    modules: dict[str, dict[str, Any]] = {
+        "vllm.v1.kv_offload.base": {"TransferResult": SimpleNamespace},
+        "vllm.v1.kv_offload.cpu.gpu_worker": {"CPUOffloadingWorker": OffloadingWorker},
+        "vllm.v1.simple_kv_offload.copy_backend": {"DmaCopyBackend": CopyBackend},
+        "vllm.v1.worker.gpu_worker": {"Worker": Worker},
+    }
+    for name, attrs in modules.items():
+        module = ModuleType(name)
+        for attr, value in attrs.items():
+            setattr(module, attr, value)
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(defects, "_late", defects._Late())
+    arm = defects._Arming(tmp_path)
+    monkeypatch.setattr(arm, "armed", lambda name: name == "load_lands_late")
+    defects._offloading_worker(arm)
+    defects._simple(arm)
+    defects._landing(arm)
+    mutation = MUTATIONS["load_lands_late"]
+    assert mutation.caught_by == ("kv_bytes_identical",) and applicable(mutation, [], connector) is None
+
+    _compute(engine, "a", [1, 2, 3])
+    copy([1, 2], [0, 1], store=True)  # the CPU tier holds both blocks
+    engine.proof.poison()
+    if connector == "OffloadingConnector":
+        worker = OffloadingWorker()
+        spec = SimpleNamespace
+        assert worker.submit_load(7, spec(block_ids=[0, 1]), spec(block_ids=[9, 10]))
+        assert [r.job_id for r in worker.get_finished()] == [7]  # reported finished, nothing copied
+    else:
+        events: list[Any] = []
+        CopyBackend().launch_copy([0, 1], [9, 10], False, 3, events)
+        assert [i for i, _ in events] == [3]  # its event says done, nothing copied
+    assert bool((engine.kv["l0"][9] == POISON_BYTE).all())
+    out = SimpleNamespace(
+        finished_req_ids=set(),
+        scheduled_new_reqs=[
+            SimpleNamespace(
+                req_id="b", prompt_token_ids=PROMPT, block_ids=([9, 10, 11],), num_computed_tokens=8
+            )
+        ],
+        scheduled_cached_reqs=SimpleNamespace(
+            req_ids=[], resumed_req_ids=set(), new_block_ids=[], num_computed_tokens=[]
+        ),
+        num_scheduled_tokens={"b": 2},
+    )
+    Worker().execute_model(out)  # the read, the forward, then the copy lands
+    engine.proof.after_step(out)
+    (use,) = [u for u in ProbeFiles(tmp_path).first_uses() if u.request_id == "b"]
+    assert use.groups[0].verdicts == "pp" and use.late == 2  # caught by the bytes the forward read
+    assert torch.equal(engine.kv["l0"][9:11], cpu["l0"][0:2])  # and right after the step
+    if connector == "OffloadingConnector":
+        assert worker.get_finished() == []  # the late copy's own job is not reported again
+    assert json.loads(arm.path.read_text())["applied"] == {"load_lands_late": 1}
+
+
+def test_the_byte_verdict_says_how_many_blocks_were_read_before_the_forward_and_landed_late(
+    tmp_path: Path,
+) -> None:
+    """The first-use lines of a late copy, judged: ``kv_bytes_identical`` fails and says what the read saw."""
+    from gpu_tests.offload_check.assertions import kv_bytes_identical
+    from gpu_tests.offload_check.report import Iteration
+    from gpu_tests.offload_check.settings import CheckSettings
+
+    engine = Engine(tmp_path)
+    _compute(engine, "a", [1, 2, 3])
+    cpu = {name: engine.kv[name][1:3].clone() for name in ("l0", "l1")}
+    engine.proof.poison()
+
+    def late_copy() -> None:
+        for name in ("l0", "l1"):
+            engine.kv[name][9:11] = cpu[name]
+
+    engine.step([("b", PROMPT, ([9, 10, 11],), 8)], {"b": 2}, forward=late_copy)
+    it = Iteration(label="clean-1", first_use=ProbeFiles(tmp_path).first_uses())
+    found = kv_bytes_identical(CheckSettings(reference_digests=True), it)
+    assert not found.passed and found.evaluated
+    said = "2 digested before the forward that read them, 2 wrong there and right after"
+    assert found.message.endswith(said)

@@ -26,6 +26,10 @@ def _encode(text: str) -> list[int]:
     return [10 + ord(c) % 50 for c in text][:200]  # short prompts: the scripted engine's context is small
 
 
+def _encode_whole(text: str) -> list[int]:
+    return [10 + ord(c) % 50 for c in text]
+
+
 @pytest.fixture
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     configs: list[Any] = []
@@ -235,3 +239,28 @@ def test_requests_in_flight_together_send_the_batch_control_as_real_size_does() 
     assert batch_control_for(tiny, 1) == 0.0
     assert batch_control_for(tiny, 64) == batch_control_for(tiny, None) == BATCH_CONTROL_S > 0
     assert batch_control_for(real, 1) == BATCH_CONTROL_S
+
+
+def test_volume_questions_replace_the_profile_s_and_each_holds_its_blocks(
+    tmp_path: Path, stand_in: list[Any]
+) -> None:
+    """``--volume-blocks K`` (issue 53): each GSM8K question comes after examples of its own, to K whole
+    blocks of the layout's block (16 tokens here), so its reload loads them from the CPU tier."""
+    case = CheckCase(PROFILES["small"], "OffloadingConnector", "rust")
+    report = run_case(
+        case,
+        report_dir=tmp_path,
+        num_questions=2,
+        max_tokens=2,
+        iterations=1,
+        boundary_probes=1,
+        volume_blocks=20,
+        use_kv_events=False,
+        gsm8k_dir=GSM8K_DIR,
+        encoder=lambda model: _encode_whole,
+    )
+    questions = [p for p in report.probes if p.kind == "gsm8k"]
+    assert len(questions) == 2 and report.extra["volume_blocks"] == 20
+    assert all((p.length - 1) // 16 >= 20 for p in questions)
+    assert questions[0].key != questions[1].key  # own examples (a unit test checks the first blocks)
+    assert [p.kind for p in report.probes].count("boundary") == 1  # the probes stay
