@@ -32,7 +32,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                 call("profile", True, None, None, None, None),
                 call("profile", False, None, None, None, None),
             ),
-            "rust": (call("profile", True, None, None, None), call("profile", False, None)),
+            # vllm-rs 0.34 sends the start's fifth argument (profiler_kwargs); the stop stays two.
+            "rust": (call("profile", True, None, None, None, None), call("profile", False, None)),
         },
         setup="extras",
     ),
