@@ -29,7 +29,9 @@ Publisher restarts. A restarted publisher (a restarted engine) counts from 0 aga
 and its first batches can go unseen (published before the SUB reconnected, or read late behind the old
 publisher's last ones), so a lower sequence number is not the only sign. Three kinds of evidence:
 
-- a live sequence number below `expected` that is no copy of a replayed batch: a restart, at once;
+- a live sequence number below `expected` that is no copy of a replayed batch: a restart, at once (the
+  same publisher sends none: nothing is taken for lost before the live stream passed it, or stayed silent
+  for `replay_timeout` after the replay that answered without it);
 - a reconnection of the rank's SUB socket, reported by the driver with `on_reconnect` (it reads the
   socket monitor after each read of the live socket, so that the report comes before any message of
   the new connection is fed): the publisher may have changed. Live batches of the rank are held and a
