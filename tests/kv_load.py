@@ -56,19 +56,20 @@ class Shape:
     hwm: int = 100  # the publisher's
     rcvhwm: int = 100  # the subscriber's
     buffer_steps: int = 10_000  # the publisher's replay buffer
-    work: float = 0.0  # seconds of CPU a batch costs the consumer (a router updating its index)
+    work: float = 0.0  # seconds a batch costs the consumer (a router updating its index)
     stall_every: int = 0  # the consumer stalls after its first batch and every this many (0: never)...
     stall: float = 0.0  # ...for this many seconds, as a descheduled process does
+    lead: bool = False  # after its first batch the consumer stalls until the whole stream is published
     probe_interval: float = 1.0
     replay_timeout: float = 5.0
     deadline: float = 120.0  # for the whole stream
     trailing: float = 0.5  # quiet time after the last batch, to catch a trailing duplicate
 
     def consume(self, index: int) -> None:
-        if self.work:
-            end = time.perf_counter() + self.work
-            while time.perf_counter() < end:
-                pass
+        if self.work and index % 16 == 15:
+            # Sleeps rather than spins: the publisher thread shares this process's GIL, where an engine
+            # publishes from a process of its own.
+            time.sleep(16 * self.work)
         if self.stall_every and index % self.stall_every == 0:
             time.sleep(self.stall)
 
@@ -88,6 +89,7 @@ class Outcome:
     lost: list[int] = field(default_factory=list)
     restarts: int = 0
     replayed: int = 0  # batches delivered from a replay
+    replay_requests: int = 0
     seconds: float = 0.0
     stats: str = ""
 
@@ -177,6 +179,11 @@ class Feed:
     def start(self) -> None:
         self._thread.start()
 
+    def wait_published(self) -> None:
+        """Until the publisher has sent every batch (it marks each one done once sent)."""
+        self._thread.join(60)
+        self.pub._event_queue.join()
+
     def close(self) -> None:
         if self._thread.is_alive() or self._thread.ident is not None:
             self._thread.join(30)
@@ -193,9 +200,11 @@ def run_sync(feed: Feed, shape: Shape) -> Outcome:
         while not out.done() and time.monotonic() < end:
             if (batch := sub.poll(min(2.0, max(0.0, end - time.monotonic())))) is not None:
                 out.record(batch)
+                if shape.lead and len(out.delivered) == 1:
+                    feed.wait_published()
         while (batch := sub.poll(shape.trailing)) is not None:  # anything trailing (a duplicate would)
             out.record(batch)
-        out.stats = str(sub.stats)
+        out.stats, out.replay_requests = str(sub.stats), sub.stats.replay_requests
     out.seconds = time.monotonic() - started
     return out
 
@@ -210,9 +219,11 @@ async def run_async(feed: Feed, shape: Shape) -> Outcome:
         while not out.done() and time.monotonic() < end:
             if (batch := await sub.poll(min(2.0, max(0.0, end - time.monotonic())))) is not None:
                 out.record(batch)
+                if shape.lead and len(out.delivered) == 1:
+                    feed.wait_published()  # blocks the event loop: a stalled consumer
         while (batch := await sub.poll(shape.trailing)) is not None:
             out.record(batch)
-        out.stats = str(sub.stats)
+        out.stats, out.replay_requests = str(sub.stats), sub.stats.replay_requests
     out.seconds = time.monotonic() - started
     return out
 
@@ -242,13 +253,14 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=50.0, help="consumer CPU per batch, microseconds")
     parser.add_argument("--stall-every", type=int, default=0)
     parser.add_argument("--stall", type=float, default=0.0)
+    parser.add_argument("--lead", action="store_true", help="the publisher runs the whole stream ahead")
     parser.add_argument("--probe-interval", type=float, default=1.0)
     parser.add_argument("--replay-timeout", type=float, default=5.0)
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds per run at most")
     args = parser.parse_args()
     shape = Shape(
         args.batches, hwm=args.hwm, rcvhwm=args.rcvhwm, buffer_steps=args.buffer_steps,
-        work=args.work * 1e-6, stall_every=args.stall_every, stall=args.stall,
+        work=args.work * 1e-6, stall_every=args.stall_every, stall=args.stall, lead=args.lead,
         probe_interval=args.probe_interval, replay_timeout=args.replay_timeout, deadline=args.deadline,
     )  # fmt: skip
     vkv = vllm_kv_events()
