@@ -203,7 +203,7 @@ def test_initial_backlog_timeout_falls_back_to_live() -> None:
 
 
 def test_tail_probe_recovers_dropped_tail_and_reports_rolled_out_tail() -> None:
-    s, _ = make()
+    s, clock = make()
     s.on_live(0, live(0))
     drain(s)
     assert s.probe()
@@ -211,8 +211,16 @@ def test_tail_probe_recovers_dropped_tail_and_reports_rolled_out_tail() -> None:
     for i in (0, 3, 4):  # 1 and 2 are gone, 3 and 4 were dropped on the live socket
         s.on_replay(0, replayed(i))
     s.on_replay(0, END)
+    # 1 and 2 could still be on their way on the live socket: nothing is lost before it stays silent.
+    assert s.pop() is None and s.replaying() and s.next_deadline() == clock.now + 2.0
+    assert not s.probe()  # the tail is known already
+    clock.now += 1.9
+    s.check_timeouts()
+    assert s.pop() is None
+    clock.now += 0.1
+    s.check_timeouts()
     out = drain(s)
-    assert seqs(out) == [3, 4]
+    assert seqs(out) == [3, 4] and not s.replaying()
     assert [(x.first_seq, x.last_seq) for x in out[0].losses] == [(1, 2)]
     assert not s.probe() or s.requests[-1] == (0, 4)
 
@@ -496,3 +504,68 @@ def test_backlog_after_the_first_live_batch_counts_whatever_its_timestamp() -> N
     feed_replay(s, [replayed(i) for i in range(5)] + [END])
     drain(s)
     assert s.tally_since_start().batches == 2  # 3 and 4: the publisher's clock is not needed for them
+
+
+def lost_seqs(stream: EventStream) -> list[int]:
+    return [seq for loss in stream.losses for seq in range(loss.first_seq, loss.last_seq + 1)]
+
+
+def test_a_probe_answered_from_far_ahead_of_the_live_socket_loses_nothing() -> None:
+    """The interleaving that broke under CPU load: the consumer fell behind, so the publisher was more
+    than its whole replay buffer ahead of the live socket when a probe was answered. The numbers between
+    the last live batch read and the replay's first were taken for lost, and their live copies, read
+    next, for a restarted publisher: delivered twice, out of order, and reported lost besides."""
+    s, clock = make()
+    for i in range(10):
+        s.on_live(0, live(i))
+    out = drain(s)
+    assert s.probe() and s.requests == [(0, 9)]
+    for i in range(100, 110):  # the buffer holds 100..109 only; 10..99 are queued on the live socket
+        s.on_replay(0, replayed(i))
+    s.on_replay(0, END)
+    assert s.pop() is None and not s.losses and not s.probe()
+    clock.now += 1.0  # the consumer was busy; now it reads the live socket
+    for i in range(10, 110):
+        s.on_live(0, live(i))
+    out += drain(s)
+    assert seqs(out) == list(range(110))  # once each, in order
+    assert [b.replayed for b in out[100:]] == [True] * 10  # ahead of their live copies...
+    assert s.stats.duplicates_dropped == 10  # ...which are dropped
+    assert not s.losses and not s.restarts and s.stats.replay_requests == 1
+
+
+def test_a_gap_repair_answered_from_far_ahead_loses_only_what_the_live_stream_passed() -> None:
+    s, _ = make()
+    for i in range(10):
+        s.on_live(0, live(i))
+    s.on_live(0, live(12))  # 10 and 11 dropped on the live socket
+    assert s.requests == [(0, 9)]
+    for i in range(100, 110):  # 10..99 are no longer in the buffer
+        s.on_replay(0, replayed(i))
+    s.on_replay(0, END)
+    out = drain(s)
+    assert seqs(out) == [*range(10), 12] and lost_seqs(s) == [10, 11]  # the live stream passed them
+    for i in [*range(13, 50), *range(60, 110)]:  # 50..59 dropped as well, passed by 60
+        s.on_live(0, live(i))
+    out += drain(s)
+    delivered = seqs(out)
+    assert delivered == sorted(set(delivered)) and not set(delivered) & set(lost_seqs(s))
+    assert lost_seqs(s) == [10, 11, *range(50, 60)]
+    assert sorted(delivered + lost_seqs(s)) == list(range(110))
+    assert {x.reason for x in s.losses} == {"not_in_replay_buffer"} and not s.restarts
+
+
+def test_a_long_answer_read_slowly_is_no_timeout() -> None:
+    s, clock = make()
+    s.on_live(0, live(0))
+    s.on_live(0, live(5))
+    assert s.requests == [(0, 0)]
+    for i in range(5):  # each frame within the timeout (2 s) of the one before, the whole answer not
+        clock.now += 1.5
+        s.check_timeouts()
+        s.on_replay(0, replayed(i))
+    clock.now += 1.5
+    s.check_timeouts()
+    s.on_replay(0, END)
+    assert seqs(drain(s)) == list(range(6))
+    assert not s.losses and not s.resets and s.stats.replay_timeouts == 0

@@ -107,7 +107,8 @@ class EventsLost(msgspec.Struct, frozen=True, gc=False):
 
     reason: "replay_unavailable" (not asked for: no replay endpoint, replay backing off after a timeout,
     or a restarted publisher's predecessor, which is gone), "not_in_replay_buffer" (the publisher no
-    longer buffers them), "replay_timeout" (asked for, and no complete answer in time), "undecodable"
+    longer buffers them, and the live stream passed them or stayed silent), "replay_timeout" (asked for,
+    and the answer did not start, or stalled, within the replay timeout), "undecodable"
     (the payload arrived but is not a KV event batch; `detail` says why).
     """
 

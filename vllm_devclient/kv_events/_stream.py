@@ -1,5 +1,10 @@
 """Sequence tracking and replay bookkeeping: the one state machine behind both subscribers (no I/O here).
 
+The invariant, per rank and publisher, however late or out of step the frames are fed: each sequence
+number is delivered at most once, in increasing order; a number is reported lost only if it was never
+delivered and never will be; the two sets are disjoint, and together they cover every number after the
+first delivered one.
+
 Per rank it keeps `expected`, the next sequence number to deliver, and delivers every batch once, in
 order, or reports it lost:
 
@@ -8,17 +13,25 @@ order, or reports it lost:
   per connection, so a gap on the live socket is a real drop;
 - replayed batches are cached and delivered as soon as they are next in line, also ahead of their live
   copies, which are then recognised (same sequence number, same bytes) and dropped;
-- once a replay has answered, every missing sequence number up to what the publisher had by then is
-  gone from its buffer and is reported lost, with its range; likewise after a replay timeout;
+- a missing number is lost only when both the publisher no longer has it (a replay answered without it:
+  up to what the publisher had by then, or a replay timed out) and the live stream has passed it (a
+  later live batch was read, `live_top`). A replay answers whatever the publisher buffers, which can run
+  far ahead of the live socket when the consumer is slow: the numbers between the last live batch read
+  and the first replayed one may still be queued on the live socket, unread. Such a gap waits for the
+  live stream; it is lost once a later live batch is read, or once the live stream has stayed silent for
+  `replay_timeout` (`settle_at`: a tail dropped with nothing after it);
 - a gap that is not asked for (no replay endpoint, or replay backing off after a timeout) is reported
-  lost at once as `replay_unavailable`; `replay_timeout` means a request went out and got no complete
-  answer in time.
+  lost at once as `replay_unavailable`; `replay_timeout` means a request went out and its answer did not
+  start, or stalled, for `replay_timeout` (each replayed frame read renews the deadline, so a long answer
+  read slowly is no timeout).
 
 Publisher restarts. A restarted publisher (a restarted engine) counts from 0 again on the same endpoints,
 and its first batches can go unseen (published before the SUB reconnected, or read late behind the old
 publisher's last ones), so a lower sequence number is not the only sign. Three kinds of evidence:
 
-- a live sequence number below `expected` that is no copy of a replayed batch: a restart, at once;
+- a live sequence number below `expected` that is no copy of a replayed batch: a restart, at once (the
+  same publisher sends none: nothing is taken for lost before the live stream passed it, or stayed silent
+  for `replay_timeout` after the replay that answered without it);
 - a reconnection of the rank's SUB socket, reported by the driver with `on_reconnect` (it reads the
   socket monitor after each read of the live socket, so that the report comes before any message of
   the new connection is fed): the publisher may have changed. Live batches of the rank are held and a
@@ -118,6 +131,8 @@ class _Rank:
     through_reason: LossReason = "not_in_replay_buffer"
     replay_ok_at: float = 0.0  # after a timeout, gaps are not replayed until then
     last_live: int = -1
+    live_top: int = -1  # highest live seq read (the hot path's is `last` while that is a live item)
+    settle_at: float = 0.0  # when a gap the live stream has not passed is reported lost; 0: none pending
     losses: list[EventsLost] = field(default_factory=list)
     restart: PublisherRestarted | None = None
     last: _Ready | None = None  # the last delivered batch of the current publisher: the fingerprint
@@ -208,6 +223,9 @@ class EventStream:
         if st.first_live < 0:
             st.first_live = seq
         st.last_live = max(st.last_live, seq, -1 if st.expected is None else st.expected - 1)
+        if seq > st.live_top:
+            st.live_top = seq
+        st.settle_at = 0.0  # the live stream moved: a gap it has not passed gets its full wait again
         st.held.append((seq, payload))
         self._pump(st)
 
@@ -237,6 +255,8 @@ class EventStream:
         if not st.in_flight:
             self.stats.stale_replay_messages += 1
             return
+        # The answer is coming: a long one read slowly (a busy consumer, a busy host) is no timeout.
+        st.deadline = self._clock() + self._replay_timeout
         if seq_b == END_SEQ:
             if st.check is not None:
                 self._confirm_restart(st)  # nothing at or after the fingerprint: not the same publisher
@@ -280,6 +300,8 @@ class EventStream:
         for st in self._ranks.values():
             if st.in_flight and now >= st.deadline:
                 self.abandon_replay(st.rank, now)
+            elif st.settle_at and now >= st.settle_at:
+                self._pump(st, now)
 
     def abandon_replay(self, rank: int, now: float | None = None) -> None:
         """The request could not be sent, or got no complete answer in time."""
@@ -304,15 +326,18 @@ class EventStream:
         """
         asked = False
         for st in self._ranks.values():
-            if st.replay and not st.in_flight and st.expected is not None and not st.held:
+            # A rank with replayed batches waiting for the live stream knows its tail already.
+            if st.replay and not st.in_flight and st.expected is not None and not st.held and not st.cache:
                 if self._clock() >= st.replay_ok_at:
                     self._ask(st)
                     asked = True
         return asked
 
     def next_deadline(self) -> float | None:
-        """When the earliest outstanding replay times out (the clock's time); None when none is."""
-        deadlines = [st.deadline for st in self._ranks.values() if st.in_flight]
+        """When the earliest outstanding replay times out or the earliest unpassed gap is settled (the
+        clock's time); None when neither is pending."""
+        deadlines = [st.deadline if st.in_flight else st.settle_at for st in self._ranks.values()]
+        deadlines = [d for d in deadlines if d]
         return min(deadlines) if deadlines else None
 
     def held_count(self) -> int:
@@ -320,8 +345,9 @@ class EventStream:
         return sum(len(st.held) for st in self._ranks.values())
 
     def replaying(self) -> bool:
-        """Whether any replay request is outstanding."""
-        return any(st.in_flight for st in self._ranks.values())
+        """Whether any replay request is outstanding, or replayed batches wait behind a gap the live
+        stream has not passed yet."""
+        return any(st.in_flight or st.settle_at for st in self._ranks.values())
 
     # -- output --------------------------------------------------------------------------------------
 
@@ -500,7 +526,8 @@ class EventStream:
         st.held = new
         st.dups.clear()
         st.backlog_max = -1
-        st.last_live = max((seq for seq, _ in new), default=-1)
+        st.last_live = st.live_top = max((seq for seq, _ in new), default=-1)
+        st.settle_at = 0.0
         if complete:
             st.replayed_through, st.through_reason = fmax, "not_in_replay_buffer"
         else:
@@ -508,14 +535,40 @@ class EventStream:
             st.through_reason = "replay_timeout" if st.replay else "replay_unavailable"
         self._pump(st)
 
+    def _gone_through(self, st: _Rank, exp: int, nxt: int, now: float | None) -> int:
+        """The end of the part of gap [exp, nxt - 1] that is lost (below `exp` when none is yet).
+
+        The publisher's buffer no longer holds it up to `replayed_through`; but the live stream may still
+        bring it, unless a later live batch was read (ZMQ keeps order per connection, so the live stream
+        dropped what it passed). A gap that only replayed batches lie beyond waits for the live stream:
+        it is lost once the live stream passes it, or stays silent for `replay_timeout`.
+        """
+        last = min(nxt - 1, st.replayed_through)
+        if st.cache:
+            last = min(last, min(st.cache) - 1)
+        if st.live_top >= exp:
+            st.settle_at = 0.0
+            return min(last, st.live_top)
+        if st.in_flight:
+            return exp - 1  # the outstanding replay's end settles it first
+        now = self._clock() if now is None else now
+        if not st.settle_at:
+            st.settle_at = now + self._replay_timeout
+        if now < st.settle_at:
+            return exp - 1
+        st.settle_at = 0.0
+        return last
+
     def _lose_old(self, st: _Rank, first: int, last: int) -> None:
         """A gap of a publisher that is gone: what a replay said was gone keeps its reason."""
         known = min(last, st.replayed_through)
         self._lose(st, first, known, st.through_reason)
         self._lose(st, max(first, known + 1), last, "replay_unavailable")
 
-    def _pump(self, st: _Rank) -> None:
+    def _pump(self, st: _Rank, now: float | None = None) -> None:
         """Deliver whatever is deliverable for this rank; ask for a replay or report losses at gaps."""
+        if st.last is not None and len(st.last) == 3 and st.last[1] > st.live_top:
+            st.live_top = st.last[1]  # delivered on the hot path, which keeps no live_top of its own
         cache = st.cache
         held = st.held
         while True:
@@ -569,9 +622,9 @@ class EventStream:
                 break
             # Gap [exp, nxt - 1].
             if exp <= st.replayed_through:
-                last = min(nxt - 1, st.replayed_through)
-                if cache:
-                    last = min(last, min(cache) - 1)
+                last = self._gone_through(st, exp, nxt, now)
+                if last < exp:
+                    break  # its live copies may still be on their way
                 self._lose(st, exp, last, st.through_reason)
                 st.expected = last + 1
                 continue
