@@ -13,11 +13,10 @@ import pytest
 pytest.importorskip("vllm.distributed.weight_transfer")
 
 import torch
+from cpu_trainer import CpuNCCLTrainer
 from vllm.distributed.weight_transfer import ModuleSource
-from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
 from vllm.distributed.weight_transfer.nccl_engine import (
     NCCLTrainerInitInfo,
-    NCCLTrainerWeightTransferEngine,
 )
 
 from vllm_devclient import AsyncFleet, Fleet, FleetError, WeightSync, WorldSizeMismatchError
@@ -27,21 +26,6 @@ from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.misbehaving_behaviours import Answer
 
 pytestmark = pytest.mark.frontend
-
-
-class CpuNCCLTrainer(NCCLTrainerWeightTransferEngine):
-    """vLLM's NCCL trainer engine with its communicator and broadcast played on the CPU."""
-
-    sent: list[str] = []
-
-    def _open_trainer_endpoint(self, init_info: Any) -> None:
-        self.sent = []
-
-    def _broadcast(self, source: WeightSource, meta: list[ParamMeta]) -> None:
-        self.sent = [name for name, _ in self._checked_iter(source, meta)]
-
-    def _post_send_sync(self) -> None:
-        pass
 
 
 @pytest.fixture

@@ -245,11 +245,10 @@ def test_over_a_fleet_of_three_the_lying_server_is_named(tiny_model_dir: Path) -
     ]
     with ExitStack() as stack:
         urls = [stack.enter_context(fe).base_url for fe in fleet_frontends]
-        with Fleet(urls) as fleet:
-            result = fleet.reset_prefix_cache_verified(PROBE, reset_external=True)
+        with Fleet(urls) as fleet, pytest.raises(FleetError, match="TierNotClearedError") as raised:
+            fleet.reset_prefix_cache_verified(PROBE, reset_external=True)
+    result = raised.value.result  # every target's outcome rides on the error
     assert set(result.ok) == set(urls[:2]) and set(result.failed) == {urls[2]}
     err = result.failed[urls[2]]
     assert isinstance(err, TierNotClearedError) and err.tier == TIER_GPU
     assert result.ok[urls[0]].refusals >= 1 and result.ok[urls[1]].evidence == "probe answer"
-    with pytest.raises(FleetError, match="TierNotClearedError"):
-        result.raise_for_errors()

@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("vllm.distributed.weight_transfer")
 
 import torch
+from cpu_trainer import CpuNCCLTrainer
 from torch.multiprocessing.reductions import rebuild_cuda_tensor
 from vllm.distributed.weight_transfer import (
     HTTPVLLMWeightSyncClient,
@@ -27,7 +28,7 @@ from vllm.distributed.weight_transfer import (
     VLLMWeightSyncClient,
     ipc_engine,
 )
-from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
+from vllm.distributed.weight_transfer.base import WeightSource
 from vllm.distributed.weight_transfer.ipc_engine import (
     IPCTrainerInitInfo,
     IPCTrainerWeightTransferEngine,
@@ -35,7 +36,6 @@ from vllm.distributed.weight_transfer.ipc_engine import (
 )
 from vllm.distributed.weight_transfer.nccl_engine import (
     NCCLTrainerInitInfo,
-    NCCLTrainerWeightTransferEngine,
 )
 
 from vllm_devclient import DevClient, EngineCallError, Fleet, FleetError, WeightSync
@@ -71,22 +71,6 @@ class CpuIPCTrainer(IPCTrainerWeightTransferEngine):
     @staticmethod
     def _post_send_sync() -> None:
         pass  # torch.cuda.ipc_collect()
-
-
-class CpuNCCLTrainer(NCCLTrainerWeightTransferEngine):
-    """vLLM's NCCL trainer engine with its communicator and broadcast played on the CPU."""
-
-    sent: list[str] = []
-
-    def _open_trainer_endpoint(self, init_info: Any) -> None:
-        self.sent = []
-
-    def _broadcast(self, source: WeightSource, meta: list[ParamMeta]) -> None:
-        # vLLM's own check of every pair against the metadata the workers were told; then "sent".
-        self.sent = [name for name, _ in self._checked_iter(source, meta)]
-
-    def _post_send_sync(self) -> None:
-        pass
 
 
 @pytest.fixture(autouse=True)

@@ -160,7 +160,8 @@ def verified_reset(
     salt: str | None = None,
 ) -> Operation[VerifiedReset]:
     """The check of the module's docstring. `deadline`: seconds for the whole check's waits (0: one try
-    of each reset). Raises ResetNotVerifiedError, ResetNotVerifiableError or TierNotClearedError."""
+    of each reset; the client's total_timeout, carried by `retry`, ends them sooner when shorter). Raises
+    ResetNotVerifiedError, ResetNotVerifiableError or TierNotClearedError."""
     deadline = check.seconds(deadline, "deadline", allow_zero=True)
     check.prompt(probe, "probe")
     salt = salt if salt is not None else SALT_PREFIX + secrets.token_hex(8)
@@ -168,6 +169,8 @@ def verified_reset(
         "reset_prefix_cache", reset_running_requests=reset_running_requests, reset_external=reset_external
     )
     end = time.monotonic() + deadline
+    if retry.bound is not None:  # the client's total_timeout bounds the check as a whole too
+        end = min(end, retry.bound.end)
     run = _Check(cache, probe, salt, ep, end, timeouts, retry, ctx, reset_external, reset_running_requests)
     reset = yield from run.reset()
     before = yield from run.shown_cached(reset)

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .engine import ScriptedEngine
-from .engine_protocol import _ADD
+from .engine_protocol import _ADD, prompt_token_ids
 
 __all__ = ["TIER_EXTERNAL", "TIER_GPU", "CachingEngine"]
 
@@ -94,9 +94,10 @@ class CachingEngine(ScriptedEngine):
     def _handle(self, frames: list[bytes]) -> None:
         if not self.dead and len(frames) >= 2 and frames[0] == _ADD:
             payload = self._decoder.decode(frames[1])
-            # EngineCoreRequest (array_like): request_id, prompt_token_ids, ..., cache_salt at 7.
+            # EngineCoreRequest (array_like): request_id, prompt_token_ids (an ndarray from vLLM 0.34), ...,
+            # cache_salt at 7.
             salt = payload[7] if len(payload) > 7 else None
-            self._stats[payload[0]] = self._look_up(list(payload[1] or []), salt)
+            self._stats[payload[0]] = self._look_up(prompt_token_ids(payload[1], frames), salt)
         super()._handle(frames)
 
     def _look_up(self, prompt: list[int], salt: str | None) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -8,6 +8,7 @@ frontend -> engine message says its type.
 from __future__ import annotations
 
 import importlib.metadata
+import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -153,3 +154,27 @@ def build_ready_response(
         "coordinator_input_address": None,
         "coordinator_output_address": None,
     }
+
+
+# vLLM's msgpack extension type of an array's raw bytes sent inline (`vllm.v1.serial_utils`).
+_RAW_VIEW: Final = 3
+# The integer dtypes a frontend sends token ids as (numpy's kind and size: Python's `<i4`, vllm-rs's `=u4`),
+# by their struct codes.
+_INT_CODES: Final[Mapping[str, str]] = {"i4": "i", "i8": "q", "u4": "I", "u8": "Q"}
+
+
+def prompt_token_ids(value: Any, frames: list[bytes]) -> list[int]:
+    """The prompt token ids of an ADD request: a list (vLLM 0.33 and older), or from 0.34 a 32-bit int
+    ndarray as vLLM encodes one, `[dtype, shape, data]`, its bytes inline (an extension of type 3) or
+    the index of a buffer (a long prompt): vLLM numbers the request itself 0 and the frames after it 1, 2...,
+    and `frames` starts with the message type."""
+    if value is None:
+        return []
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[0], str):
+        dtype, _, data = value
+        raw = frames[1 + data] if isinstance(data, int) else data.data
+        order, code = dtype[:1].replace("|", "="), _INT_CODES.get(dtype[1:])
+        if order not in "<>=" or code is None:
+            raise ValueError(f"prompt token ids sent as {dtype!r}, which the kit does not read")
+        return [t[0] for t in struct.iter_unpack(order + code, bytes(raw))]
+    return list(value)
