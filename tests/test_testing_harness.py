@@ -121,7 +121,8 @@ def test_route_to_utility_names(frontend: Frontend, engine: ScriptedEngine) -> N
         assert client.post("/sleep", params={"level": "2"}).json() == {"status": "sleeping", "level": 2}
         rpc = client.post("/collective_rpc", json={"method": "echo", "args": ["a"], "kwargs": {"k": "v"}})
         assert rpc.json() == {"results": [None]}
-    assert [(c.method, c.args) for c in engine.calls] == [
+    # vLLM 0.34 adds sleep's reset_connector (the scenarios check it): its first two arguments here.
+    assert [(c.method, c.args[:2] if c.method == "sleep" else c.args) for c in engine.calls] == [
         ("pause_generation", ("keep", False)),
         ("resume_scheduler", ()),
         ("is_scheduler_paused", ()),

@@ -41,7 +41,8 @@ def volume_questions(
 ) -> list[Probe]:
     """The first ``num_questions`` test questions, whole (their labels kept), each after examples of its own
     until its prompt holds ``blocks`` whole blocks of ``block_size`` tokens, or as many as ``max_length``
-    leaves room for (never fewer than one). Question i's examples: ``train[-1 - i]`` and those before it."""
+    leaves room for (never fewer than one). Question i's examples: ``train[-1 - i]`` and those before it,
+    round to the end again when they run out (a small sample); no two questions start with the same one."""
     want = blocks * block_size
     if max_length is not None:  # one token past the blocks must fit: the last token is always computed
         want = min(want, max(block_size, (max_length - 1) // block_size * block_size))
@@ -50,15 +51,16 @@ def volume_questions(
         (prompt,) = build_prompts([], [item], 1, 0)
         ids = tuple(encode(prompt.prompt))
         shots: list[GSM8KItem] = []
-        at = len(train) - 1 - i
-        while len(ids) < want + 1 and at >= 0:  # the last token is always computed: one past the blocks
-            trial = [*shots, train[at]]
+        order = [train[(len(train) - 1 - i - k) % len(train)] for k in range(len(train))] if train else []
+        for example in order:
+            if len(ids) >= want + 1:  # the last token is always computed: one past the blocks
+                break
+            trial = [*shots, example]
             (longer,) = build_prompts(trial, [item], 1, len(trial))
             candidate = tuple(encode(longer.prompt))
             if max_length is not None and len(candidate) > max_length:
                 break
             shots, ids, prompt = trial, candidate, longer
-            at -= 1
         out.append(Probe(f"q{i:02d}", "gsm8k", ids, i, prompt.label, max_tokens))
     return out
 

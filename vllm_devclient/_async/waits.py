@@ -167,8 +167,7 @@ class _AsyncWaits(_AsyncRoutes):
             probe: a prompt of more than one KV-cache block (text or token ids); the check caches it.
             reset_external: also reset, and check, the connector's tier.
             reset_running_requests: preempt running requests so their blocks can be freed.
-            deadline: seconds for the check's waits: refused resets retried, /metrics counting the probe
-                (0: each reset tried once).
+            deadline: seconds for the check's waits: refused resets retried, /metrics counting the probe.
         """
         opts = self._options(options)
         op = reset_check.verified_reset(
