@@ -30,7 +30,7 @@ def test_group_help_fits_a_screen_lists_every_command_once_and_never_shows_the_k
     result = invoke("--help", env={"VLLM_API_KEY": "sk-very-secret"})
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    # 42, one line for --total-timeout, two for the checkpoint commands (vLLM 0.34) in the sleep and wait rows.
+    # 42, one line for --total-timeout, two for the checkpoint commands (vLLM 0.34) in the sleep, wait rows.
     assert len(lines) <= 45, result.stdout
     assert "sk-very-secret" not in result.output
     first = lines.index(next(x for x in lines if x.startswith("Commands"))) + 1
