@@ -255,3 +255,14 @@ def leftover_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             stop_group(child.proc, grace=10.0)
             if child.proc.stdout:
                 child.proc.stdout.close()
+
+
+@pytest.fixture
+def source() -> Any:
+    """A small seeded torch model as vLLM's trainer engines read it (a `ModuleSource`): the weight-sync
+    tests' trainer side."""
+    import torch
+    from vllm.distributed.weight_transfer import ModuleSource
+
+    torch.manual_seed(0)
+    return ModuleSource(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))

@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("vllm.distributed.weight_transfer")
 
-import torch
 from cpu_trainer import CpuNCCLTrainer
 from vllm.distributed.weight_transfer import ModuleSource
 from vllm.distributed.weight_transfer.nccl_engine import (
@@ -31,12 +30,6 @@ pytestmark = pytest.mark.frontend
 @pytest.fixture
 def three(three_frontends: list[Frontend]) -> list[Frontend]:
     return three_frontends
-
-
-@pytest.fixture
-def source() -> ModuleSource:
-    torch.manual_seed(0)
-    return ModuleSource(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))
 
 
 def _rpcs(fe: Frontend) -> list[tuple[str, Any]]:

@@ -80,12 +80,6 @@ def _cpu_ipc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
 
 
-@pytest.fixture
-def source() -> ModuleSource:
-    torch.manual_seed(0)
-    return ModuleSource(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))
-
-
 def _rpcs(fe: Frontend) -> list[tuple[str, Any]]:
     """The weight-transfer steps the engine got: (worker method, its kwargs' payload) in order."""
     out: list[tuple[str, Any]] = []

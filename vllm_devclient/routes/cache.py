@@ -9,6 +9,7 @@ from .. import arguments as check
 from ..answers import model_reader, nothing, read_reset
 from ..models import KVCacheReleaseResult, ResetPrefixCacheResult
 from ..records import Cli, Param, Route
+from .sleep import RESET_CONNECTOR
 
 __all__ = ["ROUTES"]
 
@@ -90,17 +91,7 @@ ROUTES: tuple[Route, ...] = (
         reader=model_reader(KVCacheReleaseResult, empty_ok=True),
         doc="POST /release_kv_cache_memory: free the KV cache's GPU memory (never resent).",
         answer=KVCacheReleaseResult,
-        params=(
-            Param(
-                name="reset_connector",
-                send="query",
-                check=check.flag,
-                type=bool | None,
-                default=None,
-                added_in="0.34.0",
-                help="False keeps the KV connector's tier (CPU offload); None: the server's default (reset).",
-            ),
-        ),
+        params=(RESET_CONNECTOR,),
         cli=Cli(topic="cache", render=_released),
     ),
 )

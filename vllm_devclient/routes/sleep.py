@@ -13,7 +13,18 @@ from ..models import SleepResult, WakeUpResult
 from ..records import Cli, Param, Route, When
 from .pause import MODE_HELP, pause_mode
 
-__all__ = ["ROUTES"]
+__all__ = ["RESET_CONNECTOR", "ROUTES"]
+
+# vLLM 0.34's argument of /sleep and /release_kv_cache_memory (PR #57810).
+RESET_CONNECTOR = Param(
+    name="reset_connector",
+    send="query",
+    check=check.flag,
+    type=bool | None,
+    default=None,
+    added_in="0.34.0",
+    help="False keeps the KV connector's tier (CPU offload); None: the server's default (reset).",
+)
 
 
 def _level(value: object, name: str) -> int:
@@ -54,15 +65,7 @@ ROUTES: tuple[Route, ...] = (
             Param(
                 name="mode", send="query", check=pause_mode, type=PauseMode, default="abort", help=MODE_HELP
             ),
-            Param(
-                name="reset_connector",
-                send="query",
-                check=check.flag,
-                type=bool | None,
-                default=None,
-                added_in="0.34.0",
-                help="False keeps the KV connector's tier (CPU offload); None: the server's default (reset).",
-            ),
+            RESET_CONNECTOR,
         ),
         cli=Cli(topic="sleep"),
     ),
