@@ -103,7 +103,7 @@ def survey(
         try:
             fe = pool.get(name)
         except Exception as exc:  # the report shows why it did not start
-            tail = "".join(f.log_tail(30) for f in pool.running()) if hasattr(pool, "running") else ""
+            tail = "".join(f.log_tail(30) for f in pool.running())
             found[name] = FrontendSurvey(name, started=False, error=str(exc)[-2000:], log_tail=tail)
             pool.close()
             continue
