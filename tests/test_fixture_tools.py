@@ -151,3 +151,28 @@ def test_record_calls_the_recorder_once_per_release(monkeypatch: pytest.MonkeyPa
     assert bad.exit_code == 2
     two = invoke("record", "--python", "a", "--python", "b", "--vllm-rs", "x")
     assert two.exit_code == 2 and "one --python" in two.stderr
+
+
+def test_provenance_goes_into_the_release_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`provenance` and every recording write the release's facts into its index, its fixtures kept."""
+    import tools.fixtures.cli as fixtures_cli
+    from tools.fixtures import provenance
+
+    root = tmp_path / "tree"
+    store.write_documents(root, [_doc("health")])
+    monkeypatch.setattr(fixtures_cli, "installed_vllm_version", lambda python: "0.33.0")
+    monkeypatch.setattr(fixtures_cli, "vllm_rs_of", lambda python: "vllm-rs")
+    monkeypatch.setattr(provenance, "wheel_facts", lambda version: {"file": "w.whl", "sha256": "a" * 64})
+    monkeypatch.setattr(provenance, "binary_facts", lambda path: {"sha256": "b" * 64})
+    monkeypatch.setattr(provenance, "history_entry", lambda base: None)
+    done = invoke("provenance", "--out", str(root), "--python", sys.executable)
+    assert done.exit_code == 0 and "index.json: wheel aaaaaaaaaaaa, vllm-rs bbbbbbbbbbbb" in done.stdout
+    provenance.update(
+        root / "0.33.0", version="0.33.0", vllm_rs=None, scenarios=["health"], frontends=["rust"]
+    )
+    index = ReleaseIndex.load(root / "0.33.0")
+    assert index.provenance["wheel"]["file"] == "w.whl" and index.provenance["vllm_rs"]["sha256"] == "b" * 64
+    assert [r["scenarios"] for r in index.provenance["recordings"]] == [["health"]]
+    assert [f.doc for f in store.load_fixtures(root)] == [_doc("health")]
+    absent = invoke("provenance", "--out", str(tmp_path / "none"), "--python", sys.executable)
+    assert absent.exit_code == 2 and "no recordings of vLLM 0.33.0" in absent.stderr

@@ -53,7 +53,6 @@ from vllm_devclient.transports import httpx_adapter
 
 ROOT = Path(__file__).resolve().parent.parent / "rust_fixtures"
 FIXTURES = load_fixtures(ROOT)  # every entry of every release's index, resolved
-DOCS = [f.doc for f in FIXTURES]
 NEWEST = max({f.release for f in FIXTURES}, key=version_tuple)
 
 
@@ -86,7 +85,8 @@ class Case:
         first = self.fixtures[0]
         label = f"{first.frontend}/{first.scenario}/{first.exchange}"
         expect = _expectation(first)
-        return label + (f"/{'+'.join(map(str, expect)) or 'current'}" if self.split else "")
+        named = "+".join(f"change{i}" for i in expect) or "current"
+        return f"{label}/{named}" if self.split else label
 
     def where(self, mode: str) -> str:
         first = self.fixtures[0]
