@@ -361,6 +361,11 @@ def _fixture_count(_: str) -> str:
     return f"{fixture_summary()['fixtures']:,}"
 
 
+@figure("fixtures.exchanges")
+def _fixture_exchanges(_: str) -> str:
+    return f"{fixture_summary()['exchanges']:,}"
+
+
 @figure("fixtures.miss")
 def _fixture_miss(_: str) -> str:
     return f"{fixture_summary()['miss_current_contract']:,}"
