@@ -239,8 +239,9 @@ class _SyncCore(BaseClient):
         json: Any = None,
         **options: Unpack[RequestOptions],
     ) -> HTTPResponse:
-        """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises); the answer is
-        the response object of the stack that sent it (see `HTTPResponse`).
+        """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
+
+        The answer is the response object of the stack that sent it (see `HTTPResponse`).
 
         Args:
             method: the HTTP method.
