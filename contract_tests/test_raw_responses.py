@@ -133,7 +133,7 @@ async def test_with_raw_response_answers_a_raw_response(
         assert isinstance(answer, RawResponse), (name, answer)
         assert exchange.response is not None
         assert answer.status_code == exchange.response["status"], name
-        assert answer.http_response.content is not None and answer.http_response.is_success, name
+        assert isinstance(answer.http_response.content, bytes), name
         sent = answer.http_response.request
         if stack == "default":
             assert isinstance(answer.http_response, WireResponse), (name, answer.http_response)
