@@ -223,7 +223,12 @@ class AsyncioPool:
             size = cut_off(request.body)
             if size is not None:
                 raise BodyCutOff(size, exc.strerror or exc) from None
-            raise ConnectionDropped(f"the connection broke while sending: {exc.strerror or exc}") from None
+            # The loop may have seen the close of a server that refused the handshake's result before our
+            # first write did: said as the sync pool says a close without an answer.
+            note = unanswered_note(origin, self._tls) if conn.fresh else ""
+            raise ConnectionDropped(
+                f"the connection broke while sending: {exc.strerror or exc}{note}"
+            ) from None
         progress.sent = True
         reader = progress.reader = AnswerReader(
             conn.h11, lambda: unanswered_note(origin, self._tls) if conn.fresh else ""
