@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import json
 import os
 import pickle
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,9 @@ from vllm_devclient import (
 )
 from vllm_devclient import arguments as check
 from vllm_devclient.fleet import AsyncFleet
+from vllm_devclient.testing.bounds import timeout_bound
 from vllm_devclient.testing.misbehaving import MisbehavingServer
-from vllm_devclient.testing.misbehaving_behaviours import Answer
+from vllm_devclient.testing.misbehaving_behaviours import Answer, Trickle
 from vllm_devclient.transports import WireResponse
 from vllm_devclient.transports.asyncio_pool import AsyncioPool
 from vllm_devclient.transports.httpx_adapter import HttpxTransport
@@ -296,6 +299,32 @@ def test_transport_httpx2_makes_an_httpx2_client_of_the_sdks_own() -> None:
     transport = DevClient(BASE, transport="httpx2")._transport
     assert isinstance(transport, HttpxTransport) and transport.stack is httpx2
     assert isinstance(transport.client, httpx2.Client)
+
+
+@pytest.mark.parametrize("stack", ["httpx", pytest.param("httpx2", marks=needs_httpx2)])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_timeout_bounds_a_trickled_body_over_a_users_client(
+    server: MisbehavingServer, stack: str, mode: str
+) -> None:
+    """The sync adapter reads the body through a stream that stops at the deadline (httpx bounds each read
+    only); the async one runs the exchange under one wait_for. The same for httpx and httpx2."""
+    server.script("/is_paused", Trickle(Answer(200, json={"is_paused": False, "pad": "x" * 60}), part="body"))
+    module = importlib.import_module(stack)
+    start = time.monotonic()
+    with pytest.raises(APITimeoutError, match="no complete answer in time"):
+        if mode == "sync":
+            with DevClient(server.base_url, http_client=module.Client(), max_retries=0) as client:
+                client.is_paused(timeout=0.5)
+        else:
+
+            async def go() -> None:
+                async with AsyncDevClient(
+                    server.base_url, http_client=module.AsyncClient(), max_retries=0
+                ) as client:
+                    await client.is_paused(timeout=0.5)
+
+            asyncio.run(go())
+    assert time.monotonic() - start <= timeout_bound(0.5)
 
 
 # ---- the asyncio pool through a client ---------------------------------------------------------------------
