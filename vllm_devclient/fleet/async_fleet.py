@@ -13,9 +13,8 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
@@ -50,6 +49,10 @@ from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_dead
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 from .watch import watch_fleet
 
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+
 __all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
 
 T = TypeVar("T")
@@ -78,7 +81,7 @@ class AsyncFleet(_AsyncFleetMethods):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = True,
         on_result: OnResult | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx.AsyncClient | httpx2.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
         verify: VerifyArg = True,
         cert: CertArg | None = None,
@@ -94,7 +97,8 @@ class AsyncFleet(_AsyncFleetMethods):
             raise_on_error: True (the default): a call that failed on any target raises FleetError, every
                 target's outcome on it; False: the call returns the FleetResult, failures inside.
             on_result: called with each target's outcome as it finishes (for a progress display).
-            http_client: an httpx.AsyncClient for every target (for your own proxies or respx mocks).
+            http_client: an httpx.AsyncClient or httpx2.AsyncClient for every target (your own proxies, TLS
+                or mocks).
             verify, cert: the clients' TLS settings, one for every https target (http targets ignore them).
 
         Arguments invalid everywhere (InvalidParameterError) are raised as they are, since nothing was sent;

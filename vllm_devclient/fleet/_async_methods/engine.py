@@ -14,7 +14,7 @@ from ...models import Completion, FaultToleranceAccepted
 from ..results import FleetResult
 
 if TYPE_CHECKING:
-    import httpx
+    from ...responses import HTTPResponse
 
 __all__ = ["_AsyncEngineMethods"]
 
@@ -177,7 +177,7 @@ class _AsyncEngineMethods:
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         json: Any = None,
         **options: Unpack[RequestOptions],
-    ) -> FleetResult[httpx.Response]:
+    ) -> FleetResult[HTTPResponse]:
         """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
 
         Args:

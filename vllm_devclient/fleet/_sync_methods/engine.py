@@ -13,8 +13,7 @@ from ...models import Completion, FaultToleranceAccepted
 from ..results import FleetResult
 
 if TYPE_CHECKING:
-    import httpx
-
+    from ...responses import HTTPResponse
     from ..async_fleet import AsyncFleet
 
 __all__ = ["_EngineMethods"]
@@ -173,7 +172,7 @@ class _EngineMethods:
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         json: Any = None,
         **options: Unpack[RequestOptions],
-    ) -> FleetResult[httpx.Response]:
+    ) -> FleetResult[HTTPResponse]:
         """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
 
         Args:
