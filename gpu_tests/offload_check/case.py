@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_devclient.errors import InvalidParameterError
+from vllm_devclient import InvalidParameterError
 from vllm_devclient.gsm8k import load_gsm8k
 
 from .check import CheckIO, MutationPlan, run_check

@@ -41,8 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from vllm_devclient import VersionInfo
 from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import VersionInfo
 
 from .events import GroupEventAccount
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from vllm_devclient.errors import DevClientError, InvalidParameterError
+from vllm_devclient import DevClientError, InvalidParameterError
 
 from . import releases
 from .case import Instruments, run_case

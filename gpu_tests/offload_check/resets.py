@@ -24,6 +24,7 @@ from typing import Any
 from .report import ResetResult
 
 __all__ = [
+    "GATEWAY_STATUSES",
     "Answered",
     "Look",
     "NotYet",
@@ -87,6 +88,10 @@ class Refused:
 
 Effect = Post | Step | Look | Pause
 Outcome = Answered | NotYet | Refused
+
+# HTTP's gateway family (a proxy, or a server between starts, answered): a reset so answered is not yet
+# refused, and the next try may get through (the statuses the client itself retries).
+GATEWAY_STATUSES = frozenset({502, 503, 504})
 
 
 def _intervals(initial: float, maximum: float) -> Generator[float, None, None]:

@@ -20,8 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vllm_devclient import AsyncDevClient
-from vllm_devclient.endpoints import PauseMode
+from vllm_devclient import AsyncDevClient, PauseMode
 
 from .steps import error_text
 

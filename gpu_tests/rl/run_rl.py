@@ -43,7 +43,7 @@ from gpu_tests.offload_check.case import _gpu_name
 from gpu_tests.offload_check.profiles import PROFILES, resolve_model
 from gpu_tests.offload_check.server import Frontend, ServerConfig, VllmServer
 from vllm_devclient import DevClient
-from vllm_devclient.testing.processes import is_running
+from vllm_devclient.testing import is_running
 
 from . import gpu_memory
 from .pause_load import MODES, pause_modes

@@ -39,7 +39,7 @@ CASE_COMMAND = (sys.executable, "-m", "gpu_tests.offload_check")
 def default_launcher(env: dict[str, str], gpus: int = 1, command: Sequence[str] = CASE_COMMAND) -> Launcher:
     """Starts a case's process; on a machine of several GPUs the one-GPU cases take them in turn (a case
     that needs more sees them all)."""
-    from vllm_devclient.testing.processes import spawn
+    from vllm_devclient.testing import spawn
 
     started = 0
 
@@ -83,7 +83,7 @@ def run_jobs(
     """Run ``jobs`` with at most ``parallel`` at once (and, given ``gpu_mem_gib``, their ``mem_gib`` within
     it); a job starts only if its expected time fits before ``deadline_s`` (seconds from now); everything
     still running then is stopped."""
-    from vllm_devclient.testing.processes import stop_group
+    from vllm_devclient.testing import stop_group
 
     log_dir, reports = out / "logs", out / "reports"
     log_dir.mkdir(parents=True, exist_ok=True)
