@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .client import NOT_GIVEN, AsyncDevClient, DevClient, RawResponse, RequestOptions
+from .constants import DEFAULT_MAX_CONNECTIONS
+from .endpoints import PauseMode
 from .errors import (
     APIConnectionError,
     APIStatusError,
@@ -93,6 +95,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
     "NOT_GIVEN",
     "APIConnectionError",
     "APIStatusError",
@@ -137,6 +140,7 @@ __all__ = [
     "ModelCard",
     "ModelList",
     "NotFoundError",
+    "PauseMode",
     "PermissionDeniedError",
     "PromptTokensDetails",
     "RawResponse",
