@@ -28,20 +28,19 @@ def function_with(
     signature: inspect.Signature, name: str, run: Callable[..., Any], *, awaits: bool
 ) -> FunctionType:
     """A function named `name` with `signature`'s parameters (defaults, no annotations) whose body is
-    `return run(first, p=p, ..., **rest)`, awaited when `awaits` (then the function is a coroutine one).
-
-    The source's first parameter (the object) is passed as it is, every other by name; a source with
-    positional-only parameters or `*args`, or with a parameter of the body's own names, is refused
-    (TypeError): none of the client's methods has one."""
+    `return run(first, {"p": p, ...}, rest)`, awaited when `awaits` (then it is a coroutine function): the
+    first argument (the object) as it is, every named one in a dict, and the `**` parameter's dict (or an
+    empty one). A source with positional-only parameters or `*args`, or a parameter of the body's own
+    names, is refused (TypeError): no client method has one."""
     first, *rest = signature.parameters.values()
-    params, passed, defaults = [first.name], [first.name], {}
+    params, named, defaults, spread = [first.name], [], {}, "{}"
     keyword_only = False
     for p in rest:
         if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) or p.name in (_RUN, _DEFAULTS):
             raise TypeError(f"{name}: cannot derive a method from one with the parameter {p}")
         if p.kind is p.VAR_KEYWORD:
             params.append(f"**{p.name}")
-            passed.append(f"**{p.name}")
+            spread = p.name
             continue
         if p.kind is p.KEYWORD_ONLY and not keyword_only:
             params.append("*")
@@ -51,44 +50,51 @@ def function_with(
         else:
             defaults[p.name] = p.default
             params.append(f"{p.name}={_DEFAULTS}[{p.name!r}]")
-        passed.append(f"{p.name}={p.name}")
+        named.append(f"{p.name!r}: {p.name}")
     head, wait = ("async def", "await ") if awaits else ("def", "")
-    source = f"{head} {name}({', '.join(params)}):\n    return {wait}{_RUN}({', '.join(passed)})\n"
+    call = f"{_RUN}({first.name}, {{{', '.join(named)}}}, {spread})"
+    source = f"{head} {name}({', '.join(params)}):\n    return {wait}{call}\n"
     namespace: dict[str, Any] = {_RUN: run, _DEFAULTS: defaults}
     exec(compile(source, f"<derived method {name}>", "exec"), namespace)
     return cast(FunctionType, namespace[name])
 
 
 class DerivedMethod:
-    """A method derived from `source`: the same parameters and (unless a subclass changes them) the same
-    signature and docstring; `runner` says what a call does."""
+    """A method derived from `source`: the same parameters; its signature and docstring are the source's
+    unless a subclass says otherwise (`signature`, `doc`), and `runner` says what a call does. Made on first
+    use, so that importing a class of derived methods costs a line each."""
 
     def __init__(self, source: Callable[..., Any]) -> None:
         self.source = source
         self.name: str = source.__name__
-        self.__signature__ = inspect.signature(source)
-        self.__doc__ = source.__doc__
         self._made: dict[type, FunctionType] = {}
 
+    def signature(self) -> inspect.Signature:
+        return inspect.signature(self.source)
+
+    def doc(self) -> str | None:
+        return self.source.__doc__
+
     def runner(self, owner: type[Any]) -> tuple[Callable[..., Any], bool]:
-        """(what a call of the method read from `owner` runs, given the object and every argument by name;
-        whether the method awaits what that answers)."""
+        """(what a call of the method read from `owner` runs, given the object, the named arguments and
+        the `**` ones (see `function_with`); whether the method awaits what that answers)."""
         raise NotImplementedError
 
-    def function(self, owner: type) -> FunctionType:
+    def function(self, owner: type[Any]) -> FunctionType:
         """The method as a function of `owner` (made on first use)."""
         made = self._made.get(owner)
         if made is None:
+            signature = self.signature()
             run, awaits = self.runner(owner)
-            made = function_with(self.__signature__, self.name, run, awaits=awaits)
+            made = function_with(signature, self.name, run, awaits=awaits)
             made.__qualname__ = f"{owner.__qualname__}.{self.name}"
             made.__module__ = owner.__module__
-            made.__doc__ = self.__doc__
-            made.__signature__ = self.__signature__  # type: ignore[attr-defined]
+            made.__doc__ = self.doc()
+            made.__signature__ = signature  # type: ignore[attr-defined]
             self._made[owner] = made
         return made
 
-    def bound(self, obj: object | None, owner: type) -> Any:
+    def bound(self, obj: object | None, owner: type[Any]) -> Any:
         """What `__get__` gives: the function read from the class, a bound method read from an object."""
-        function = self.function(owner)
+        function = self._made.get(owner) or self.function(owner)
         return function if obj is None else MethodType(function, obj)

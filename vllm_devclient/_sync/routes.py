@@ -28,9 +28,6 @@ class _SyncRoute(DerivedMethod, Generic[P, T]):
 
     def __init__(self, method: Callable[Concatenate[_AsyncRoutes, P], Awaitable[T]]) -> None:
         super().__init__(method)
-        # The route's parameters, as its record lists them (`**options` aside).
-        params = list(self.__signature__.parameters.values())[1:]
-        self._params = tuple(p.name for p in params if p.kind is not p.VAR_KEYWORD)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Callable[Concatenate[_SyncRoutes, P], T]: ...
@@ -40,11 +37,10 @@ class _SyncRoute(DerivedMethod, Generic[P, T]):
         return self.bound(obj, owner)
 
     def runner(self, owner: type[Any]) -> tuple[Callable[..., Any], bool]:
-        name, params = self.name, self._params
+        name = self.name
 
-        def send(client: _SyncRoutes, **arguments: Any) -> Any:
-            ep = endpoint(name, **{p: arguments.pop(p) for p in params})
-            return client._send(ep, arguments)  # what is left: the call's options
+        def send(client: _SyncRoutes, arguments: dict[str, Any], options: dict[str, Any]) -> Any:
+            return client._send(endpoint(name, **arguments), options)
 
         return send, False
 

@@ -106,13 +106,11 @@ class AsyncFleet(_ClientMethods, _AsyncFleetFlows):
         configs = _configs(urls, settings)
         check_own_tls(http_client, verify, cert)
         self.urls = _normalise([c.url.url for c in configs])
-        self._total_timeout = configs[0].total_timeout
+        first = configs[0]
+        self._total_timeout, self._tls = first.total_timeout, first.tls
         # One connection pool for every target: aiohttp keys its connections by host, and one pool's
         # bookkeeping costs less per request than many (an http_client passed in is shared the same way).
-        self._tls = configs[0].tls
-        self._transport = make_async_transport(
-            configs[0].transport, configs[0].origin, http_client, self._tls
-        )
+        self._transport = make_async_transport(first.transport, first.origin, http_client, first.tls)
         https = [c.url.url for c in configs if c.url.scheme == "https"]
         if https and http_client is None:
             self._tls.warn_if_unchecked(f"{len(https)} https target(s) of a fleet ({https[0]}, ...)")

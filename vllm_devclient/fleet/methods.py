@@ -64,13 +64,18 @@ class FleetMethod(DerivedMethod, Generic[P, T]):
                 f"{self.name}: a fleet method needs the client method's record (routes/, calls.py)"
             )
         self.deadline: float | None = record.deadline.default if record.deadline is not None else None
-        answer = self.__signature__.return_annotation
+
+    def signature(self) -> inspect.Signature:
+        signature = super().signature()
+        answer = signature.return_annotation
         answer = answer if isinstance(answer, str) else inspect.formatannotation(answer)
-        self.__signature__ = self.__signature__.replace(return_annotation=f"FleetResult[{answer}]")
+        return signature.replace(return_annotation=f"FleetResult[{answer}]")
+
+    def doc(self) -> str:
         note = _ON_EVERY_TARGET + (
             " The deadline is one moment for all targets." if self.deadline is not None else ""
         )
-        self.__doc__ = f"{inspect.cleandoc(method.__doc__ or '')}\n\n{textwrap.fill(note, 110)}"
+        return f"{inspect.cleandoc(super().doc() or '')}\n\n{textwrap.fill(note, 100)}"
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> FleetMethod[P, T]: ...
@@ -84,8 +89,8 @@ class FleetMethod(DerivedMethod, Generic[P, T]):
         return self.bound(obj, owner)
 
     def runner(self, owner: type[Any]) -> tuple[Callable[..., Any], bool]:
-        def run(fleet: Any, **arguments: Any) -> Any:
-            return fleet._each(self, arguments)
+        def run(fleet: Any, arguments: dict[str, Any], options: dict[str, Any]) -> Any:
+            return fleet._each(self, {**arguments, **options})
 
         return run, inspect.iscoroutinefunction(owner._each)
 
