@@ -5,7 +5,7 @@ Read from a class, a derived method is a real function of that class, made once:
 parameters, so that Python itself binds a call's arguments (a wrong one is its own TypeError naming
 `Class.method`, raised at the call, and an awaited method is a coroutine function to `inspect`), the
 signature (`__signature__`: the source's annotations, the answer as the subclass gives it) and the
-docstring, and a body of one line handing every argument on, by name, to what the subclass runs. Python
+docstring, and a body of one line handing the arguments on, by name, to what the subclass runs. Python
 binds arguments only to a function's own parameters, so the function is compiled from its parameter list,
 as `dataclasses` compiles an `__init__`. The subclasses' `__get__` overloads say what type checkers see
 (a ParamSpec: the source's parameters).

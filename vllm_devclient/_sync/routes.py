@@ -27,7 +27,7 @@ class _SyncRoute(DerivedMethod, Generic[P, T]):
     docstring, the same request."""
 
     def __init__(self, method: Callable[Concatenate[_AsyncRoutes, P], Awaitable[T]]) -> None:
-        super().__init__(method)
+        super().__init__(method)  # typed here: P and T are the async method's parameters and answer
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Callable[Concatenate[_SyncRoutes, P], T]: ...
