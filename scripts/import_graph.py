@@ -28,6 +28,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     PKG: (
         (
             "_version",
+            "timeouts",
             "constants",
             "responses",
             "support",

@@ -1,7 +1,9 @@
 """Typed sync and async client for vLLM's development-mode endpoints, on the Python and the Rust frontend.
 
 Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.fleet`, `.gsm8k`,
-`.testing`), so importing the package costs little more than importing httpx and pydantic.
+`.testing`). Of the HTTP packages only h11 is needed: httpx, httpx2 and aiohttp load when a client is given
+or asked for one (`http_client=`, `transport=`), and aiohttp when an async client is made where it is
+installed.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ from .errors import (
     InternalServerError,
     InvalidParameterError,
     MethodNotAllowedError,
+    MissingExtraError,
     NotFoundError,
     PermissionDeniedError,
     ReleaseTooOldError,
@@ -69,6 +72,8 @@ from .models import (
     WeightVersionResult,
 )
 from .reset_check import ResetNotVerifiableError, ResetNotVerifiedError, TierNotClearedError, VerifiedReset
+from .responses import HTTPResponse
+from .timeouts import Timeout
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
@@ -120,6 +125,7 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetResult",
+    "HTTPResponse",
     "InternalServerError",
     "InvalidParameterError",
     "KVCacheReleaseResult",
@@ -127,6 +133,7 @@ __all__ = [
     "LoadInfo",
     "MessageResult",
     "MethodNotAllowedError",
+    "MissingExtraError",
     "ModelCard",
     "ModelList",
     "NotFoundError",
@@ -148,6 +155,7 @@ __all__ = [
     "TLSError",
     "TargetOutcome",
     "TierNotClearedError",
+    "Timeout",
     "TokenizerInfo",
     "VerifiedReset",
     "VersionInfo",

@@ -1,4 +1,5 @@
-"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
+"""`client.with_raw_response`: the route methods answering the typed result and the HTTP response (the
+response object of the stack that answered: httpx's, httpx2's, or the SDK's own `WireResponse`).
 
 The table lists every route record (`vllm_devclient/routes/`, written by `make generate`): one exchange
 each, so one raw response each. The call asks for the raw response in its own options, never in ambient
@@ -49,7 +50,7 @@ class _AsyncRaw(Generic[P, T]):
 
 
 class AsyncRawResponses:
-    """Every route method of the client, answering `RawResponse` (typed answer + `httpx.Response`)."""
+    """Every route method of the client, answering `RawResponse` (typed answer + HTTP response)."""
 
     def __init__(self, client: _AsyncRoutes) -> None:
         self._client = client

@@ -12,9 +12,8 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
@@ -45,6 +44,10 @@ from .methods import FleetMethod, _ClientMethods
 from .results import FleetResult, OnResult, TargetOutcome
 from .watch import watch_fleet
 
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+
 __all__ = ["AsyncFleet"]
 
 T = TypeVar("T")
@@ -73,7 +76,7 @@ class AsyncFleet(_ClientMethods, _AsyncFleetFlows):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = True,
         on_result: OnResult | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx.AsyncClient | httpx2.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
         verify: VerifyArg = True,
         cert: CertArg | None = None,
@@ -89,7 +92,8 @@ class AsyncFleet(_ClientMethods, _AsyncFleetFlows):
             raise_on_error: True (the default): a call that failed on any target raises FleetError, every
                 target's outcome on it; False: the call returns the FleetResult, failures inside.
             on_result: called with each target's outcome as it finishes (for a progress display).
-            http_client: an httpx.AsyncClient for every target (for your own proxies or respx mocks).
+            http_client: an httpx.AsyncClient or httpx2.AsyncClient for every target (your own proxies, TLS
+                or mocks).
             verify, cert: the clients' TLS settings, one for every https target (http targets ignore them).
 
         Arguments invalid everywhere (InvalidParameterError) are raised as they are, since nothing was sent;
