@@ -37,12 +37,12 @@ class _AsyncRaw(Generic[P, T]):
     def __get__(self, obj: AsyncRawResponses | None, owner: type[Any]) -> Any:
         if obj is None:
             return self
-        method, client = self._method, obj._client
+        method = getattr(obj._client, self._method.__name__)  # the client's own: TypeErrors name its class
 
         async def raw(*args: P.args, **kwargs: P.kwargs) -> RawResponse[T]:
             # The call's own options carry the request for the raw response (RequestOptions' hidden key).
             options: dict[str, Any] = {**kwargs, RAW_RESPONSE: True}
-            return cast(RawResponse[T], await cast(Any, method)(client, *args, **options))
+            return cast(RawResponse[T], await method(*args, **options))
 
         raw.__name__ = raw.__qualname__ = method.__name__
         raw.__doc__ = method.__doc__
