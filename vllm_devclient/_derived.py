@@ -14,6 +14,7 @@ as `dataclasses` compiles an `__init__`. The subclasses' `__get__` overloads say
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from types import FunctionType, MethodType
 from typing import Any, cast
@@ -25,13 +26,19 @@ _RUN, _DEFAULTS = "_run", "_defaults"
 
 
 def function_with(
-    signature: inspect.Signature, name: str, run: Callable[..., Any], *, awaits: bool
+    signature: inspect.Signature,
+    name: str,
+    run: Callable[..., Any],
+    *,
+    awaits: bool,
+    names: dict[str, Any] | None = None,
 ) -> FunctionType:
     """A function named `name` with `signature`'s parameters (defaults, no annotations) whose body is
     `return run(first, {"p": p, ...}, rest)`, awaited when `awaits` (then it is a coroutine function): the
     first argument (the object) as it is, every named one in a dict, and the `**` parameter's dict (or an
     empty one). A source with positional-only parameters or `*args`, or a parameter of the body's own
-    names, is refused (TypeError): no client method has one."""
+    names, is refused (TypeError): no client method has one. `names`: the globals the function sees
+    (where `typing.get_type_hints` resolves its annotations)."""
     first, *rest = signature.parameters.values()
     params, named, defaults, spread = [first.name], [], {}, "{}"
     keyword_only = False
@@ -54,7 +61,7 @@ def function_with(
     head, wait = ("async def", "await ") if awaits else ("def", "")
     call = f"{_RUN}({first.name}, {{{', '.join(named)}}}, {spread})"
     source = f"{head} {name}({', '.join(params)}):\n    return {wait}{call}\n"
-    namespace: dict[str, Any] = {_RUN: run, _DEFAULTS: defaults}
+    namespace: dict[str, Any] = {**(names or {}), _RUN: run, _DEFAULTS: defaults}
     exec(compile(source, f"<derived method {name}>", "exec"), namespace)
     return cast(FunctionType, namespace[name])
 
@@ -75,6 +82,14 @@ class DerivedMethod:
     def doc(self) -> str | None:
         return self.source.__doc__
 
+    def annotations(self, signature: inspect.Signature) -> dict[str, Any]:
+        """The source's parameter annotations and the answer as `signature` gives it."""
+        source = getattr(self.source, "__annotations__", {})
+        out = {k: v for k, v in source.items() if k != "return" and k in signature.parameters}
+        if signature.return_annotation is not inspect.Signature.empty:
+            out["return"] = signature.return_annotation
+        return out
+
     def runner(self, owner: type[Any]) -> tuple[Callable[..., Any], bool]:
         """(what a call of the method read from `owner` runs, given the object, the named arguments and
         the `**` ones (see `function_with`); whether the method awaits what that answers)."""
@@ -86,11 +101,14 @@ class DerivedMethod:
         if made is None:
             signature = self.signature()
             run, awaits = self.runner(owner)
-            made = function_with(signature, self.name, run, awaits=awaits)
+            # Annotations are resolved where the source's and the owner's names are.
+            names = {**getattr(self.source, "__globals__", {}), **vars(sys.modules[owner.__module__])}
+            made = function_with(signature, self.name, run, awaits=awaits, names=names)
             made.__qualname__ = f"{owner.__qualname__}.{self.name}"
             made.__module__ = owner.__module__
             made.__doc__ = self.doc()
             made.__signature__ = signature  # type: ignore[attr-defined]
+            made.__annotations__ = self.annotations(signature)
             self._made[owner] = made
         return made
 
