@@ -83,6 +83,8 @@ def _needed(items: list[pytest.Item]) -> list[tuple[str, Setup]]:
         if marker.kwargs.get("harness"):
             harness = True  # the one pass over every scenario (harness_runs), shared by its tests
             continue
+        # A test that names its setups (`frontend_pool(setups=("extras",))`) gets them on both frontends.
+        needed += [(fe, setup) for setup in marker.kwargs.get("setups", ()) for fe in ("python", "rust")]
         params = getattr(item, "callspec", None)
         scenario = params.params.get("scenario") if params else None
         kind = params.params.get("frontend") if params else None

@@ -77,10 +77,17 @@ def test_just_over_the_limit_unchecked_vllm_rs_answers_400(rust_frontend: Fronte
 
 @pytest.mark.usefixtures("unchecked")
 def test_far_over_the_limit_unchecked_the_cut_off_is_named(rust_frontend: Frontend) -> None:
-    with DevClient(rust_frontend.base_url) as client, pytest.raises(BodyCutOffError) as caught:
-        client.update_weights(update(2 * LIMIT))
+    """The sync pool's send usually breaks first (the cut-off named); on a loaded machine vllm-rs's 400 can
+    arrive before the pool writes on, and then that answer is what the error names."""
+    with DevClient(rust_frontend.base_url) as client:
+        with pytest.raises((BodyCutOffError, BodyLimitExceededError)) as caught:
+            client.update_weights(update(2 * LIMIT))
     said = str(caught.value)
-    assert "closed the connection while the" in said and "body limit" in said and "IPC handles" in said
+    if isinstance(caught.value, BodyCutOffError):
+        assert "closed the connection while the" in said and "body limit" in said
+    else:
+        assert caught.value.status_code == 400 and "length limit exceeded" in said
+    assert "IPC handles" in said
 
 
 @pytest.mark.usefixtures("unchecked")

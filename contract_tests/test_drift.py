@@ -4,13 +4,12 @@ fixtures, and a deliberately changed fixture is reported with its scenario and f
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tools.fixtures import diff_fixture_trees, drift, installed_vllm_version
+from tools.fixtures import diff_fixture_trees, drift, installed_vllm_version, load_fixtures, write_documents
 from tools.fixtures.cli import cli
 from vllm_devclient.testing.contract import ScenarioRun
 
@@ -24,19 +23,20 @@ def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
 ) -> None:
     """The recording comes from the suite's one pass over every scenario on both real frontends."""
     version = installed_vllm_version()
-    committed = ROOT / version
-    assert committed.is_dir(), (
+    committed = [json.loads(json.dumps(f.doc)) for f in load_fixtures(ROOT, [version])]
+    assert committed, (
         f"no fixtures for the installed vllm {version}: record them with python -m tools.fixtures record"
     )
 
     # A copy of the committed fixtures with one answer changed, as if the server used to say otherwise.
     changed = tmp_path / "changed"
-    shutil.copytree(committed, changed / version)
-    target = changed / version / "rust" / "reset_prefix_cache_refused.json"
-    doc = json.loads(target.read_text())
+    doc = next(
+        d for d in committed if (d["frontend"], d["scenario"]) == ("rust", "reset_prefix_cache_refused")
+    )
     assert doc["exchanges"][0]["response"]["json"] == {"success": False}
+    write_documents(changed, committed)
     doc["exchanges"][0]["response"]["json"]["success"] = True
-    target.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_documents(changed, [doc])
 
     fresh = tmp_path / "fresh"
     drifts = drift(changed, runs=harness_runs, version=version, keep=fresh)
@@ -58,6 +58,6 @@ def test_rerecording_gives_no_diff_and_a_changed_fixture_is_named(
     assert code == 1 and "DRIFT in 1 fixture(s), 1 field(s):" in out
     assert "reset_prefix_cache_refused: exchanges[0].response.json.success" in out
     same = tmp_path / "same"
-    shutil.copytree(committed, same / version)
+    write_documents(same, [json.loads(json.dumps(f.doc)) for f in load_fixtures(ROOT, [version])])
     code, out = drift_against(same)
     assert code == 0 and "no drift" in out

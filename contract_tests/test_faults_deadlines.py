@@ -53,8 +53,16 @@ def _within(limit: float, fn: Callable[[], Any], expected: type[BaseException]) 
     return error
 
 
+# The clients: sync (the h11 socket pool), async (aiohttp's pool, installed here) and async on the SDK's own
+# asyncio pool (what an install without aiohttp uses).
+KINDS = ["sync", "async", "async-h11"]
+
+
 def _run(kind: str, url: str, call: Callable[[Any], Any], **client_kw: Any) -> Any:
-    """call(client) on a DevClient ("sync") or an AsyncDevClient ("async", awaited), closed afterwards."""
+    """call(client) on a DevClient ("sync") or an AsyncDevClient ("async", "async-h11": on the asyncio pool;
+    awaited), closed afterwards."""
+    if kind == "async-h11":
+        client_kw["transport"] = "h11"
     if kind == "sync":
         with DevClient(url, **client_kw) as client:
             return call(client)
@@ -101,7 +109,7 @@ def test_barrier_deadline_holds_when_the_engine_step_hangs(frontend: Any) -> Non
         )
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("slow", ["reset", "step"])
 def test_barrier_deadline_holds_against_a_slow_loris(server: MisbehavingServer, kind: str, slow: str) -> None:
     server.script("/v1/models", MODELS)
@@ -145,9 +153,14 @@ def test_wait_deadline_holds_when_every_probe_hangs(frontend: Any) -> None:
         )
 
 
-def test_fleet_barrier_deadline_holds_over_black_holes_and_slow_lorises() -> None:
+@pytest.mark.parametrize("transport", ["auto", "h11"])
+def test_fleet_barrier_deadline_holds_over_black_holes_and_slow_lorises(
+    transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """50 targets that accept TCP and never answer, 2 that trickle: every target fails with
-    BarrierTimeoutError, and the fleet call returns within the deadline."""
+    BarrierTimeoutError, and the fleet call returns within the deadline (on aiohttp's pool and on the
+    SDK's asyncio pool)."""
+    monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", transport)
     holes = [MisbehavingServer(mode="never_accept").start() for _ in range(48)]
     holes += [MisbehavingServer(mode="never_read").start() for _ in range(2)]
     lorises = [MisbehavingServer(default=SLOW_RESET).start() for _ in range(2)]
@@ -179,7 +192,7 @@ def _fill_backlog(srv: MisbehavingServer) -> list[socket.socket]:
     return socks
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("phase", ["connect", "head", "body", "delay-then-body"])
 def test_per_call_timeout_bounds_the_whole_try(kind: str, phase: str) -> None:
     """`timeout=1` bounds one try as a whole, not each socket read (max_retries=0: one try)."""

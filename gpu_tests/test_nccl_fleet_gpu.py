@@ -4,9 +4,10 @@ frontends, tiny-llama, `--weight-transfer-config '{"backend": "nccl"}'`) and a t
 server gets its own rank offset; the broadcast of weights drawn from another seed changes both servers'
 greedy answers.
 
-With three or more GPUs visible the trainer and the servers each get their own; with fewer they share
-GPU 0 (NCCL may refuse a communicator whose ranks share a device: the trainer's report then says so).
-Skipped without vllm or an NVIDIA GPU.
+The trainer and the servers each need their own GPU (three): NCCL refuses a communicator whose ranks share
+a device ("Duplicate GPU detected", NCCL 2.5 on; `gpu_tests/runner/nccl_shared_gpu.py` asks a device).
+Skipped, saying which, without vllm, without vLLM's trainer engine (`trainer_init(client=...)`, vLLM 0.28+),
+or with fewer than three NVIDIA GPUs.
 """
 
 from __future__ import annotations
@@ -28,16 +29,32 @@ PROMPTS = ("The capital of France is", "1, 2, 3, 4,", "def fibonacci(n):", "Once
 NCCL_ARGS = ("--weight-transfer-config", json.dumps({"backend": "nccl"}))
 
 
-def _devices() -> tuple[str, str, str]:
-    """CUDA_VISIBLE_DEVICES of the trainer and of each server."""
+DEVICES = ("0", "1", "2")  # CUDA_VISIBLE_DEVICES of the trainer and of each server
+
+
+def _skip_reason() -> str | None:
+    reason = environment_skip_reason()
+    if reason is not None:
+        return reason
     from gpu_tests.offload_check import gpu_count
 
-    return ("0", "1", "2") if gpu_count() >= 3 else ("0", "0", "0")
+    if gpu_count() < len(DEVICES):
+        return (
+            f"{gpu_count()} GPU(s) visible; a trainer and two servers need {len(DEVICES)}: NCCL refuses "
+            "ranks that share a GPU (Duplicate GPU detected)"
+        )
+    try:
+        from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerWeightTransferEngine
+    except ImportError:
+        return "this vLLM has no NCCLTrainerWeightTransferEngine (vLLM 0.28+)"
+    if not hasattr(NCCLTrainerWeightTransferEngine, "trainer_init"):
+        return "this vLLM's NCCLTrainerWeightTransferEngine has no trainer_init (vLLM 0.28+)"
+    return None
 
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[list[str]]:
-    reason = environment_skip_reason()
+    reason = _skip_reason()
     if reason is not None:
         pytest.skip(reason)
     from gpu_tests.offload_check.profiles import PROFILES, resolve_model
@@ -47,7 +64,7 @@ def servers() -> Iterator[list[str]]:
     out = report_dir() / "nccl-fleet"
     started: list[VllmServer] = []
     try:
-        for frontend, device in zip(FRONTENDS, _devices()[1:], strict=True):
+        for frontend, device in zip(FRONTENDS, DEVICES[1:], strict=True):
             config = server_config(
                 resolve_model(PROFILES[PROFILE]), frontend, server_args=NCCL_ARGS,
                 log_path=out / f"{frontend}.log", transfer=False, sleep=False,
@@ -78,7 +95,7 @@ def test_one_trainer_broadcasts_to_two_servers_with_a_rank_offset_each(servers: 
     before = {url: _answers(url) for url in servers}
     report_path = report_dir() / "nccl-fleet" / "trainer.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **server_env(), "CUDA_VISIBLE_DEVICES": _devices()[0]}
+    env = {**os.environ, **server_env(), "CUDA_VISIBLE_DEVICES": DEVICES[0]}
     cmd = [
         sys.executable,
         "-m",

@@ -12,8 +12,12 @@
   generator and artifacts, tools/fixtures/) and not gpu_tests/, which none of them imports;
 - `pip install --dry-run 'wheel[all]'` resolves without pytest (needs the package index: skipped, with a
   line saying so, when it cannot be reached);
-- in a fresh venv with only the core install, `vllm-devclient --help` exits 7 with one line naming
-  `pip install 'vllm-devclient[cli]'` (needs the index for httpx and pydantic; skipped likewise).
+- the core install needs no HTTP stack but h11 (no httpx, httpx2 or aiohttp), each of them an extra in [all];
+- in a fresh venv with only the core install: none of httpx, httpx2, aiohttp, httpcore or anyio is
+  installed; a DevClient and an AsyncDevClient answer a local server (raw responses the SDK's own), importing
+  none of them; `transport="httpx"` is a MissingExtraError naming `[httpx]`; `vllm-devclient --help` exits 7
+  with one line naming `pip install 'vllm-devclient[cli]'` (needs the index for h11 and pydantic; skipped
+  likewise).
 
 With `--sdist-tests` (`make sdist-test`; a few minutes): the sdist's own tests, run from the unpacked sdist
 in a fresh venv with `[dev]` and no vLLM, pass or skip (the root conftest.py skips what needs vLLM or the
@@ -40,6 +44,9 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "vllm-devclient"
 TEST_ONLY = {"pytest", "tokenizers", "huggingface-hub", "cryptography"}
+HTTP_STACKS = {"httpx", "httpx2", "aiohttp"}
+# What a core install must not bring: the optional stacks and what they stand on.
+NOT_IN_CORE = HTTP_STACKS | {"httpcore", "httpcore2", "anyio"}
 GPU_IMPORT = re.compile(r"^\s*(from|import) gpu_tests\b", re.M)
 problems: list[str] = []
 
@@ -102,12 +109,14 @@ def check_wheel(wheel: Path) -> None:
     requires = [Requirement(r) for r in meta.get_all("Requires-Dist") or []]
     core = extra_closure(requires)
     check(
-        {"httpx", "pydantic"} <= core and not core & {"click", "rich", "pytest"},
+        {"h11", "pydantic"} <= core and not core & {"click", "rich", "pytest"},
         f"wheel: the core install has no CLI or test package ({sorted(core)})",
     )
+    check(not core & NOT_IN_CORE, f"wheel: the core install needs no HTTP stack but h11 ({sorted(core)})")
     everything = extra_closure(requires, "all")
     check(not everything & TEST_ONLY, f"wheel: [all] has no test-only package ({sorted(everything)})")
     check({"click", "rich"} <= everything, "wheel: [all] has the CLI")
+    check(HTTP_STACKS <= everything, f"wheel: [all] has every HTTP stack ({sorted(HTTP_STACKS)})")
 
 
 def check_sdist(sdist: Path) -> None:
@@ -164,15 +173,75 @@ def check_resolution(wheel: Path) -> None:
     )
 
 
+# Run in the core-only venv: a local server, both clients with raw responses, no optional stack imported.
+_CORE_CALLS = """
+import asyncio, json, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Answer(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b'{"is_paused": false}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+url = f"http://127.0.0.1:{server.server_address[1]}"
+from vllm_devclient import AsyncDevClient, DevClient, MissingExtraError
+out = {}
+with DevClient(url) as client:
+    raw = client.with_raw_response.is_paused()
+    out["sync"] = [raw.parsed, type(raw.http_response).__name__]
+async def main():
+    async with AsyncDevClient(url) as client:
+        raw = await client.with_raw_response.is_paused()
+        out["async"] = [raw.parsed, type(raw.http_response).__name__]
+asyncio.run(main())
+try:
+    DevClient(url, transport="httpx")
+except MissingExtraError as exc:
+    out["httpx"] = exc.extra
+out["imported"] = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:]))
+server.shutdown()
+print(json.dumps(out))
+"""
+
+
 def check_core_install(wheel: Path) -> None:
-    """Only the core install: the command says what to install, in one line, and exits 7."""
+    """Only the core install: no optional HTTP stack installed or imported, both clients work; the command
+    says what to install, in one line, and exits 7."""
     with tempfile.TemporaryDirectory() as tmp:
         env = Path(tmp) / "core"
         venv.create(env, with_pip=True)
-        proc = run(str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel))
+        python = str(env / "bin" / "python")
+        proc = run(python, "-m", "pip", "install", "--quiet", str(wheel))
         if proc.returncode != 0:
             print(f"skip the core-only install: the index is not reachable ({proc.stderr[-200:]})")
             return
+        listed = run(python, "-m", "pip", "list", "--format=json")
+        installed = {canonical(p["name"]) for p in json.loads(listed.stdout or "[]")}
+        check(
+            bool(installed) and not installed & NOT_IN_CORE,
+            f"core install: no optional HTTP stack installed ({sorted(installed & NOT_IN_CORE)})",
+        )
+        calls = run(python, "-c", _CORE_CALLS, *sorted(NOT_IN_CORE), cwd=tmp)
+        try:
+            got = json.loads(calls.stdout.splitlines()[-1]) if calls.returncode == 0 else calls.stderr[-800:]
+        except (IndexError, ValueError):
+            got = calls.stdout[-800:]
+        want = {
+            "sync": [False, "WireResponse"],
+            "async": [False, "WireResponse"],
+            "httpx": "httpx",
+            "imported": [],
+        }
+        check(got == want, f"core install: both clients answer on h11 alone, raw responses included ({got})")
         done = run(str(env / "bin" / "vllm-devclient"), "--help")
     one_line = done.stdout == "" and len(done.stderr.splitlines()) == 1
     check(

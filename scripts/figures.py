@@ -15,7 +15,7 @@ A figure sits between markers in a doc, inline in a sentence or a table cell or 
 | `fixtures.*` | `rust_fixtures/summary.json` | this script, from the fixture tree |
 | `support.*` | `vllm_devclient/route_support.json` | this script, from the fixture tree |
 | `history.*`, `bounds.*`, `default.*` | the code: fixtures.history, testing.bounds, defaults | - |
-| `rl.*` | `docs/rl_frameworks.json` | by hand, from the RL frameworks' source (tests/test_rl_frameworks.py) |
+| `rl.*` | `docs/rl_frameworks.json` | `python -m tools.rl_frameworks` (test_rl_frameworks_run.py checks it) |
 
 A marker naming no figure and a figure that no doc uses are both errors (a rule that applies nowhere is a
 bug, as in httpcore's unasync). A figure that is an estimate is not generated: the doc says "estimate"
@@ -361,6 +361,11 @@ def _fixture_count(_: str) -> str:
     return f"{fixture_summary()['fixtures']:,}"
 
 
+@figure("fixtures.exchanges")
+def _fixture_exchanges(_: str) -> str:
+    return f"{fixture_summary()['exchanges']:,}"
+
+
 @figure("fixtures.miss")
 def _fixture_miss(_: str) -> str:
     return f"{fixture_summary()['miss_current_contract']:,}"
@@ -516,16 +521,16 @@ def _gsm8k_timeout(_: str) -> str:
 
 @figure("rl.frameworks")
 def _rl_frameworks(_: str) -> str:
-    data = _json(RL_FRAMEWORKS)
-    names = data["frameworks"]
-    lines = [
-        "| step | " + " | ".join(names.values()) + " | vllm-devclient |",
-        "|" + " --- |" * (len(names) + 2),
-    ]
-    for row in data["steps"]:
-        cells = [row["step"], *(row[key] for key in names), row["sdk"]]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
+    from tools.rl_frameworks.render import table
+
+    return table(_json(RL_FRAMEWORKS))
+
+
+@figure("rl.run")
+def _rl_run(_: str) -> str:
+    from tools.rl_frameworks.render import run_line
+
+    return run_line(_json(RL_FRAMEWORKS))
 
 
 # ---- writing and checking ----------------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 `make lint`). Each surface has its own module under `codegen/`:
 
 1. `codegen/methods.py`: the route methods of the async client (`_async/routes.py`), one per record of
-   `vllm_devclient/routes/`, and the `with_raw_response` table (between `# -- generated: ... --` markers).
-2. `codegen/fleet.py`: both fleets' methods (`fleet/_async_methods/`, `fleet/_sync_methods/`), one per
-   route and call record, a module per topic.
-3. `codegen/schema.py`: each command's `result` schema in `cli/schema.json`.
-4. `codegen/docs.py`: the route table of `docs/frontends.md`.
-5. `unasync.py`: the sync code from the async code (whole-word rules, as httpcore's).
+   `vllm_devclient/routes/`, and the tables of the methods derived from them, between
+   `# -- generated: ... --` markers: `with_raw_response`'s and the blocking client's (`_sync/routes.py`).
+2. `codegen/schema.py`: each command's `result` schema in `cli/schema.json`.
+3. `codegen/docs.py`: the route table of `docs/frontends.md`.
+4. `unasync.py`: the sync code from the async code (whole-word rules, as httpcore's).
+
+The fleets' methods are derived from the client's at run time (`fleet/methods.py`), from a table kept by
+hand (a test checks that it lists every record).
 
 `--check` changes nothing and exits 1 naming every file that is not what the generator would write, and
 every generated module of the package it no longer writes (a plain run deletes those).
@@ -20,9 +22,11 @@ import sys
 from pathlib import Path
 
 import unasync
-from codegen import PKG, ROOT, GenerateError, docs, fleet, methods, schema
+from codegen import PKG, ROOT, GenerateError, docs, methods, schema
 
 ASYNC_DIR = PKG / "_async"
+# The hand-written modules holding tables of the generator's (`# -- generated: ... --`).
+TABLES = (*sorted(ASYNC_DIR.glob("*.py")), PKG / "_sync" / "routes.py")
 
 
 def wanted() -> dict[Path, str]:
@@ -34,10 +38,8 @@ def wanted() -> dict[Path, str]:
         raise GenerateError("two records have the same name")
     routes = ASYNC_DIR / "routes.py"
     out: dict[Path, str] = {routes: unasync.ruff(methods.routes_module(), routes)}
-    for path, text in fleet.fleet_modules().items():
-        out[path] = unasync.ruff(text, path)
     filled = methods.tables()
-    for path in sorted(ASYNC_DIR.glob("*.py")):
+    for path in TABLES:
         text = out.get(path, path.read_text())
         if "# -- generated:" in text:
             out[path] = methods.fill(text, filled)
@@ -49,7 +51,7 @@ def wanted() -> dict[Path, str]:
 
 def orphans(out: dict[Path, str]) -> list[Path]:
     """The package's generated modules that the generator no longer writes (a sync twin whose source is
-    gone, a fleet topic that has no method left, a module since split)."""
+    gone or written by hand now, a module since split or removed)."""
     return [
         p for p in sorted(PKG.rglob("*.py"))
         if p not in out and p.read_text().startswith("# Generated from ")

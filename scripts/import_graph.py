@@ -28,6 +28,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     PKG: (
         (
             "_version",
+            "timeouts",
             "constants",
             "responses",
             "support",
@@ -48,7 +49,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "watchdog",
             "body_limits",
         ),
-        ("_base_client",),
+        ("_base_client", "_derived"),
         ("_async", "_sync"),
         ("client", "kv_events"),
         ("fleet", "calls", "weight_sync", "gsm8k"),

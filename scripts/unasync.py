@@ -1,8 +1,10 @@
 """Write the sync code from the async code, the way httpcore does (its `scripts/unasync.py`): whole-word
 rules on identifiers and keywords, applied line by line, and a rule that matches nothing is an error.
 
-Every module of `vllm_devclient/_async/` (but `_support.py`, written by hand on both sides) becomes the one
-of the same name in `_sync/`, and the KV-event subscriber's asyncio driver becomes its blocking one. No
+Every module of `vllm_devclient/_async/` becomes the one of the same name in `_sync/` (but `_support.py`,
+written by hand on both sides, and `routes.py`: the blocking client's route methods are derived from the
+async ones at run time, `_sync/routes.py`), and the KV-event subscriber's asyncio driver becomes its
+blocking one. No
 rule rewrites prose: the async sources say what is true of both. Each written file names its source in
 its first line.
 
@@ -20,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "vllm_devclient"
 ASYNC_DIR, SYNC_DIR = PKG / "_async", PKG / "_sync"
-HAND_WRITTEN = ("__init__.py", "_support.py")
+HAND_WRITTEN = ("__init__.py", "_support.py", "routes.py")
 MORE_PAIRS = ((PKG / "kv_events" / "_async_driver.py", PKG / "kv_events" / "_sync_driver.py"),)
 HEADER = "# Generated from vllm_devclient/{source} by scripts/unasync.py; do not edit.\n"
 
@@ -93,17 +95,13 @@ def ruff(text: str, path: Path) -> str:
 
 
 def wanted(sources: dict[Path, str] | None = None) -> dict[Path, str]:
-    """Every sync file, from the async sources (`sources` holds any not yet written to disk: the generated
-    `_async/routes.py`). Raises SystemExit naming the rules that matched nothing."""
+    """Every sync file, from the async sources (`sources` holds any not yet written to disk: a module whose
+    table the generator fills). Raises SystemExit naming the rules that matched nothing."""
     used: set[int] = set()
     out: dict[Path, str] = {}
     for src, dest in pairs():
         text = (sources or {}).get(src) or src.read_text()
         header = HEADER.format(source=src.relative_to(PKG).as_posix())
-        if text.startswith("# Generated from "):  # generated itself: say from what, too
-            first, _, text = text.partition("\n")
-            what = first.removeprefix("# Generated from ").partition(" by ")[0]
-            header += f"# (That file is generated from {what}.)\n"
         out[dest] = ruff(header + unasync_text(text, used), dest)
     unused = [SUBS[i] for i in range(len(SUBS)) if i not in used]
     if unused:

@@ -227,6 +227,19 @@ def test_metrics_without_the_extra_exits_seven_with_one_line(
     assert data["error"]["type"] == "ImportError" and data["exit_code"] == 7
 
 
+def test_a_transport_without_its_package_exits_seven_naming_the_extra(
+    mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", "httpx2")
+    monkeypatch.setitem(sys.modules, "httpx2", None)
+    result = invoke("--url", A, "health")
+    assert result.exit_code == ExitCode.UNAVAILABLE
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "needs the [httpx2] extra" in result.stderr
+    assert "pip install 'vllm-devclient[httpx2]'" in result.stderr
+    assert mock.calls.call_count == 0
+
+
 def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(coro: Any) -> Any:
         coro.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from tools.fixtures import load_fixtures, write_documents
 from tools.fixtures.cli import cli
 from vllm_devclient.cli import ExitCode
 from vllm_devclient.testing.own_scenarios import ScenarioSourceError, catalogue, load, select
@@ -75,9 +76,9 @@ def test_record_then_drift_of_ones_own_selection_repeats_the_options_in_the_hint
     ]
     recorded = invoke("record", "--out", out, *selection)
     assert recorded.exit_code == ExitCode.OK, recorded.output
-    files = sorted(p.name for p in Path(out).glob("*/rust/*.json"))
-    assert files == ["health.json", "my_pause_is_seen.json"]
-    mine = json.loads(next(Path(out).glob("*/rust/my_pause_is_seen.json")).read_text())
+    recorded = load_fixtures(out)
+    assert [(f.frontend, f.scenario) for f in recorded] == [("rust", "health"), ("rust", "my_pause_is_seen")]
+    mine = json.loads(json.dumps(recorded[-1].doc))
     assert mine["outcome"] == {
         "fields": {"": True},
         "kind": "result",
@@ -87,10 +88,8 @@ def test_record_then_drift_of_ones_own_selection_repeats_the_options_in_the_hint
     same = invoke("drift", "--fixtures", out, *selection)
     assert same.exit_code == ExitCode.OK, same.output
     # A pinned answer that changed is drift, and the hint repeats the tree and the selection.
-    path = next(Path(out).glob("*/rust/my_pause_is_seen.json"))
-    doc = json.loads(path.read_text())
-    doc["description"] = "what it said before"
-    path.write_text(json.dumps(doc))
+    mine["description"] = "what it said before"
+    write_documents(out, [mine])
     drifted = invoke("drift", "--fixtures", out, *selection)
     assert drifted.exit_code == ExitCode.FAILED
     hint = next(line for line in drifted.stdout.splitlines() if line.startswith("re-record with:"))

@@ -67,6 +67,20 @@ def test_all_brings_no_test_only_package_and_dev_has_the_release_tools(project: 
     assert {"jsonschema", "build", "twine"} <= _closure(extras, "dev")
 
 
+HTTP_STACKS = {"httpx", "httpx2", "aiohttp"}
+
+
+def test_a_core_install_needs_no_http_stack_but_h11_and_each_is_an_extra(project: dict[str, Any]) -> None:
+    """The default path is the SDK's own h11 pools: httpx, httpx2 and aiohttp are extras of their own name,
+    all three in [all] (tests/test_optional_stacks.py checks that the default path imports none of them)."""
+    core = _names(project["project"]["dependencies"])
+    assert "h11" in core and not core & (HTTP_STACKS | {"httpcore", "httpcore2", "requests", "anyio"}), core
+    extras = project["project"]["optional-dependencies"]
+    for stack in sorted(HTTP_STACKS):
+        assert _names(extras[stack]) == {stack}, extras[stack]
+    assert HTTP_STACKS <= _closure(extras, "all")
+
+
 def test_the_pytest_plugin_is_opt_in(project: dict[str, Any]) -> None:
     assert "pytest11" not in project["project"].get("entry-points", {})
     assert project["project"]["scripts"] == {"vllm-devclient": "vllm_devclient.cli:main"}

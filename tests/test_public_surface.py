@@ -126,3 +126,44 @@ def test_the_default_url_is_written_once() -> None:
             if isinstance(node, ast.Constant) and node.value == DEFAULT_URL and id(node) not in docstrings:
                 spelled.append(str(path.relative_to(ROOT)))
     assert spelled == ["vllm_devclient/constants.py"]
+
+
+PUBLIC_MODULES = (
+    "vllm_devclient",
+    "vllm_devclient.fleet",
+    "vllm_devclient.gsm8k",
+    "vllm_devclient.kv_events",
+    "vllm_devclient.metrics",
+    "vllm_devclient.testing",
+)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_every_exported_name_resolves(module: str) -> None:
+    import importlib
+
+    imported = importlib.import_module(module)
+    missing = [name for name in imported.__all__ if not hasattr(imported, name)]
+    assert missing == [], f"{module}.__all__ names what it does not hold: {missing}"
+
+
+@pytest.mark.parametrize("method", ["pause", "paused", "sleeping", "checkpointed"])
+def test_the_pause_mode_type_is_the_one_the_pause_methods_take(method: str) -> None:
+    import typing
+
+    import vllm_devclient
+
+    takers = [cls for cls in SURFACES[:4] if hasattr(cls, method)]
+    assert DevClient in takers and AsyncDevClient in takers
+    for cls in takers:
+        assert typing.get_type_hints(getattr(cls, method))["mode"] == vllm_devclient.PauseMode, cls
+
+
+def test_the_pool_bound_exported_is_the_one_the_async_pools_hold() -> None:
+    import inspect
+
+    import vllm_devclient
+    from vllm_devclient.transports.aiohttp_pool import AiohttpPool
+
+    bound = inspect.signature(AiohttpPool).parameters["max_connections"].default
+    assert vllm_devclient.DEFAULT_MAX_CONNECTIONS == bound

@@ -36,7 +36,7 @@ def test_the_shipped_matrix_is_the_one_the_fixtures_give(fresh: dict[str, Any]) 
 
 
 def test_every_published_release_is_recorded_on_both_frontends() -> None:
-    recorded = {(d["vllm_version"], d["frontend"]) for _, d in load_fixtures(FIXTURES)}
+    recorded = {(f.release, f.frontend) for f in load_fixtures(FIXTURES)}
     for row in RELEASES:
         for frontend in ("python", "rust"):
             assert (row.version, frontend) in recorded, f"{row.version}/{frontend} is not recorded"
@@ -60,9 +60,9 @@ def _contract_404(route: str, frontend: str, release: str) -> bool:
     the Python frontend's checkpoint routes need sleep mode, which vLLM refuses on a CPU; the
     fault-tolerance route needs --enable-fault-tolerance)."""
     reached = [
-        doc
-        for _, doc in load_fixtures(FIXTURES)
-        if (doc["frontend"], doc["vllm_version"]) == (frontend, release) and route in routes_of(doc)
+        f.doc
+        for f in load_fixtures(FIXTURES, [release])
+        if f.frontend == frontend and route in routes_of(f.doc)
     ]
     return bool(reached) and all(
         routes_of(doc)[route] == 404 and doc["meets_current_contract"] and doc["outcome"]["kind"] == "error"
@@ -81,7 +81,7 @@ def test_every_route_has_a_cell_on_the_newest_release(fresh: dict[str, Any]) -> 
 
 def test_a_route_is_absent_where_its_fixture_answered_404() -> None:
     """The matrix reads the recordings: an absent cell is a recorded 404/405 that misses the contract."""
-    docs = [d for _, d in load_fixtures(FIXTURES)]
+    docs = [f.doc for f in load_fixtures(FIXTURES)]
     absent = 0
     data = load_support().raw
     for doc in docs:
@@ -104,7 +104,7 @@ def test_a_missing_dev_route_names_the_first_release_that_serves_it() -> None:
     assert first is not None
     before = matrix.releases[matrix.releases.index(first) - 1]
     key = ("init_weight_transfer_engine", "rust", before)
-    docs = [d for _, d in load_fixtures(FIXTURES)]
+    docs = [f.doc for f in load_fixtures(FIXTURES)]
     doc = next(d for d in docs if (d["scenario"], d["frontend"], d["vllm_version"]) == key)
     error = replay(doc).outcome
     assert isinstance(error, RouteNotServedError)

@@ -7,6 +7,7 @@ The CLI's options at the end; the real frontends serving TLS themselves are in c
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import pickle
@@ -40,8 +41,11 @@ from vllm_devclient.transports import TLSFailure
 
 from .cli_support import doc, invoke
 
-# (client, transport): the default transports and httpx, each sync and async.
-CLIENTS = [("sync", "auto"), ("async", "auto"), ("sync", "httpx"), ("async", "httpx")]
+# (client, transport): the default transports (the async one aiohttp's), the SDK's asyncio pool ("h11"),
+# httpx and httpx2 (where installed), each sync and async.
+CLIENTS = [("sync", "auto"), ("async", "auto"), ("async", "h11"), ("sync", "httpx"), ("async", "httpx")]
+if importlib.util.find_spec("httpx2") is not None:
+    CLIENTS += [("sync", "httpx2"), ("async", "httpx2")]
 IDS = [f"{kind}-{transport}" for kind, transport in CLIENTS]
 
 

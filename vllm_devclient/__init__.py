@@ -1,13 +1,17 @@
 """Typed sync and async client for vLLM's development-mode endpoints, on the Python and the Rust frontend.
 
 Optional parts load on first use (`vllm_devclient.kv_events`, `.metrics`, `.fleet`, `.gsm8k`,
-`.testing`), so importing the package costs little more than importing httpx and pydantic.
+`.testing`). Of the HTTP packages only h11 is needed: httpx, httpx2 and aiohttp load when a client is given
+or asked for one (`http_client=`, `transport=`), and aiohttp when an async client is made where it is
+installed.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .client import NOT_GIVEN, AsyncDevClient, DevClient, RawResponse, RequestOptions
+from .constants import DEFAULT_MAX_CONNECTIONS
+from .endpoints import PauseMode
 from .errors import (
     APIConnectionError,
     APIStatusError,
@@ -30,6 +34,7 @@ from .errors import (
     InternalServerError,
     InvalidParameterError,
     MethodNotAllowedError,
+    MissingExtraError,
     NotFoundError,
     PermissionDeniedError,
     ReleaseTooOldError,
@@ -69,6 +74,8 @@ from .models import (
     WeightVersionResult,
 )
 from .reset_check import ResetNotVerifiableError, ResetNotVerifiedError, TierNotClearedError, VerifiedReset
+from .responses import HTTPResponse
+from .timeouts import Timeout
 
 if TYPE_CHECKING:
     from .fleet import AsyncFleet, Fleet, FleetError, FleetResult, TargetOutcome
@@ -88,6 +95,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
     "NOT_GIVEN",
     "APIConnectionError",
     "APIStatusError",
@@ -120,6 +128,7 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetResult",
+    "HTTPResponse",
     "InternalServerError",
     "InvalidParameterError",
     "KVCacheReleaseResult",
@@ -127,9 +136,11 @@ __all__ = [
     "LoadInfo",
     "MessageResult",
     "MethodNotAllowedError",
+    "MissingExtraError",
     "ModelCard",
     "ModelList",
     "NotFoundError",
+    "PauseMode",
     "PermissionDeniedError",
     "PromptTokensDetails",
     "RawResponse",
@@ -148,6 +159,7 @@ __all__ = [
     "TLSError",
     "TargetOutcome",
     "TierNotClearedError",
+    "Timeout",
     "TokenizerInfo",
     "VerifiedReset",
     "VersionInfo",

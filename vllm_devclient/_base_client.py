@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-import httpx
 from typing_extensions import TypedDict
 
 from . import arguments as check
@@ -32,8 +31,9 @@ from .operations import CallContext, ModelCache, RetryPolicy, Transmit
 from .polling import Backoff, Plan
 from .redaction import Secrets
 from .release_gate import ServerRelease
-from .responses import ResponseLike
-from .transports import Origin, TLSConfig, TransportKind, WireRequest, transport_kind
+from .responses import HTTPResponse
+from .timeouts import TimeoutLike
+from .transports import Origin, TLSConfig, TransportKind, WireRequest, WireResponse, transport_kind
 
 __all__ = [
     "NOT_GIVEN",
@@ -65,15 +65,16 @@ class NotGiven:
 
 
 NOT_GIVEN = NotGiven()
-TimeoutArg = float | httpx.Timeout | None
+# Seconds, a `Timeout` (this package's, httpx's or httpx2's), or None.
+TimeoutArg = float | TimeoutLike | None
 
 
 class RequestOptions(TypedDict, total=False):
     """Per-call options every route method takes (keyword-only).
 
     timeout: the HTTP timeout of one try of this call, as a whole (connect, send, headers and body): seconds,
-        an `httpx.Timeout`, or None for no bound. Default: the client's; when the client has the default one,
-        long routes have no bound on their answer.
+        a `Timeout` (vllm_devclient's, httpx's or httpx2's), or None for no bound. Default: the client's;
+        when the client has the default one, long routes have no bound on their answer.
     total_timeout: seconds for this call as a whole, every try, retry and pause included (a flow of several
         requests: all of them), or None for no such bound. Default: the client's (none unless set).
     extra_headers: headers added to (or replacing) the client's for this call.
@@ -144,17 +145,22 @@ def _query(params: tuple[tuple[str, str], ...]) -> str:
 
 @dataclass(frozen=True)
 class RawResponse(Generic[T]):
-    """`client.with_raw_response.<method>(...)`: the typed answer and the HTTP response it was read from."""
+    """`client.with_raw_response.<method>(...)`: the typed answer and the HTTP response it was read from.
+
+    `http_response` is the response object of the stack that answered (see `HTTPResponse`): an
+    `httpx.Response` or `httpx2.Response` when your `http_client=` (or `transport="httpx"`/`"httpx2"`) sent
+    the request, else the SDK's own `WireResponse` (its `request` the request sent)."""
 
     parsed: T
-    http_response: httpx.Response
+    http_response: HTTPResponse
 
     @property
     def status_code(self) -> int:
         return self.http_response.status_code
 
     @property
-    def headers(self) -> httpx.Headers:
+    def headers(self) -> Mapping[str, str]:
+        """The answer's headers (case-insensitive in every stack)."""
         return self.http_response.headers
 
 
@@ -279,7 +285,7 @@ def check_own_tls(http_client: object, verify: object, cert: object) -> None:
     if http_client is not None and (verify is not True or cert is not None):
         raise InvalidParameterError(
             "verify= and cert= do not reach an http_client you pass in: give them to it "
-            "(httpx.Client(verify=...)), or leave http_client out"
+            "(httpx.Client(verify=...), httpx2.Client(verify=...)), or leave http_client out"
         )
 
 
@@ -438,12 +444,12 @@ class BaseClient:
         self._ctx = dataclasses.replace(self._ctx, speaks="cli")
 
 
-def to_httpx(response: ResponseLike, request: WireRequest) -> httpx.Response:
-    if isinstance(response, httpx.Response):
-        return response
-    from .transports.httpx_adapter import to_httpx_response
-
-    return to_httpx_response(response, request)  # type: ignore[arg-type]
+def http_response(response: HTTPResponse, request: WireRequest) -> HTTPResponse:
+    """The raw response of an exchange: the stack's own response object; one of the SDK's pools' learns
+    the request it answers."""
+    if isinstance(response, WireResponse):
+        response.request = request
+    return response
 
 
 _K = TypeVar("_K", bound=type)

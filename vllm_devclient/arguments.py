@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from .errors import InvalidParameterError
 
 __all__ = [
@@ -214,19 +212,28 @@ class Timeouts:
     total: float | None
 
 
+_PHASES = ("connect", "read", "write", "pool")
+
+
 def timeout(value: object, name: str = "timeout") -> Timeouts:
-    """A float (seconds for the whole try), an `httpx.Timeout`, or None (no bound)."""
+    """Seconds (for the whole try), a `Timeout` (this package's, httpx's or httpx2's: anything with their
+    four phase limits), or None (no bound)."""
     if value is None:
         return Timeouts(None, None)
-    if isinstance(value, httpx.Timeout):
-        parts = {"connect": value.connect, "read": value.read, "write": value.write, "pool": value.pool}
+    if all(hasattr(value, part) for part in _PHASES) and not isinstance(value, int | float):
+        parts: dict[str, Any] = {part: getattr(value, part) for part in _PHASES}
         for part, v in parts.items():
             if v is not None:
                 seconds(v, f"{name}.{part}")
         # The whole try is bounded by the longest phase limit; no read limit means no bound.
         bounded = [v for v in parts.values() if v is not None]
-        total = None if value.read is None else max(bounded)
-        return Timeouts(value.connect, total)
+        total = None if parts["read"] is None else max(bounded)
+        return Timeouts(parts["connect"], total)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise InvalidParameterError(
+            f"{name} must be seconds, a Timeout (vllm_devclient's, httpx's or httpx2's) or None, "
+            f"got {_shown(value)}"
+        )
     total = seconds(value, name)
     return Timeouts(total, total)
 

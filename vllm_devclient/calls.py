@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import httpx
 from pydantic import BaseModel
 
 from .constants import (
@@ -29,6 +28,7 @@ from .constants import (
 from .models import BarrierResult, CheckpointStatus, Completion
 from .records import Call, Cli, Param
 from .reset_check import VerifiedReset
+from .responses import HTTPResponse
 
 __all__ = ["CALLS", "Reached", "RequestAnswer"]
 
@@ -98,7 +98,7 @@ def _wait(state: str, doc: str, deadline: float, request_timeout: float) -> Call
     )
 
 
-def _raw_answer(value: httpx.Response) -> RequestAnswer:
+def _raw_answer(value: HTTPResponse) -> RequestAnswer:
     try:
         body: Any = value.json()
     except ValueError:
@@ -262,7 +262,7 @@ CALLS: tuple[Call, ...] = (
     Call(
         name="request",
         doc="Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).",
-        answer=httpx.Response,
+        answer=HTTPResponse,
         params=(
             Param(name="method", type=str, positional=True, help="The HTTP method."),
             Param(

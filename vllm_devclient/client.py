@@ -1,4 +1,4 @@
-"""DevClient and AsyncDevClient: the typed clients (the sync one is generated from the async one)."""
+"""DevClient and AsyncDevClient: the typed clients (the sync one generated and derived from the async one)."""
 
 from ._async.client import AsyncDevClient, AsyncWeightUpdate
 from ._async.raw_responses import AsyncRawResponses

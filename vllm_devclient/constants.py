@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+from .timeouts import Timeout
 
 __all__ = [
     "DEFAULT_BARRIER_DEADLINE",
@@ -35,10 +35,10 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 # One HTTP try as a whole (connect, send, headers and body) may take 30 s, 5 s of it to connect.
 DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=DEFAULT_CONNECT_TIMEOUT)
+DEFAULT_TIMEOUT = Timeout(30.0, connect=DEFAULT_CONNECT_TIMEOUT)
 # Routes that block through an NCCL rendezvous or a large offload (weight transfer, sleep level 2,
 # collective_rpc): no bound on the answer, only on connecting. A per-call timeout= still applies.
-LONG_ROUTE_TIMEOUT = httpx.Timeout(None, connect=DEFAULT_CONNECT_TIMEOUT)
+LONG_ROUTE_TIMEOUT = Timeout(None, connect=DEFAULT_CONNECT_TIMEOUT)
 
 DEFAULT_MAX_RETRIES = 2
 RETRY_INITIAL_DELAY = 0.25

@@ -44,6 +44,7 @@ __all__ = [
     "InternalServerError",
     "InvalidParameterError",
     "MethodNotAllowedError",
+    "MissingExtraError",
     "NotFoundError",
     "PermissionDeniedError",
     "ReleaseTooOldError",
@@ -66,6 +67,16 @@ class DevClientError(Exception):
 
 class InvalidParameterError(DevClientError, ValueError):
     """An argument was rejected before anything was sent."""
+
+
+class MissingExtraError(DevClientError, ImportError):
+    """A part of the SDK that needs a package which is not installed (an HTTP stack asked for by
+    `transport=`, a proxy, ...): `extra` is the install extra that brings it, `name` the missing module.
+    Raised when the client (or fleet) is made, before anything is sent."""
+
+    def __init__(self, message: str, *, extra: str, name: str) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
 
 
 class ReleaseTooOldError(InvalidParameterError):

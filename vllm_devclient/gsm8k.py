@@ -45,6 +45,7 @@ from vllm_devclient.errors import (
 
 if TYPE_CHECKING:
     import httpx
+    import httpx2
 
     from vllm_devclient.client import AsyncDevClient
 
@@ -168,7 +169,9 @@ def _read_jsonl(path: Path) -> list[GSM8KItem]:
 
 def _download(split: Split, dest: Path, *, timeout: float, client: httpx.Client | None) -> None:
     # The data lives on GitHub, not on a vLLM server: a plain download, outside the client's request layer.
-    import httpx
+    from vllm_devclient.transports.stacks import load
+
+    httpx = load("httpx", "downloading GSM8K")
 
     url = gsm8k_urls()[split]
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -481,7 +484,7 @@ async def evaluate_gsm8k_async(
     sample: bool = False,
     prompts: Sequence[GSM8KPrompt] | None = None,
     client: AsyncDevClient | None = None,
-    http_client: httpx.AsyncClient | None = None,
+    http_client: httpx.AsyncClient | httpx2.AsyncClient | None = None,
     retries_503: int = 5,
     retry_delay: float = 0.5,
     spread_s: float = 0.0,
@@ -489,11 +492,11 @@ async def evaluate_gsm8k_async(
     """Run GSM8K through ``/v1/completions`` with :meth:`AsyncDevClient.completion`.
 
     Give ``base_url`` (a trailing ``/v1`` is accepted), an ``AsyncDevClient`` (``client``, kept open), or an
-    ``httpx.AsyncClient`` with a base URL (``http_client``). ``concurrency`` caps requests in flight (None:
-    all at once, as vLLM's CI does; 1: one at a time, which keeps batching, and so greedy numerics, the same
-    from run to run). ``prompts`` skips loading the data (else ``data_dir`` and ``sample`` as in
-    :func:`load_split`). ``model``: None sends the first model on ``/v1/models`` (vLLM 0.26's Rust frontend
-    rejects a completion without one). A request that fails counts as an invalid answer
+    ``httpx.AsyncClient`` or ``httpx2.AsyncClient`` with a base URL (``http_client``). ``concurrency`` caps
+    requests in flight (None: all at once, as vLLM's CI does; 1: one at a time, which keeps batching, and so
+    greedy numerics, the same from run to run). ``prompts`` skips loading the data (else ``data_dir`` and
+    ``sample`` as in :func:`load_split`). ``model``: None sends the first model on ``/v1/models`` (vLLM
+    0.26's Rust frontend rejects a completion without one). A request that fails counts as an invalid answer
     (``failed_requests``); a 503 is retried ``retries_503`` times with backoff.
     ``spread_s`` sends the requests evenly over that many seconds instead of at once (request ``i`` of ``n``
     waits ``i * spread_s / n``): the same prompts in other batches.
@@ -537,7 +540,7 @@ def _check_evaluation(concurrency: int | None, spread_s: float, *, server_given:
 async def _client_of(
     base_url: str | None,
     client: AsyncDevClient | None,
-    http_client: httpx.AsyncClient | None,
+    http_client: httpx.AsyncClient | httpx2.AsyncClient | None,
     *,
     api_key: str | None,
     timeout: float,

@@ -4,10 +4,11 @@ doc, the type of its answer, and how the command line shows it.
 A `Route` is one HTTP exchange and everything about it: the wire facts (method, path, where each parameter
 goes, how each is checked, the reader of the answer, whether it may be resent) and the method's face. From
 its record (`routes/`) the request is built at run time (`endpoints.build`), and `make generate` writes the
-async route method, its sync twin, the `with_raw_response` table, both fleets' methods, the command's result
-schema and the docs' route table. A `Call` is a client method written by hand because it spans several
-exchanges (completions, the barrier, the waits, `request`); its record (`calls.py`) describes that method,
-and a test keeps the two the same. The command line, its help and the JSON schema of each command's
+async route method, the tables deriving its blocking twin and its `with_raw_response` method from it, the
+command's result schema and the docs' route table; both fleets derive their method from the client's
+(`fleet/methods.py`). A `Call` is a client method written by hand because it spans several exchanges
+(completions, the barrier, the waits, `request`); its record (`calls.py`) describes that method, and a
+test keeps the two the same. The command line, its help and the JSON schema of each command's
 `result` are built from both kinds.
 
 No I/O and no click here.

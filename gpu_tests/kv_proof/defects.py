@@ -130,76 +130,92 @@ def _wrap(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[...
     setattr(cls, name, make(real))
 
 
-def _offloading_worker(arm: _Arming) -> None:
+class _WorkerJobs:
+    """The Offloading worker's jobs a defect answered for it: reported finished with no copy (``skipped``),
+    loads and their GPU destinations (``loads``), and the late copies' own jobs, whose results were reported
+    already (``swallowed``)."""
+
+    def __init__(self) -> None:
+        self.skipped: list[int] = []
+        self.loads: dict[int, list[int]] = {}
+        self.swallowed: set[int] = set()
+
+
+def _submit_store(arm: _Arming, jobs: _WorkerJobs, real: Callable[..., Any]) -> Callable[..., Any]:
     import numpy as np
+
+    def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
+        if arm.armed("store_copies_nothing"):
+            jobs.skipped.append(job_id)
+            arm.acted("store_copies_nothing")
+            return True
+        if arm.armed("store_wrong_block"):
+            blocks = int(self._store_handler.src_tensors[0].shape[0])
+            ids = np.asarray(src_spec.block_ids)
+            src_spec.block_ids = np.where(ids + 1 < blocks, ids + 1, 1).astype(ids.dtype)
+            arm.acted("store_wrong_block")
+        return real(self, job_id, src_spec, dst_spec)
+
+    return wrapper
+
+
+def _submit_load(arm: _Arming, jobs: _WorkerJobs, real: Callable[..., Any]) -> Callable[..., Any]:
+    import numpy as np
+
+    def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any, *a: Any, **k: Any) -> Any:
+        if arm.armed("load_wrong_cpu_block"):
+            blocks = int(self._load_handler.src_tensors[0].shape[0])
+            ids = np.asarray(src_spec.block_ids)
+            src_spec.block_ids = ((ids + 1) % blocks).astype(ids.dtype)
+            arm.acted("load_wrong_cpu_block")
+        if arm.armed("load_lands_late"):
+            jobs.skipped.append(job_id)  # reported finished at the next get_finished, nothing copied
+            own = next(_own_jobs)
+
+            def land() -> None:
+                jobs.swallowed.add(own)
+                real(self, own, src_spec, dst_spec, *a, **k)
+                _sync()
+
+            _late.defer([int(b) for b in dst_spec.block_ids], land)
+            arm.acted("load_lands_late")
+            return True
+        jobs.loads[job_id] = [int(b) for b in dst_spec.block_ids]
+        return real(self, job_id, src_spec, dst_spec, *a, **k)
+
+    return wrapper
+
+
+def _get_finished(
+    arm: _Arming, jobs: _WorkerJobs, result_type: Any, real: Callable[..., Any]
+) -> Callable[..., Any]:
+    def wrapper(self: Any) -> Any:
+        results = list(real(self))
+        landed = {r.job_id for r in results} & jobs.swallowed
+        jobs.swallowed.difference_update(landed)
+        results = [r for r in results if r.job_id not in landed]
+        while jobs.skipped:
+            results.append(result_type(job_id=jobs.skipped.pop(0), success=True))
+        for result in results:
+            dst = jobs.loads.pop(result.job_id, None)
+            if dst and arm.armed("changed_after_load"):
+                gpu = self._load_handler.dst_tensors[0]
+                row = gpu[dst[0]]
+                row[row.shape[0] // 2 : row.shape[0] // 2 + 1].bitwise_xor_(1)
+                arm.acted("changed_after_load")
+        return results
+
+    return wrapper
+
+
+def _offloading_worker(arm: _Arming) -> None:
     from vllm.v1.kv_offload.base import TransferResult
     from vllm.v1.kv_offload.cpu.gpu_worker import CPUOffloadingWorker
 
-    skipped: list[int] = []
-    loads: dict[int, list[int]] = {}
-    swallowed: set[int] = set()  # the late copies' own jobs: their results were reported already
-
-    def submit_store(real: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any) -> Any:
-            if arm.armed("store_copies_nothing"):
-                skipped.append(job_id)
-                arm.acted("store_copies_nothing")
-                return True
-            if arm.armed("store_wrong_block"):
-                blocks = int(self._store_handler.src_tensors[0].shape[0])
-                ids = np.asarray(src_spec.block_ids)
-                src_spec.block_ids = np.where(ids + 1 < blocks, ids + 1, 1).astype(ids.dtype)
-                arm.acted("store_wrong_block")
-            return real(self, job_id, src_spec, dst_spec)
-
-        return wrapper
-
-    def submit_load(real: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, job_id: int, src_spec: Any, dst_spec: Any, *a: Any, **k: Any) -> Any:
-            if arm.armed("load_wrong_cpu_block"):
-                blocks = int(self._load_handler.src_tensors[0].shape[0])
-                ids = np.asarray(src_spec.block_ids)
-                src_spec.block_ids = ((ids + 1) % blocks).astype(ids.dtype)
-                arm.acted("load_wrong_cpu_block")
-            if arm.armed("load_lands_late"):
-                skipped.append(job_id)  # reported finished at the next get_finished, nothing copied
-                own = next(_own_jobs)
-
-                def land() -> None:
-                    swallowed.add(own)
-                    real(self, own, src_spec, dst_spec, *a, **k)
-                    _sync()
-
-                _late.defer([int(b) for b in dst_spec.block_ids], land)
-                arm.acted("load_lands_late")
-                return True
-            loads[job_id] = [int(b) for b in dst_spec.block_ids]
-            return real(self, job_id, src_spec, dst_spec, *a, **k)
-
-        return wrapper
-
-    def get_finished(real: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any) -> Any:
-            results = list(real(self))
-            landed = {r.job_id for r in results} & swallowed
-            swallowed.difference_update(landed)
-            results = [r for r in results if r.job_id not in landed]
-            while skipped:
-                results.append(TransferResult(job_id=skipped.pop(0), success=True))
-            for result in results:
-                dst = loads.pop(result.job_id, None)
-                if dst and arm.armed("changed_after_load"):
-                    gpu = self._load_handler.dst_tensors[0]
-                    row = gpu[dst[0]]
-                    row[row.shape[0] // 2 : row.shape[0] // 2 + 1].bitwise_xor_(1)
-                    arm.acted("changed_after_load")
-            return results
-
-        return wrapper
-
-    _wrap(CPUOffloadingWorker, "submit_store", submit_store)
-    _wrap(CPUOffloadingWorker, "submit_load", submit_load)
-    _wrap(CPUOffloadingWorker, "get_finished", get_finished)
+    jobs = _WorkerJobs()
+    _wrap(CPUOffloadingWorker, "submit_store", functools.partial(_submit_store, arm, jobs))
+    _wrap(CPUOffloadingWorker, "submit_load", functools.partial(_submit_load, arm, jobs))
+    _wrap(CPUOffloadingWorker, "get_finished", functools.partial(_get_finished, arm, jobs, TransferResult))
 
 
 def _offloading_manager(arm: _Arming) -> None:

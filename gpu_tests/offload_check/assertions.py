@@ -4,20 +4,23 @@ an iteration's measurements to :class:`~.report.AssertionResult` values. No I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from vllm_devclient.metrics import MetricsDelta
 
 from .events import KVEventsSummary
-from .probe_files import GroupLayout
+from .probe_files import FirstUse, GroupLayout, LoadPlan
 from .report import (
     Answer,
     AssertionResult,
     Comparison,
+    CpuTier,
     Iteration,
     ProbeInfo,
     ResetResult,
     Run,
     Split,
+    Verdict,
 )
 from .settings import CheckSettings
 
@@ -42,14 +45,67 @@ def _recurrent(layout: Sequence[GroupLayout]) -> list[GroupLayout]:
     return [g for g in layout if g.recurrent]
 
 
+def _by_probe(it: Iteration, name: str) -> dict[str, Answer]:
+    return it.runs[name].by_probe() if name in it.runs else {}
+
+
+def _restored_ahead(plan: LoadPlan | None, recurrent: set[int]) -> int | None:
+    """How far past the cached count a load's recurrent groups reach (None without its load plan)."""
+    if plan is None:
+        return None
+    gaps = [g.end_token - plan.cached for g in plan.groups if g.group in recurrent and g.blocks > 0]
+    return max(gaps) if gaps else None
+
+
+def _shape(
+    probe: ProbeInfo, text: str | None, fp_probes: Mapping[str, ProbeInfo], fp_run: dict[str, Answer]
+) -> str | None:
+    """The failure shape whose fingerprint of ``probe`` answered ``text``, if one did."""
+    for fp_id, fp in fp_probes.items():
+        got = fp_run.get(fp_id)
+        if fp.base == probe.id and got is not None and got.text is not None and got.text == text:
+            return fp.shape
+    return None
+
+
+def _against_warm(
+    probe: ProbeInfo, r: Answer, ref: Answer, others: Mapping[str, dict[str, Answer]]
+) -> tuple[Verdict, str]:
+    """A reload answer against the warm one of the same probe (both answered): like for like only at the
+    same split, and only where two cold runs and the batch control (``others``: by run, by probe) agree
+    there."""
+    rc, wc = _cached(r.split, r.usage_cached), _cached(ref.split, ref.usage_cached)
+    if rc is None or wc is None:
+        return "not_comparable", "the split of a request is unknown"
+    if rc != wc:
+        return "not_comparable", f"reload cached {rc} of {probe.length} tokens, warm {wc}"
+    c1, c2 = others["cold"].get(probe.id), others["cold2"].get(probe.id)
+    if (
+        c1 is not None
+        and c2 is not None
+        and c1.text is not None
+        and c2.text is not None
+        and _cached(c1.split, c1.usage_cached) == _cached(c2.split, c2.usage_cached)
+        and c1.text != c2.text
+    ):
+        return "nondeterministic", "two cold runs with the same split answered differently"
+    w2 = others["warm2"].get(probe.id)
+    if (
+        w2 is not None
+        and w2.text is not None
+        and _cached(w2.split, w2.usage_cached) == wc
+        and w2.text != ref.text
+    ):
+        return "nondeterministic", "the warm answer changed in other batches (warm2, same split)"
+    return ("agree" if r.text == ref.text else "differ"), f"same split: {rc} cached"
+
+
 def compare(it: Iteration, probes: Sequence[ProbeInfo], layout: Sequence[GroupLayout]) -> list[Comparison]:
     """Each non-fingerprint probe's reload answer against its like-for-like reference (module docstring)."""
     reload = it.runs["reload"].by_probe()
-    warm = it.runs["warm"].by_probe() if "warm" in it.runs else {}
-    cold = it.runs["cold"].by_probe() if "cold" in it.runs else {}
-    cold2 = it.runs["cold2"].by_probe() if "cold2" in it.runs else {}
-    warm2 = it.runs["warm2"].by_probe() if "warm2" in it.runs else {}
-    fp_run = it.runs["fingerprint"].by_probe() if "fingerprint" in it.runs else {}
+    warm = _by_probe(it, "warm")
+    fp_run = _by_probe(it, "fingerprint")
+    others = {name: _by_probe(it, name) for name in ("cold", "cold2", "warm2")}
     fp_probes = {p.id: p for p in probes if p.kind == "fingerprint"}
     plans = {p.request_id: p for p in it.loads}
     recurrent = {g.index for g in _recurrent(layout)}
@@ -58,66 +114,29 @@ def compare(it: Iteration, probes: Sequence[ProbeInfo], layout: Sequence[GroupLa
         if probe.kind == "fingerprint" or probe.id not in reload:
             continue
         r = reload[probe.id]
-        ahead = None
-        plan = plans.get(r.request_id or "")
-        if plan is not None:
-            gaps = [g.end_token - plan.cached for g in plan.groups if g.group in recurrent and g.blocks > 0]
-            ahead = max(gaps) if gaps else None
-        shape = None
-        for fp_id, fp in fp_probes.items():
-            got = fp_run.get(fp_id)
-            if fp.base == probe.id and got is not None and got.text is not None and got.text == r.text:
-                shape = fp.shape
-                break
-        base = {"probe": probe.id, "reload_split": r.split, "shape": shape, "restored_ahead": ahead}
+        base = {
+            "probe": probe.id,
+            "reload_split": r.split,
+            "shape": _shape(probe, r.text, fp_probes, fp_run),
+            "restored_ahead": _restored_ahead(plans.get(r.request_id or ""), recurrent),
+        }
         ref = warm.get(probe.id)
         if r.text is None:
             out.append(
                 Comparison(**base, verdict="no_answer", reason=f"the reload request failed: {r.error}")
             )
-            continue
-        if r.split is not None and not r.split.external:
+        elif r.split is not None and not r.split.external:
             reason = "the reload loaded nothing from the connector: its answer says nothing of the reload"
             out.append(Comparison(**base, verdict="not_loaded", reason=reason))
-            continue
-        if ref is None or ref.text is None:
+        elif ref is None or ref.text is None:
             out.append(Comparison(**base, verdict="no_answer", reason="no warm answer to compare with"))
-            continue
-        rc, wc = _cached(r.split, r.usage_cached), _cached(ref.split, ref.usage_cached)
-        base |= {"reference": "warm", "reference_split": ref.split}
-        if rc is None or wc is None:
+        else:
+            verdict, reason = _against_warm(probe, r, ref, others)
             out.append(
-                Comparison(**base, verdict="not_comparable", reason="the split of a request is unknown")
+                Comparison(
+                    **base, reference="warm", reference_split=ref.split, verdict=verdict, reason=reason
+                )
             )
-            continue
-        if rc != wc:
-            reason = f"reload cached {rc} of {probe.length} tokens, warm {wc}"
-            out.append(Comparison(**base, verdict="not_comparable", reason=reason))
-            continue
-        c1, c2 = cold.get(probe.id), cold2.get(probe.id)
-        if (
-            c1 is not None
-            and c2 is not None
-            and c1.text is not None
-            and c2.text is not None
-            and _cached(c1.split, c1.usage_cached) == _cached(c2.split, c2.usage_cached)
-            and c1.text != c2.text
-        ):
-            reason = "two cold runs with the same split answered differently"
-            out.append(Comparison(**base, verdict="nondeterministic", reason=reason))
-            continue
-        w2 = warm2.get(probe.id)
-        if (
-            w2 is not None
-            and w2.text is not None
-            and _cached(w2.split, w2.usage_cached) == wc
-            and w2.text != ref.text
-        ):
-            reason = "the warm answer changed in other batches (warm2, same split)"
-            out.append(Comparison(**base, verdict="nondeterministic", reason=reason))
-            continue
-        verdict = "agree" if r.text == ref.text else "differ"
-        out.append(Comparison(**base, verdict=verdict, reason=f"same split: {rc} cached"))
     return out
 
 
@@ -249,6 +268,55 @@ def moved_by_the_batch(it: Iteration) -> tuple[int, int] | None:
     return sum(x.text != y.text for x, y in pairs), len(pairs)
 
 
+def _first_use_problem(label: str, answer: Answer | None, use: FirstUse) -> str:
+    """One request's blocks not as computed, with its first example."""
+    ex = use.examples[0] if use.examples else None
+    what = (
+        f"group {ex.group} block {ex.block} (GPU block {ex.gpu_block}) holds "
+        f"{ex.holds or 'no computation'}"
+        + (f", {ex.regions_differ} layer regions differ" if ex.regions_differ else "")
+        if ex is not None
+        else ""
+    )
+    probe = answer.probe if answer is not None else use.request_id
+    return f"{label} {probe}: {use.bad()} block(s) not as computed; {what}"
+
+
+@dataclass
+class _Tally:
+    """The first-use verdicts of an iteration, counted: by verdict letter, and the reload's connector-loaded
+    blocks (as computed, or not) with the groups that had one as computed and the regions per group."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    loaded: dict[str, int] = field(default_factory=lambda: {"v": 0, "other": 0})
+    groups: set[int] = field(default_factory=set)
+    regions: dict[int, int] = field(default_factory=dict)
+
+    def add(self, use: FirstUse, label: str, local: int | None) -> None:
+        for g in use.groups:
+            self.regions[g.group] = g.regions
+            for verdict in g.verdicts:
+                self.counts[verdict] = self.counts.get(verdict, 0) + 1
+            if label == "reload" and local is not None:
+                start = local // g.block_size if g.block_size else 0
+                tail = g.verdicts[start:]
+                self.loaded["v"] += tail.count("v")
+                self.loaded["other"] += len(tail) - tail.count("v") - tail.count("n") - tail.count("s")
+                if tail.count("v"):
+                    self.groups.add(g.group)
+
+    def __str__(self) -> str:
+        c = self.counts
+        return (
+            f"{sum(c.values())} blocks checked at first use ({c.get('v', 0)} as computed, "
+            f"{c.get('x', 0)} corrupt, {c.get('u', 0)} never computed, {c.get('p', 0)} poison, "
+            f"{c.get('n', 0)} null, {c.get('s', 0)} recurrent states between snapshots left to "
+            f"recurrent_state_consistent); reload: {self.loaded['v']} connector-loaded blocks as computed in "
+            f"{len(self.groups)} group(s) {sorted(self.groups)}, layer regions per group "
+            f"{dict(sorted(self.regions.items()))}"
+        )
+
+
 def kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResult:
     """Every block a request started from, in every run of the iteration, equals a computation of its prefix;
     and the reload's connector-loaded blocks were among them (else "not evaluated": nothing was proven)."""
@@ -259,50 +327,21 @@ def kv_bytes_identical(settings: CheckSettings, it: Iteration) -> AssertionResul
     answers = {
         a.request_id: (label, a) for label, run in it.runs.items() for a in run.answers if a.request_id
     }
-    counts: dict[str, int] = {}
-    loaded = {"v": 0, "other": 0}
-    groups: set[int] = set()
-    regions: dict[int, int] = {}
+    found = _Tally()
     problems: list[str] = []
     for use in it.first_use:
         label, answer = answers.get(use.request_id, ("another request", None))
-        local = answer.split.local if answer is not None and answer.split is not None else None
-        for g in use.groups:
-            regions[g.group] = g.regions
-            for verdict in g.verdicts:
-                counts[verdict] = counts.get(verdict, 0) + 1
-            if label == "reload" and local is not None:
-                start = local // g.block_size if g.block_size else 0
-                tail = g.verdicts[start:]
-                loaded["v"] += tail.count("v")
-                loaded["other"] += len(tail) - tail.count("v") - tail.count("n") - tail.count("s")
-                if tail.count("v"):
-                    groups.add(g.group)
+        found.add(use, label, answer.split.local if answer is not None and answer.split is not None else None)
         if use.bad() and len(problems) < 4:
-            ex = use.examples[0] if use.examples else None
-            what = (
-                f"group {ex.group} block {ex.block} (GPU block {ex.gpu_block}) holds "
-                f"{ex.holds or 'no computation'}"
-                + (f", {ex.regions_differ} layer regions differ" if ex.regions_differ else "")
-                if ex is not None
-                else ""
-            )
-            probe = answer.probe if answer is not None else use.request_id
-            problems.append(f"{label} {probe}: {use.bad()} block(s) not as computed; {what}")
-    bad = counts.get("x", 0) + counts.get("u", 0) + counts.get("p", 0)
-    tally = (
-        f"{sum(counts.values())} blocks checked at first use ({counts.get('v', 0)} as computed, "
-        f"{counts.get('x', 0)} corrupt, {counts.get('u', 0)} never computed, {counts.get('p', 0)} poison, "
-        f"{counts.get('n', 0)} null, {counts.get('s', 0)} recurrent states between snapshots left to "
-        f"recurrent_state_consistent); reload: {loaded['v']} connector-loaded blocks as computed in "
-        f"{len(groups)} group(s) {sorted(groups)}, layer regions per group {dict(sorted(regions.items()))}"
-    )
+            problems.append(_first_use_problem(label, answer, use))
+    bad = found.counts.get("x", 0) + found.counts.get("u", 0) + found.counts.get("p", 0)
+    tally = str(found)
     at_read, late = sum(u.at_read for u in it.first_use), sum(u.late for u in it.first_use)
     if at_read:  # reports before the read point hold none
         tally += f"; {at_read} digested before the forward that read them, {late} wrong there and right after"
     if bad:
         return AssertionResult(name=name, passed=False, message="; ".join(problems) + f"; {tally}")
-    if not loaded["v"]:
+    if not found.loaded["v"]:
         return AssertionResult(
             name=name,
             passed=True,
@@ -362,6 +401,62 @@ def recurrent_state_consistent(
 KINDS = ("boundary", "control")  # the probes cut to a boundary size, and those 3 tokens short of it
 
 
+@dataclass
+class _Boundaries:
+    """What :func:`boundaries_reached` found, size by size: kinds of probe none of which the connector
+    loaded, sizes and kinds loaded, sizes vLLM declined to reload, kinds the CPU tier evicted."""
+
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    declined: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+
+
+def _at_size(
+    found: _Boundaries,
+    size: int,
+    probes: Sequence[ProbeInfo],
+    reload: Mapping[str, Split],
+    warms: Sequence[Mapping[str, Split]],
+    evicting: CpuTier | None,
+) -> None:
+    """One boundary size's findings (the rules of :func:`boundaries_reached`) into ``found``."""
+    ids = {kind: [p.id for p in probes if p.boundary == size and p.kind == kind] for kind in KINDS}
+    loaded = {kind: [i for i in ids[kind] if i in reload and reload[i].external > 0] for kind in KINDS}
+    declined = [reload[i] for i in ids["boundary"] if i in reload and reload[i].cached == 0]
+    warm_cached = [max((w[i].cached for w in warms if i in w), default=0) for i in ids["boundary"]]
+    # A tier that evicted explains an empty reload as well as a decline does: only eviction is said.
+    if (
+        evicting is None
+        and ids["boundary"]
+        and loaded["control"]
+        and len(declined) == len(ids["boundary"])
+        and any(warm_cached)
+    ):
+        prompts = "/".join(str(r.prompt) for r in declined)
+        controls = f"{len(loaded['control'])}/{len(ids['control'])}"
+        found.declined.append(
+            f"size {size} not evaluated: vLLM reloaded none of the {len(declined)} boundary probes "
+            f"(reload cached 0 of {prompts} tokens, nothing on the GPU; the warm runs cached "
+            f"{'/'.join(map(str, warm_cached))}) while it loaded {controls} controls: no reload at this "
+            "boundary to judge"
+        )
+        return
+    for kind in KINDS:
+        if ids[kind] and not loaded[kind] and evicting is not None:
+            found.evicted.append(
+                f"{kind} {size} not evaluated: none of {len(ids[kind])} was reloaded, and the CPU tier "
+                f"evicted {evicting.evicted} of the {evicting.stored} entries this pass stored (it holds "
+                f"{evicting.live}): their blocks were gone before the reload"
+            )
+        elif ids[kind] and not loaded[kind]:
+            found.missing.append(
+                f"no {kind} probe of size {size} was loaded by the connector ({len(ids[kind])} sent)"
+            )
+        elif ids[kind]:
+            found.notes.append(f"{kind} {size}: {len(loaded[kind])}/{len(ids[kind])} loaded")
+
+
 def boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> AssertionResult:
     """Every boundary size had a boundary probe and a control whose reload the connector served: otherwise
     the iteration says nothing about the block and chunk boundaries.
@@ -387,55 +482,19 @@ def boundaries_reached(it: Iteration, probes: Sequence[ProbeInfo]) -> AssertionR
         )
     reload = it.runs["reload"].splits()
     warms = [it.runs[k].splits() for k in ("warm", "warm2") if k in it.runs]
-    missing: list[str] = []
-    notes: list[str] = []
-    declined_sizes: list[str] = []
-    evicted_sizes: list[str] = []
     evicting = it.cpu_tier if it.cpu_tier is not None and it.cpu_tier.evicted > 0 else None
+    found = _Boundaries()
     for size in sizes:
-        ids = {kind: [p.id for p in probes if p.boundary == size and p.kind == kind] for kind in KINDS}
-        loaded = {kind: [i for i in ids[kind] if i in reload and reload[i].external > 0] for kind in KINDS}
-        declined = [reload[i] for i in ids["boundary"] if i in reload and reload[i].cached == 0]
-        warm_cached = [max((w[i].cached for w in warms if i in w), default=0) for i in ids["boundary"]]
-        # A tier that evicted explains an empty reload as well as a decline does: only eviction is said.
-        if (
-            evicting is None
-            and ids["boundary"]
-            and loaded["control"]
-            and len(declined) == len(ids["boundary"])
-            and any(warm_cached)
-        ):
-            prompts = "/".join(str(r.prompt) for r in declined)
-            controls = f"{len(loaded['control'])}/{len(ids['control'])}"
-            declined_sizes.append(
-                f"size {size} not evaluated: vLLM reloaded none of the {len(declined)} boundary probes "
-                f"(reload cached 0 of {prompts} tokens, nothing on the GPU; the warm runs cached "
-                f"{'/'.join(map(str, warm_cached))}) while it loaded {controls} controls: no reload at this "
-                "boundary to judge"
-            )
-            continue
-        for kind in KINDS:
-            if ids[kind] and not loaded[kind] and evicting is not None:
-                evicted_sizes.append(
-                    f"{kind} {size} not evaluated: none of {len(ids[kind])} was reloaded, and the CPU tier "
-                    f"evicted {evicting.evicted} of the {evicting.stored} entries this pass stored (it holds "
-                    f"{evicting.live}): their blocks were gone before the reload"
-                )
-            elif ids[kind] and not loaded[kind]:
-                missing.append(
-                    f"no {kind} probe of size {size} was loaded by the connector ({len(ids[kind])} sent)"
-                )
-            elif ids[kind]:
-                notes.append(f"{kind} {size}: {len(loaded[kind])}/{len(ids[kind])} loaded")
-    if missing:
+        _at_size(found, size, probes, reload, warms, evicting)
+    if found.missing:
         return AssertionResult(
-            name=name, passed=False, message="; ".join(missing + declined_sizes + evicted_sizes)
+            name=name, passed=False, message="; ".join(found.missing + found.declined + found.evicted)
         )
     return AssertionResult(
         name=name,
         passed=True,
-        evaluated=bool(notes),
-        message="; ".join(notes + declined_sizes + evicted_sizes),
+        evaluated=bool(found.notes),
+        message="; ".join(found.notes + found.declined + found.evicted),
     )
 
 

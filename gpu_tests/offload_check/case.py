@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.gsm8k import load_gsm8k
+from vllm_devclient import InvalidParameterError
+from vllm_devclient.gsm8k import GSM8KItem, load_gsm8k
 
 from .check import CheckIO, MutationPlan, run_check
 from .events import EventWatcher, open_event_watcher
@@ -242,6 +242,269 @@ def batch_control_for(profile: ModelProfile, concurrency: int | None) -> float:
     return BATCH_CONTROL_S if profile.real_size_of is not None or concurrency != 1 else 0.0
 
 
+@dataclass(frozen=True)
+class _Options:
+    """What :func:`run_case` was asked (its arguments but the server's)."""
+
+    report_dir: str | os.PathLike[str] | None
+    num_questions: int | None
+    concurrency: int | None
+    max_tokens: int | None
+    accuracy_threshold: float | Literal["profile"] | None
+    iterations: int
+    mutations: Sequence[str]
+    instruments: Instruments | None
+    boundary_probes: int
+    boundary_sizes: Sequence[int]
+    mutation_questions: int
+    reset_under_load: int
+    volume_blocks: int
+    use_kv_events: bool
+    kv_events_bind: Literal["subscriber", "publisher"]
+    gsm8k_dir: str | os.PathLike[str] | None
+    encoder: Callable[[str], Encode]
+
+
+@dataclass
+class _Setup:
+    """A case made ready to start, handed from stage to stage: what was asked, its server's config, its
+    settings and report fields (filled in as it runs), its files, questions and KV-event watcher."""
+
+    case: CheckCase
+    options: _Options
+    config: ServerConfig
+    settings: CheckSettings
+    fields: dict[str, Any]
+    files: ProbeFiles
+    out_dir: Path
+    watcher: EventWatcher | None
+    train: list[GSM8KItem]
+    test: list[GSM8KItem]
+    chunk: int | None  # the connector's offload block size, in tokens
+
+
+def _server_for(
+    case: CheckCase, options: _Options, files: ProbeFiles, overrides: dict[str, Any]
+) -> tuple[ServerConfig, EventWatcher | None]:
+    """The case's server config (the instruments' arguments, the probe folder, the KV-event endpoints) and
+    the KV-event watcher, subscribed before the server starts so that no early event is missed."""
+    env = dict(overrides.pop("env", None) or {})
+    env[PROBE_DIR_ENV] = str(files.root.resolve())
+    extra_args = list(overrides.pop("extra_args", ()))
+    extra_args.append("--enable-prompt-tokens-details")
+    if options.instruments is not None:
+        extra_args += options.instruments.server_args
+    watcher: EventWatcher | None = None
+    kv_settings: KVEventsSettings | None = None
+    if options.use_kv_events:
+        kv_settings = KVEventsSettings.on_free_port(bind=options.kv_events_bind)
+        watcher = open_event_watcher(kv_settings, self_describing=case.self_describing_events)
+    config = server_config_for(case, kv_events=kv_settings, extra_args=extra_args, env=env, **overrides)
+    return config, watcher
+
+
+def _settings_for(case: CheckCase, options: _Options) -> CheckSettings:
+    p, instruments = case.profile, options.instruments
+    return CheckSettings(
+        accuracy_threshold=case.settings.threshold
+        if options.accuracy_threshold == "profile"
+        else options.accuracy_threshold,
+        tolerance=p.tolerance,
+        expect_cpu_store_events=options.use_kv_events and case.connector == "OffloadingConnector",
+        expected_frontend=case.frontend,
+        iterations=options.iterations,
+        reference_digests=instruments is not None and instruments.reference_digests,
+        batch_control_s=batch_control_for(p, options.concurrency),
+        decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
+        mutation_expectations={
+            k: m.caught_by for k, m in (instruments.mutations.items() if instruments else ())
+        },
+    )
+
+
+def _report_fields(
+    case: CheckCase, options: _Options, config: ServerConfig, settings: CheckSettings, files: ProbeFiles
+) -> dict[str, Any]:
+    """The report's fields known before the server starts."""
+    p = case.profile
+    return {
+        **_case_fields(case),
+        "model": config.model,
+        "num_questions": options.num_questions if options.num_questions is not None else p.num_questions,
+        "num_shots": p.num_shots,
+        "max_tokens": options.max_tokens if options.max_tokens is not None else p.max_tokens,
+        "concurrency": options.concurrency,
+        "cpu_gib": config.cpu_gib,
+        "gpus": gpu_count(),
+        "gpus_used": p.gpus,
+        "gpu_name": _gpu_name(),
+        "server_env": {k: v for k, v in config.env.items() if k.startswith("VLLM_")},
+        # the commit of the judge that gives this report's verdicts, fixed before the run (the runner sets it)
+        "judge_commit": os.environ.get(JUDGE_COMMIT_ENV),
+        "extra": {
+            "reference_digests": settings.reference_digests,
+            "expect_cpu_store_events": settings.expect_cpu_store_events,
+            "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
+            "reset_under_load": options.reset_under_load,
+            "probe_dir": files.root.name,
+        },
+    }
+
+
+def _set_up(case: CheckCase, options: _Options, server_overrides: dict[str, Any]) -> _Setup:
+    """Stage 1: the questions, the report folder, the probe files, the server's config and watcher, the
+    settings and the report's first fields."""
+    train, test = load_gsm8k(data_dir=options.gsm8k_dir)
+    out_dir = Path(options.report_dir) if options.report_dir is not None else Path("offload-check-reports")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    overrides = dict(server_overrides)
+    overrides.setdefault("log_path", out_dir / f"{case.id}.server.log")
+    files = ProbeFiles(out_dir / f"{case.id}.probe")
+    files.prepare()
+    config, watcher = _server_for(case, options, files, overrides)
+    settings = _settings_for(case, options)
+    chunk = overrides.get("offload_block_size") or case.profile.offload_block_size
+    fields = _report_fields(case, options, config, settings, files)
+    return _Setup(case, options, config, settings, fields, files, out_dir, watcher, train, test, chunk)
+
+
+def _probes_for(setup: _Setup, layout: Sequence[GroupLayout], room: int | None) -> list[Probe]:
+    """The case's probes, cut to the layout's block and chunk sizes (or those asked) and to the server's
+    room; with ``volume_blocks``, its questions by volume instead."""
+    options, fields, p = setup.options, setup.fields, setup.case.profile
+    block = min((g.block_size for g in layout), default=0)
+    bpc = setup.chunk // block if setup.chunk and block else 1
+    fields["blocks_per_chunk"] = bpc
+    probes = build_probes(
+        setup.train,
+        setup.test,
+        options.encoder(setup.config.model),
+        num_questions=fields["num_questions"],
+        num_shots=p.num_shots,
+        max_tokens=fields["max_tokens"],
+        sizes=sorted(set(options.boundary_sizes))
+        if options.boundary_sizes
+        else probe_sizes((g.block_size for g in layout), bpc),
+        per_size=options.boundary_probes,
+        max_length=room,
+    )
+    if options.volume_blocks and layout:
+        long = volume_questions(
+            setup.train,
+            setup.test,
+            options.encoder(setup.config.model),
+            num_questions=fields["num_questions"],
+            block_size=max(g.block_size for g in layout),
+            blocks=options.volume_blocks,
+            max_tokens=fields["max_tokens"],
+            max_length=room,
+        )
+        probes = [*long, *(q for q in probes if q.kind != "gsm8k")]
+    fields["extra"]["volume_blocks"] = options.volume_blocks
+    return probes
+
+
+def _on_server(setup: _Setup, server: VllmServer) -> OffloadCheckReport:
+    """Stage 2, on the started server: build the probes and the defects' plans, measure and judge (each
+    iteration's report written as it comes), then judge again with the instruments' errors and the
+    engine's fault."""
+    options, fields, instruments = setup.options, setup.fields, setup.options.instruments
+    fields["server_args"] = server.command[len(setup.config.launcher) :]
+    layout = setup.files.layout() or []
+    room = _probe_room(server.command)
+    probes = _probes_for(setup, layout, room)
+    settings = replace(
+        setup.settings,
+        reset_under_load=options.reset_under_load,
+        load_length=min(room, LOAD_LENGTH) if room is not None else LOAD_LENGTH,
+        max_prompt=room,
+    )
+    plans, skipped = (
+        _mutation_plans(
+            options.mutations, setup.case.connector, instruments, layout, probes, options.mutation_questions
+        )
+        if instruments is not None
+        else ([], {})
+    )
+    fields["extra"]["mutations_not_applicable"] = skipped
+    io = ServerIO(
+        server.base_url,
+        concurrency=options.concurrency,
+        num_shots=setup.case.profile.num_shots,
+        model=setup.config.served_model_name,
+        watcher=setup.watcher,
+        store_events=settings.expect_cpu_store_events,
+        files=setup.files,
+        poison_rpc=instruments.poison_rpc if instruments is not None else "",
+    )
+    report_path = setup.out_dir / f"{setup.case.id}.json"
+
+    def partial(report: OffloadCheckReport) -> None:
+        # A case stopped half-way (a deadline) still leaves what it measured, judged.
+        report_path.write_text(report.model_dump_json(indent=1) + "\n")
+
+    try:
+        report = measure_and_judge(
+            io, settings, probes, layout, mutations=plans, report_fields=fields, on_iteration=partial
+        )
+    finally:
+        io.close()
+    return _with_server_evidence(setup, settings, server, layout, report)
+
+
+def _with_server_evidence(
+    setup: _Setup,
+    settings: CheckSettings,
+    server: VllmServer,
+    layout: Sequence[GroupLayout],
+    report: OffloadCheckReport,
+) -> OffloadCheckReport:
+    """The report judged again with what the server left: the instruments' errors (and the ones that never
+    ran) and the engine's fatal traceback."""
+    errors = setup.files.instrument_errors()
+    if setup.options.instruments is not None and not layout:
+        errors.insert(0, "no layout.json: the recording scheduler did not run (--scheduler-cls)")
+    if settings.reference_digests and not setup.files.references():
+        errors.insert(0, "no reference digests: the worker extension did not run (--worker-extension-cls)")
+    fault = engine_fault(server.log_path)
+    return judge_case(
+        settings, report.model_copy(update={"instrument_errors": errors, "engine_fault": fault})
+    )
+
+
+def _run(setup: _Setup) -> OffloadCheckReport:
+    """Stages 2 and 3: start the server, run the case on it, stop it; write the report with its timings.
+    A server that never came up leaves an error report, not a crash of the matrix."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    try:
+        with VllmServer(setup.config) as server:
+            timings["server_startup_s"] = round(time.monotonic() - t0, 3)
+            setup.fields["timings"] = dict(
+                timings
+            )  # a report written half-way (a deadline) keeps the startup
+            report = _on_server(setup, server)
+    except Exception as exc:
+        timings["server_startup_s"] = round(time.monotonic() - t0, 3)
+        report = OffloadCheckReport(
+            **setup.fields,
+            accuracy_threshold=setup.settings.accuracy_threshold,
+            tolerance=setup.case.profile.tolerance,
+            status="error",
+            error=f"{type(exc).__name__}: {exc}"[-4000:],
+        )
+    finally:
+        if setup.watcher is not None:
+            setup.watcher.close()
+    timings["case_s"] = round(time.monotonic() - t0, 3)
+    all_timings = {**report.timings, **timings}
+    total = all_timings.get("case_s", 0.0)
+    shares = {k: round(v / total, 3) for k, v in all_timings.items() if total and k != "case_s"}
+    report = report.model_copy(update={"timings": all_timings, "phase_shares": shares})
+    (setup.out_dir / f"{setup.case.id}.json").write_text(report.model_dump_json(indent=1) + "\n")
+    return report
+
+
 def run_case(
     case: CheckCase,
     *,
@@ -274,168 +537,25 @@ def run_case(
     of the layout's largest block (``volume.py``: real size by volume); ``server_overrides`` go to
     :func:`server_config_for`.
     """
-    p = case.profile
-    n = num_questions if num_questions is not None else p.num_questions
-    threshold = case.settings.threshold if accuracy_threshold == "profile" else accuracy_threshold
     if mutations and instruments is None:
         raise InvalidParameterError("mutations need the instruments (--instruments)")
-    train, test = load_gsm8k(data_dir=gsm8k_dir)
-    out_dir = Path(report_dir) if report_dir is not None else Path("offload-check-reports")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    server_overrides.setdefault("log_path", out_dir / f"{case.id}.server.log")
-    files = ProbeFiles(out_dir / f"{case.id}.probe")
-    files.prepare()
-    offloading = case.connector == "OffloadingConnector"
-    env = dict(server_overrides.pop("env", None) or {})
-    env[PROBE_DIR_ENV] = str(files.root.resolve())
-    extra_args = list(server_overrides.pop("extra_args", ()))
-    extra_args.append("--enable-prompt-tokens-details")
-    if instruments is not None:
-        extra_args += instruments.server_args
-    watcher: EventWatcher | None = None
-    kv_settings: KVEventsSettings | None = None
-    if use_kv_events:
-        kv_settings = KVEventsSettings.on_free_port(bind=kv_events_bind)
-        # The subscriber is up before the server starts, so no early event is missed.
-        watcher = open_event_watcher(kv_settings, self_describing=case.self_describing_events)
-    config = server_config_for(
-        case, kv_events=kv_settings, extra_args=extra_args, env=env, **server_overrides
-    )
-    settings = CheckSettings(
-        accuracy_threshold=threshold,
-        tolerance=p.tolerance,
-        expect_cpu_store_events=use_kv_events and offloading,
-        expected_frontend=case.frontend,
+    options = _Options(
+        report_dir=report_dir,
+        num_questions=num_questions,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        accuracy_threshold=accuracy_threshold,
         iterations=iterations,
-        reference_digests=instruments is not None and instruments.reference_digests,
-        batch_control_s=batch_control_for(p, concurrency),
-        decode_in_flight=DECODE_IN_FLIGHT if p.real_size_of is not None else 0,
-        mutation_expectations={
-            k: m.caught_by for k, m in (instruments.mutations.items() if instruments else ())
-        },
+        mutations=mutations,
+        instruments=instruments,
+        boundary_probes=boundary_probes,
+        boundary_sizes=boundary_sizes,
+        mutation_questions=mutation_questions,
+        reset_under_load=reset_under_load,
+        volume_blocks=volume_blocks,
+        use_kv_events=use_kv_events,
+        kv_events_bind=kv_events_bind,
+        gsm8k_dir=gsm8k_dir,
+        encoder=encoder,
     )
-    chunk = server_overrides.get("offload_block_size") or p.offload_block_size
-    fields: dict[str, Any] = {
-        **_case_fields(case),
-        "model": config.model,
-        "num_questions": n,
-        "num_shots": p.num_shots,
-        "max_tokens": max_tokens if max_tokens is not None else p.max_tokens,
-        "concurrency": concurrency,
-        "cpu_gib": config.cpu_gib,
-        "gpus": gpu_count(),
-        "gpus_used": p.gpus,
-        "gpu_name": _gpu_name(),
-        "server_env": {k: v for k, v in config.env.items() if k.startswith("VLLM_")},
-        # the commit of the judge that gives this report's verdicts, fixed before the run (the runner sets it)
-        "judge_commit": os.environ.get(JUDGE_COMMIT_ENV),
-        "extra": {
-            "reference_digests": settings.reference_digests,
-            "expect_cpu_store_events": settings.expect_cpu_store_events,
-            "mutation_expectations": {k: list(v) for k, v in settings.mutation_expectations.items()},
-            "reset_under_load": reset_under_load,
-            "probe_dir": files.root.name,
-        },
-    }
-    timings: dict[str, float] = {}
-    t0 = time.monotonic()
-    try:
-        with VllmServer(config) as server:
-            timings["server_startup_s"] = round(time.monotonic() - t0, 3)
-            fields["timings"] = dict(timings)  # a report written half-way (a deadline) keeps the startup
-            fields["server_args"] = server.command[len(config.launcher) :]
-            layout = files.layout() or []
-            block = min((g.block_size for g in layout), default=0)
-            bpc = chunk // block if chunk and block else 1
-            fields["blocks_per_chunk"] = bpc
-            room = _probe_room(server.command)
-            probes = build_probes(
-                train,
-                test,
-                encoder(config.model),
-                num_questions=n,
-                num_shots=p.num_shots,
-                max_tokens=fields["max_tokens"],
-                sizes=sorted(set(boundary_sizes))
-                if boundary_sizes
-                else probe_sizes((g.block_size for g in layout), bpc),
-                per_size=boundary_probes,
-                max_length=room,
-            )
-            if volume_blocks and layout:
-                long = volume_questions(
-                    train,
-                    test,
-                    encoder(config.model),
-                    num_questions=n,
-                    block_size=max(g.block_size for g in layout),
-                    blocks=volume_blocks,
-                    max_tokens=fields["max_tokens"],
-                    max_length=room,
-                )
-                probes = [*long, *(q for q in probes if q.kind != "gsm8k")]
-            fields["extra"]["volume_blocks"] = volume_blocks
-            settings = replace(
-                settings,
-                reset_under_load=reset_under_load,
-                load_length=min(room, LOAD_LENGTH) if room is not None else LOAD_LENGTH,
-                max_prompt=room,
-            )
-            plans, skipped = (
-                _mutation_plans(mutations, case.connector, instruments, layout, probes, mutation_questions)
-                if instruments is not None
-                else ([], {})
-            )
-            fields["extra"]["mutations_not_applicable"] = skipped
-            io = ServerIO(
-                server.base_url,
-                concurrency=concurrency,
-                num_shots=p.num_shots,
-                model=config.served_model_name,
-                watcher=watcher,
-                store_events=settings.expect_cpu_store_events,
-                files=files,
-                poison_rpc=instruments.poison_rpc if instruments is not None else "",
-            )
-            report_path = out_dir / f"{case.id}.json"
-
-            def partial(report: OffloadCheckReport) -> None:
-                # A case stopped half-way (a deadline) still leaves what it measured, judged.
-                report_path.write_text(report.model_dump_json(indent=1) + "\n")
-
-            try:
-                report = measure_and_judge(
-                    io, settings, probes, layout, mutations=plans, report_fields=fields, on_iteration=partial
-                )
-            finally:
-                io.close()
-            errors = files.instrument_errors()
-            if instruments is not None and not layout:
-                errors.insert(0, "no layout.json: the recording scheduler did not run (--scheduler-cls)")
-            if settings.reference_digests and not files.references():
-                errors.insert(
-                    0, "no reference digests: the worker extension did not run (--worker-extension-cls)"
-                )
-            fault = engine_fault(server.log_path)
-            report = judge_case(
-                settings, report.model_copy(update={"instrument_errors": errors, "engine_fault": fault})
-            )
-    except Exception as exc:  # the server never came up: an error report, not a crash of the matrix
-        timings["server_startup_s"] = round(time.monotonic() - t0, 3)
-        report = OffloadCheckReport(
-            **fields,
-            accuracy_threshold=threshold,
-            tolerance=p.tolerance,
-            status="error",
-            error=f"{type(exc).__name__}: {exc}"[-4000:],
-        )
-    finally:
-        if watcher is not None:
-            watcher.close()
-    timings["case_s"] = round(time.monotonic() - t0, 3)
-    all_timings = {**report.timings, **timings}
-    total = all_timings.get("case_s", 0.0)
-    shares = {k: round(v / total, 3) for k, v in all_timings.items() if total and k != "case_s"}
-    report = report.model_copy(update={"timings": all_timings, "phase_shares": shares})
-    (out_dir / f"{case.id}.json").write_text(report.model_dump_json(indent=1) + "\n")
-    return report
+    return _run(_set_up(case, options, server_overrides))

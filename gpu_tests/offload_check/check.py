@@ -36,13 +36,14 @@ the server) and never raises: an error half-way ends the case with what was meas
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import VersionInfo
+from vllm_devclient import VersionInfo
+from vllm_devclient.metrics import MetricsDelta, MetricsSnapshot
 
 from .events import GroupEventAccount
 from .probe_files import FirstUse, GroupLayout, LoadPlan, MutationOrder
@@ -132,6 +133,170 @@ def _shape_block(layout: Sequence[GroupLayout]) -> int:
     return min(sizes) if sizes else 0
 
 
+@dataclass
+class _Pass:
+    """One iteration under way, handed from stage to stage: what it measured so far, and where the
+    instruments' records stood when it began."""
+
+    io: CheckIO
+    label: str
+    clock: Callable[[], float]
+    uses0: int
+    loads0: int
+    applied0: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, Run] = field(default_factory=dict)
+    windows: dict[str, MetricsDelta] = field(default_factory=dict)
+    barriers: dict[str, ResetResult] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def begin(cls, io: CheckIO, label: str, clock: Callable[[], float]) -> _Pass:
+        return cls(io, label, clock, len(io.first_uses()), len(io.loads()), io.defects_applied())
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> Any:
+        t0 = self.clock()
+        try:
+            return fn()
+        finally:
+            self.timings[name] = round(self.clock() - t0, 3)
+
+    def mark(self, name: str) -> None:
+        """Mark the KV-event account (where there is one) at ``label:name``."""
+        account = self.io.events()
+        if account is not None:
+            account.mark(f"{self.label}:{name}")
+
+    def iteration(self, order: MutationOrder | None) -> Iteration:
+        return Iteration(
+            label=self.label,
+            mutation=order.name if order is not None else None,
+            mutation_group=order.group if order is not None else None,
+            runs=self.runs,
+            windows=self.windows,
+            barriers=self.barriers,
+            timings=self.timings,
+            **self.fields,
+        )
+
+
+def _full_reset(p: _Pass, st: _State) -> None:
+    """Stage 1: both tiers emptied; the first reset after the first iteration tells whether the stream shows
+    a reset at all."""
+    io = p.io
+    p.mark("reset")
+    p.barriers["full"] = p.timed("reset_all_s", lambda: io.reset_prefix_cache(True))
+    io.step_engine()  # the reset's events go out with the next engine step
+    if st.reset_visible is None and st.iterations:
+        account = io.events()
+        if account is not None:
+            delta = account.since(f"{p.label}:reset")
+            st.reset_visible = delta.cleared > 0 or delta.removed("CPU") + delta.removed("GPU") > 0
+
+
+def _stores(
+    p: _Pass,
+    probes: Sequence[Probe],
+    *,
+    order: MutationOrder | None,
+    batch_control_s: float,
+    decode_in_flight: int,
+) -> None:
+    """Stages 2-4: the cold run stores, the warm runs read the GPU prefix cache, the CPU-tier stores
+    settle."""
+    io = p.io
+    m0 = io.metrics()
+    stored0 = io.cpu_blocks_stored()
+    io.mark_stores()
+    p.mark("cold")
+    held0 = account.live_blocks("CPU") if (account := io.events()) is not None else 0
+    p.runs["cold"] = p.timed("cold_run_s", lambda: io.run("cold", probes))
+    m1 = io.metrics()
+    p.windows["cold"] = m1.delta(m0)
+    p.runs["warm"] = p.timed("warm_run_s", lambda: io.run("warm", probes))
+    if batch_control_s and order is None:
+        # The same split in other batches: where the answer moves, text cannot judge the KV.
+        p.runs["warm2"] = p.timed("warm2_run_s", lambda: io.run("warm2", probes, spread_s=batch_control_s))
+    if decode_in_flight and order is None:
+        few = [q for q in probes if q.kind == "gsm8k"][:decode_in_flight]
+        p.runs["decode"] = p.timed("decode_run_s", lambda: io.run("decode", few))
+    p.fields["settle"] = p.timed("settle_s", io.settle_stores)
+    stored1 = io.cpu_blocks_stored()
+    p.fields["cpu_blocks_stored"] = None if stored0 is None or stored1 is None else stored1 - stored0
+    p.fields["cpu_tier"] = _cpu_tier(io, f"{p.label}:cold", held0)
+    p.windows["warm"] = io.metrics().delta(m1)
+
+
+def _reload(p: _Pass, probes: Sequence[Probe]) -> None:
+    """Stages 5-6: GPU-only reset, the poison, the reload run (the defect disarmed after it), and what the
+    instruments saw loaded and applied."""
+    io = p.io
+    p.barriers["gpu_only"] = p.timed("reset_gpu_s", lambda: io.reset_prefix_cache(False))
+    p.fields["poisoned_blocks"] = p.timed("poison_s", io.poison)
+    m3 = io.metrics()
+    try:
+        p.runs["reload"] = p.timed("reload_run_s", lambda: io.run("reload", probes))
+    finally:
+        io.arm(None)
+    io.step_engine()  # connector stats reach /metrics with the next engine step's output
+    p.windows["reload"] = io.metrics().delta(m3)
+    p.fields["loads"] = io.loads()[p.loads0 :]
+    applied = io.defects_applied()
+    p.fields["instruments_applied"] = {
+        k: v - p.applied0.get(k, 0) for k, v in applied.items() if v - p.applied0.get(k, 0)
+    }
+
+
+def _floor(
+    p: _Pass,
+    st: _State,
+    probes: Sequence[Probe],
+    layout: Sequence[GroupLayout],
+    *,
+    floor: bool,
+    max_prompt: int | None,
+) -> None:
+    """Stage 7: where a reload needs a reference (always in the first iteration), full reset, second cold
+    run and, with a recurrent group, the fingerprint run."""
+    io = p.io
+    need = _need_reference(p.runs["reload"], p.runs["warm"])
+    if not (floor or need):
+        return
+    p.mark("floor")
+    p.barriers["full_floor"] = p.timed("reset_floor_s", lambda: io.reset_prefix_cache(True))
+    io.step_engine()
+    m4 = io.metrics()
+    # The first iteration measures every probe's determinism; later ones only lay the blocks of the
+    # probes that need a reference into a clean GPU prefix cache.
+    again = list(probes) if floor else [q for q in probes if q.id in need]
+    p.runs["cold2"] = p.timed("cold2_run_s", lambda: io.run("cold2", again))
+    p.windows["cold2"] = io.metrics().delta(m4)
+    by_id = {q.id: q for q in probes}
+    reload_by = p.runs["reload"].by_probe()
+    block = _shape_block(layout)
+    shapes = []
+    # The shapes are of a restored recurrent state: without one there is nothing they could explain.
+    for pid in need if any(g.recurrent for g in layout) else ():
+        split = reload_by[pid].split
+        for shape in SHAPES:
+            fp = fingerprint(by_id[pid], split.cached if split else 0, shape, block, max_prompt)
+            if fp is not None:
+                shapes.append(fp)
+                st.fingerprints[fp.id] = fp
+    if shapes:
+        p.runs["fingerprint"] = p.timed("fingerprint_run_s", lambda: io.run("fingerprint", shapes))
+
+
+def _under_load(p: _Pass, load: Sequence[Probe]) -> None:
+    """Stage 8: long prompts at once (chunked prefill stores over many steps), full resets fired among them;
+    what a connector left stale shows as failed requests, a dead engine, or the reset after them."""
+    io = p.io
+    p.mark("load")
+    p.runs["load"], p.fields["load_resets"] = p.timed("load_run_s", lambda: io.run_resetting("load", load))
+    p.barriers["after_load"] = p.timed("reset_after_load_s", lambda: io.reset_prefix_cache(True))
+    io.step_engine()
+
+
 def _iteration(
     io: CheckIO,
     st: _State,
@@ -147,122 +312,28 @@ def _iteration(
     load: Sequence[Probe] = (),
     max_prompt: int | None = None,
 ) -> Iteration:
-    timings: dict[str, float] = {}
-    runs: dict[str, Run] = {}
-    windows = {}
-    barriers: dict[str, ResetResult] = {}
-    fields: dict[str, Any] = {}
-
-    def timed(name: str, fn: Callable[[], Any]) -> Any:
-        t0 = clock()
-        try:
-            return fn()
-        finally:
-            timings[name] = round(clock() - t0, 3)
-
-    def account_mark(name: str) -> None:
-        account = io.events()
-        if account is not None:
-            account.mark(name)
-
-    uses0, loads0, applied0 = len(io.first_uses()), len(io.loads()), io.defects_applied()
+    """One iteration's stages (the module docstring) on a :class:`_Pass`; an error or a stop half-way ends
+    it with what it measured."""
+    p = _Pass.begin(io, label, clock)
     try:
         io.arm(order)  # a defect acts from the first reset on: its stores, its slots, its loads
-        account_mark(f"{label}:reset")
-        barriers["full"] = timed("reset_all_s", lambda: io.reset_prefix_cache(True))
-        io.step_engine()  # the reset's events go out with the next engine step
-        if st.reset_visible is None and st.iterations:
-            account = io.events()
-            if account is not None:
-                delta = account.since(f"{label}:reset")
-                st.reset_visible = delta.cleared > 0 or delta.removed("CPU") + delta.removed("GPU") > 0
-        m0 = io.metrics()
-        stored0 = io.cpu_blocks_stored()
-        io.mark_stores()
-        account_mark(f"{label}:cold")
-        held0 = account.live_blocks("CPU") if (account := io.events()) is not None else 0
-        runs["cold"] = timed("cold_run_s", lambda: io.run("cold", probes))
-        m1 = io.metrics()
-        windows["cold"] = m1.delta(m0)
-        runs["warm"] = timed("warm_run_s", lambda: io.run("warm", probes))
-        if batch_control_s and order is None:
-            # The same split in other batches: where the answer moves, text cannot judge the KV.
-            runs["warm2"] = timed("warm2_run_s", lambda: io.run("warm2", probes, spread_s=batch_control_s))
-        if decode_in_flight and order is None:
-            few = [p for p in probes if p.kind == "gsm8k"][:decode_in_flight]
-            runs["decode"] = timed("decode_run_s", lambda: io.run("decode", few))
-        fields["settle"] = timed("settle_s", io.settle_stores)
-        stored1 = io.cpu_blocks_stored()
-        fields["cpu_blocks_stored"] = None if stored0 is None or stored1 is None else stored1 - stored0
-        fields["cpu_tier"] = _cpu_tier(io, f"{label}:cold", held0)
-        m2 = io.metrics()
-        windows["warm"] = m2.delta(m1)
-        barriers["gpu_only"] = timed("reset_gpu_s", lambda: io.reset_prefix_cache(False))
-        fields["poisoned_blocks"] = timed("poison_s", io.poison)
-        m3 = io.metrics()
-        try:
-            runs["reload"] = timed("reload_run_s", lambda: io.run("reload", probes))
-        finally:
-            io.arm(None)
-        io.step_engine()  # connector stats reach /metrics with the next engine step's output
-        windows["reload"] = io.metrics().delta(m3)
-        fields["loads"] = io.loads()[loads0:]
-        applied = io.defects_applied()
-        fields["instruments_applied"] = {
-            k: v - applied0.get(k, 0) for k, v in applied.items() if v - applied0.get(k, 0)
-        }
-        need = _need_reference(runs["reload"], runs["warm"])
-        if floor or need:
-            account_mark(f"{label}:floor")
-            barriers["full_floor"] = timed("reset_floor_s", lambda: io.reset_prefix_cache(True))
-            io.step_engine()
-            m4 = io.metrics()
-            # The first iteration measures every probe's determinism; later ones only lay the blocks of the
-            # probes that need a reference into a clean GPU prefix cache.
-            again = list(probes) if floor else [p for p in probes if p.id in need]
-            runs["cold2"] = timed("cold2_run_s", lambda: io.run("cold2", again))
-            windows["cold2"] = io.metrics().delta(m4)
-            by_id = {p.id: p for p in probes}
-            reload_by = runs["reload"].by_probe()
-            block = _shape_block(layout)
-            shapes = []
-            # The shapes are of a restored recurrent state: without one there is nothing they could explain.
-            for pid in need if any(g.recurrent for g in layout) else ():
-                split = reload_by[pid].split
-                for shape in SHAPES:
-                    fp = fingerprint(by_id[pid], split.cached if split else 0, shape, block, max_prompt)
-                    if fp is not None:
-                        shapes.append(fp)
-                        st.fingerprints[fp.id] = fp
-            if shapes:
-                runs["fingerprint"] = timed("fingerprint_run_s", lambda: io.run("fingerprint", shapes))
+        _full_reset(p, st)
+        _stores(p, probes, order=order, batch_control_s=batch_control_s, decode_in_flight=decode_in_flight)
+        _reload(p, probes)
+        _floor(p, st, probes, layout, floor=floor, max_prompt=max_prompt)
         if load and order is None:
-            # Long prompts at once (chunked prefill stores over many steps), full resets fired among them;
-            # what a connector left stale shows as failed requests, a dead engine, or the reset after them.
-            account_mark(f"{label}:load")
-            runs["load"], fields["load_resets"] = timed("load_run_s", lambda: io.run_resetting("load", load))
-            barriers["after_load"] = timed("reset_after_load_s", lambda: io.reset_prefix_cache(True))
-            io.step_engine()
+            _under_load(p, load)
     except (Exception, CheckStopped) as exc:  # the iteration keeps what it measured
-        fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        p.fields["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         if isinstance(exc, CheckStopped):
             st.stopped = True
     finally:
         io.arm(None)
     try:
-        fields["first_use"] = io.first_uses()[uses0:]
+        p.fields["first_use"] = io.first_uses()[p.uses0 :]
     except Exception as exc:  # the records are read after the runs; a folder gone is the iteration's error
-        fields.setdefault("error", f"{type(exc).__name__}: {exc}"[:2000])
-    return Iteration(
-        label=label,
-        mutation=order.name if order is not None else None,
-        mutation_group=order.group if order is not None else None,
-        runs=runs,
-        windows=windows,
-        barriers=barriers,
-        timings=timings,
-        **fields,
-    )
+        p.fields.setdefault("error", f"{type(exc).__name__}: {exc}"[:2000])
+    return p.iteration(order)
 
 
 def _probe_info(p: Probe) -> ProbeInfo:
@@ -278,6 +349,56 @@ def _probe_info(p: Probe) -> ProbeInfo:
         base=p.base,
         shape=p.shape,
         state_at=p.state_at,
+    )
+
+
+def _clean(
+    io: CheckIO,
+    st: _State,
+    settings: CheckSettings,
+    index: int,
+    probes: Sequence[Probe],
+    layout: Sequence[GroupLayout],
+    load: Sequence[Probe],
+    clock: Callable[[], float],
+) -> Iteration:
+    """Clean iteration ``index`` (from 0; the first measures every probe's second cold run)."""
+    return _iteration(
+        io,
+        st,
+        f"clean-{index + 1}",
+        probes,
+        layout,
+        order=None,
+        floor=index == 0,
+        clock=clock,
+        batch_control_s=settings.batch_control_s,
+        decode_in_flight=settings.decode_in_flight,
+        load=load,
+        max_prompt=settings.max_prompt,
+    )
+
+
+def _armed(
+    io: CheckIO,
+    st: _State,
+    settings: CheckSettings,
+    plan: MutationPlan,
+    layout: Sequence[GroupLayout],
+    clock: Callable[[], float],
+) -> Iteration:
+    """The iteration of one defect of the catalogue, armed on its own probes."""
+    label = f"mutation-{plan.order.name}"
+    return _iteration(
+        io,
+        st,
+        label,
+        plan.probes,
+        layout,
+        order=plan.order,
+        floor=False,
+        clock=clock,
+        max_prompt=settings.max_prompt,
     )
 
 
@@ -297,59 +418,36 @@ def run_check(
     was measured until then."""
     st = _State()
     load = load_probes(probes, settings.reset_under_load, settings.load_length)
+    timings: dict[str, float] = {}
 
-    def partial() -> OffloadCheckReport:
-        done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
-        return _report(
-            io, settings, [*probes, *load], layout, mutations, st, done, dict(timings), report_fields
-        )
+    def each(key: str, make: Callable[[], Iteration]) -> None:
+        # One iteration, timed under ``key``; the report so far, for a case stopped half-way, to on_iteration.
+        t0 = clock()
+        st.iterations.append(make())
+        timings[key] = round(clock() - t0, 3)
+        if on_iteration is not None:
+            done = f"stopped after {len(st.iterations)} of {settings.iterations + len(mutations)} iterations"
+            used = [*probes, *load]
+            on_iteration(
+                _report(io, settings, used, layout, mutations, st, done, dict(timings), report_fields)
+            )
 
     start = clock()
     error: str | None = None
-    timings: dict[str, float] = {}
     try:
         st.version = io.version()
         for i in range(settings.iterations):
-            t0 = clock()
-            st.iterations.append(
-                _iteration(
-                    io,
-                    st,
-                    f"clean-{i + 1}",
-                    probes,
-                    layout,
-                    order=None,
-                    floor=i == 0,
-                    clock=clock,
-                    batch_control_s=settings.batch_control_s,
-                    decode_in_flight=settings.decode_in_flight,
-                    load=load,
-                    max_prompt=settings.max_prompt,
-                )
+            each(
+                f"clean_{i + 1}_s",
+                functools.partial(_clean, io, st, settings, i, probes, layout, load, clock),
             )
-            timings[f"clean_{i + 1}_s"] = round(clock() - t0, 3)
-            if on_iteration is not None:
-                on_iteration(partial())
             if st.iterations[-1].error:
                 break
         for plan in mutations if not st.stopped else ():
-            t0 = clock()
-            st.iterations.append(
-                _iteration(
-                    io,
-                    st,
-                    f"mutation-{plan.order.name}",
-                    plan.probes,
-                    layout,
-                    order=plan.order,
-                    floor=False,
-                    clock=clock,
-                    max_prompt=settings.max_prompt,
-                )
+            each(
+                f"mutation_{plan.order.name}_s",
+                functools.partial(_armed, io, st, settings, plan, layout, clock),
             )
-            timings[f"mutation_{plan.order.name}_s"] = round(clock() - t0, 3)
-            if on_iteration is not None:
-                on_iteration(partial())
             if st.stopped:
                 break
     except (Exception, CheckStopped) as exc:

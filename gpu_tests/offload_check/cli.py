@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from vllm_devclient.errors import DevClientError, InvalidParameterError
+from vllm_devclient import DevClientError, InvalidParameterError
 
 from . import releases
 from .case import Instruments, run_case
@@ -45,85 +45,82 @@ def _json(value: str | None) -> dict[str, Any]:
     return data
 
 
+# Every option of the check, in the order of its help: both doors (the command, the runner's) take them.
+_OPTIONS: tuple[Callable[[Any], Any], ...] = (
+    click.option(
+        "--profile",
+        type=click.Choice(sorted(PROFILES)),
+        default="small",
+        show_choices=False,
+        metavar="NAME",
+        help="Profile (offload_check.profiles).  [small]",
+    ),
+    click.option("--model", default=None, metavar="ID", help="Model id or folder.  [the profile's]"),
+    click.option("--served-model-name", default=None, metavar="NAME", help="[the profile's]"),
+    click.option("--connector", default="offloading", help="offloading, simple, or both: offloading,simple."),
+    click.option("--frontend", default="python", help="python, rust, or python,rust.  [python]"),
+    click.option("--num-questions", type=click.IntRange(1), metavar="N", help="[the profile's]"),
+    click.option(
+        "--concurrency", type=click.IntRange(0), default=1, metavar="N", help="0: all at once.  [1]"
+    ),
+    click.option("--max-tokens", type=click.IntRange(1), metavar="N", help="[the profile's]"),
+    click.option("--threshold", type=float, metavar="X", help="Accuracy threshold.  [the profile's]"),
+    click.option("--cpu-gib", type=float, metavar="X", help="CPU tier size.  [the profile's]"),
+    click.option("--offload-block-size", type=click.IntRange(1), metavar="N", help="Tokens per chunk."),
+    click.option("--connector-extra", metavar="JSON", help="Merged into kv_connector_extra_config."),
+    click.option("--label", default="", help="Suffix for the case id."),
+    click.option("--server-arg", multiple=True, metavar="ARGS", help="vllm serve arguments; repeatable."),
+    click.option("--env", "env_items", multiple=True, metavar="K=V", help="For the server; repeatable."),
+    click.option("--iterations", type=click.IntRange(0), default=3, metavar="N", help="Clean passes.  [3]"),
+    click.option("--instruments", metavar="MOD:ATTR", help="gpu_tests.kv_proof.instruments:INSTRUMENTS"),
+    click.option("--mutations", default="", metavar="NAMES", help="Run after the passes; 'all' for all."),
+    click.option("--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"),
+    click.option(
+        "--boundary-sizes",
+        default="",
+        metavar="N,N",
+        help="Prompt lengths the boundary probes end on (a run without --instruments has no layout to "
+        "read them from).  [the layout's block and chunk sizes]",
+    ),
+    click.option(
+        "--reset-under-load",
+        type=click.IntRange(0),
+        default=0,
+        metavar="N",
+        help="Each clean pass ends with N long prompts at once, full resets fired among them.  [0: off]",
+    ),
+    click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
+    click.option(
+        "--volume-blocks",
+        type=click.IntRange(0),
+        default=0,
+        metavar="K",
+        help="Each question after examples of its own, to K whole blocks (real size, volume).  [0: off]",
+    ),
+    click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
+    click.option(
+        "--kv-events-bind",
+        type=click.Choice(["subscriber", "publisher"]),
+        default="subscriber",
+        help="Which end binds.  [subscriber]",
+    ),
+    click.option(
+        "--report-dir", default="offload-check-reports", metavar="DIR", help="[offload-check-reports]"
+    ),
+    click.option("--gsm8k-dir", metavar="DIR", help="train.jsonl and test.jsonl (no download)."),
+    click.option("--startup-timeout", type=float, metavar="S", help="[the profile's]"),
+    click.option(
+        "--vllm-release",
+        default=None,
+        metavar="X.Y.Z",
+        help="Fit the profile's flags to this vLLM (offload_check.releases).  [the installed vLLM]",
+    ),
+)
+
+
 def check_options(f: F) -> F:
     """Every option of the check, for both doors."""
-    options = [
-        click.option(
-            "--profile",
-            type=click.Choice(sorted(PROFILES)),
-            default="small",
-            show_choices=False,
-            metavar="NAME",
-            help="Profile (offload_check.profiles).  [small]",
-        ),
-        click.option("--model", default=None, metavar="ID", help="Model id or folder.  [the profile's]"),
-        click.option("--served-model-name", default=None, metavar="NAME", help="[the profile's]"),
-        click.option(
-            "--connector", default="offloading", help="offloading, simple, or both: offloading,simple."
-        ),
-        click.option("--frontend", default="python", help="python, rust, or python,rust.  [python]"),
-        click.option("--num-questions", type=click.IntRange(1), metavar="N", help="[the profile's]"),
-        click.option(
-            "--concurrency", type=click.IntRange(0), default=1, metavar="N", help="0: all at once.  [1]"
-        ),
-        click.option("--max-tokens", type=click.IntRange(1), metavar="N", help="[the profile's]"),
-        click.option("--threshold", type=float, metavar="X", help="Accuracy threshold.  [the profile's]"),
-        click.option("--cpu-gib", type=float, metavar="X", help="CPU tier size.  [the profile's]"),
-        click.option("--offload-block-size", type=click.IntRange(1), metavar="N", help="Tokens per chunk."),
-        click.option("--connector-extra", metavar="JSON", help="Merged into kv_connector_extra_config."),
-        click.option("--label", default="", help="Suffix for the case id."),
-        click.option("--server-arg", multiple=True, metavar="ARGS", help="vllm serve arguments; repeatable."),
-        click.option("--env", "env_items", multiple=True, metavar="K=V", help="For the server; repeatable."),
-        click.option(
-            "--iterations", type=click.IntRange(0), default=3, metavar="N", help="Clean passes.  [3]"
-        ),
-        click.option("--instruments", metavar="MOD:ATTR", help="gpu_tests.kv_proof.instruments:INSTRUMENTS"),
-        click.option("--mutations", default="", metavar="NAMES", help="Run after the passes; 'all' for all."),
-        click.option(
-            "--boundary-probes", type=click.IntRange(0), default=4, metavar="N", help="Per size.  [4]"
-        ),
-        click.option(
-            "--boundary-sizes",
-            default="",
-            metavar="N,N",
-            help="Prompt lengths the boundary probes end on (a run without --instruments has no layout to "
-            "read them from).  [the layout's block and chunk sizes]",
-        ),
-        click.option(
-            "--reset-under-load",
-            type=click.IntRange(0),
-            default=0,
-            metavar="N",
-            help="Each clean pass ends with N long prompts at once, full resets fired among them.  [0: off]",
-        ),
-        click.option("--mutation-questions", type=click.IntRange(1), default=4, metavar="N", help="[4]"),
-        click.option(
-            "--volume-blocks",
-            type=click.IntRange(0),
-            default=0,
-            metavar="K",
-            help="Each question after examples of its own, to K whole blocks (real size, volume).  [0: off]",
-        ),
-        click.option("--no-kv-events", is_flag=True, help="Do not subscribe to KV events."),
-        click.option(
-            "--kv-events-bind",
-            type=click.Choice(["subscriber", "publisher"]),
-            default="subscriber",
-            help="Which end binds.  [subscriber]",
-        ),
-        click.option(
-            "--report-dir", default="offload-check-reports", metavar="DIR", help="[offload-check-reports]"
-        ),
-        click.option("--gsm8k-dir", metavar="DIR", help="train.jsonl and test.jsonl (no download)."),
-        click.option("--startup-timeout", type=float, metavar="S", help="[the profile's]"),
-        click.option(
-            "--vllm-release",
-            default=None,
-            metavar="X.Y.Z",
-            help="Fit the profile's flags to this vLLM (offload_check.releases).  [the installed vLLM]",
-        ),
-    ]
-    for option in reversed(options):
+    for option in reversed(_OPTIONS):
         f = option(f)
     return f
 

@@ -189,46 +189,58 @@ def engine_death(report: OffloadCheckReport) -> AssertionResult | None:
     )
 
 
-def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCheckReport:
-    """Judge every iteration, then the case: its own assertions, named defects, status."""
-    probes, layout, events = report.probes, report.layout, report.events
-    iterations = [
-        judge_iteration(settings, it, probes=probes, layout=layout, events=events) for it in report.iterations
-    ]
+def _events_consistent(report: OffloadCheckReport, events: KVEventsSummary) -> AssertionResult:
+    """``kv_events_consistent``: the stream's payloads and reference counts, and a full reset it showed."""
+    problems = [*events.payload_problems[:5], *events.refcount_problems[:5]]
+    if report.reset_visible is False:
+        problems.append("the full reset left no trace on the stream (no AllBlocksCleared, no BlockRemoved)")
+    mode = "self-describing" if events.self_describing else "placeholder"
+    repeated = sum(g.repeated_stores for g in events.groups)
+    note = (
+        f"{mode} CPU payloads as expected; {repeated} repeated store(s) counted; "
+        f"{events.cleared} AllBlocksCleared"
+    )
+    return AssertionResult(
+        name="kv_events_consistent", passed=not problems, message="; ".join(problems) or note
+    )
+
+
+def _frontend(settings: CheckSettings, report: OffloadCheckReport) -> AssertionResult:
+    """``frontend``: the one asked for served. A release whose /version names no frontend cannot show which
+    one served: not evaluated there."""
+    observable = _version_names_frontend(report.vllm_version)
+    seen = (
+        f"/version says {report.frontend_observed}"
+        if observable
+        else f"vLLM {report.vllm_version}'s /version does not name its frontend"
+    )
+    return AssertionResult(
+        name="frontend",
+        passed=not observable or report.frontend_observed == settings.expected_frontend,
+        evaluated=observable,
+        message=f"asked for {settings.expected_frontend}, {seen}",
+    )
+
+
+def _mutations_caught(mutated: Sequence[Iteration]) -> AssertionResult:
+    missed = [it.mutation for it in mutated if not (it.mutation_verdict and it.mutation_verdict.caught)]
+    return AssertionResult(
+        name="mutations_caught",
+        passed=not missed,
+        message=f"{len(mutated) - len(missed)}/{len(mutated)} caught"
+        + (f"; missed {missed}" if missed else ""),
+    )
+
+
+def _case_assertions(
+    settings: CheckSettings, report: OffloadCheckReport, iterations: Sequence[Iteration]
+) -> list[AssertionResult]:
+    """The case's own assertions (the module docstring), the engine's death last."""
     assertions: list[AssertionResult] = []
-    if events is not None:
-        problems = [*events.payload_problems[:5], *events.refcount_problems[:5]]
-        if report.reset_visible is False:
-            problems.append(
-                "the full reset left no trace on the stream (no AllBlocksCleared, no BlockRemoved)"
-            )
-        mode = "self-describing" if events.self_describing else "placeholder"
-        repeated = sum(g.repeated_stores for g in events.groups)
-        note = (
-            f"{mode} CPU payloads as expected; {repeated} repeated store(s) counted; "
-            f"{events.cleared} AllBlocksCleared"
-        )
-        assertions.append(
-            AssertionResult(
-                name="kv_events_consistent", passed=not problems, message="; ".join(problems) or note
-            )
-        )
+    if report.events is not None:
+        assertions.append(_events_consistent(report, report.events))
     if settings.expected_frontend is not None and report.frontend_observed is not None:
-        # A release whose /version names no frontend cannot show which one served: not evaluated there.
-        observable = _version_names_frontend(report.vllm_version)
-        seen = (
-            f"/version says {report.frontend_observed}"
-            if observable
-            else f"vLLM {report.vllm_version}'s /version does not name its frontend"
-        )
-        assertions.append(
-            AssertionResult(
-                name="frontend",
-                passed=not observable or report.frontend_observed == settings.expected_frontend,
-                evaluated=observable,
-                message=f"asked for {settings.expected_frontend}, {seen}",
-            )
-        )
+        assertions.append(_frontend(settings, report))
     errors = report.instrument_errors
     assertions.append(
         AssertionResult(
@@ -239,29 +251,36 @@ def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCh
     )
     mutated = [it for it in iterations if it.mutation is not None]
     if mutated:
-        missed = [it.mutation for it in mutated if not (it.mutation_verdict and it.mutation_verdict.caught)]
-        assertions.append(
-            AssertionResult(
-                name="mutations_caught",
-                passed=not missed,
-                message=f"{len(mutated) - len(missed)}/{len(mutated)} caught"
-                + (f"; missed {missed}" if missed else ""),
-            )
-        )
+        assertions.append(_mutations_caught(mutated))
     death = engine_death(report)
     if death is not None:
         assertions.append(death)
+    return assertions
+
+
+def _case_status(
+    report: OffloadCheckReport, iterations: Sequence[Iteration], assertions: Sequence[AssertionResult]
+) -> Status:
     clean = [it for it in iterations if it.mutation is None]
-    if death is not None:
-        status: Status = "failed"
-    elif report.error is not None or not iterations or any(it.status == "error" for it in iterations):
-        status = "error"
-    elif any(it.status == "failed" for it in clean) or any(a.evaluated and not a.passed for a in assertions):
-        status = "failed"
-    elif any(it.status != "passed" for it in clean):
-        status = "not_proven"  # a catalogue's own case (no clean pass) stands on mutations_caught
-    else:
-        status = "passed"
+    if engine_death(report) is not None:
+        return "failed"
+    if report.error is not None or not iterations or any(it.status == "error" for it in iterations):
+        return "error"
+    if any(it.status == "failed" for it in clean) or any(a.evaluated and not a.passed for a in assertions):
+        return "failed"
+    if any(it.status != "passed" for it in clean):
+        return "not_proven"  # a catalogue's own case (no clean pass) stands on mutations_caught
+    return "passed"
+
+
+def judge_case(settings: CheckSettings, report: OffloadCheckReport) -> OffloadCheckReport:
+    """Judge every iteration, then the case: its own assertions, named defects, status."""
+    probes, layout, events = report.probes, report.layout, report.events
+    iterations = [
+        judge_iteration(settings, it, probes=probes, layout=layout, events=events) for it in report.iterations
+    ]
+    assertions = _case_assertions(settings, report, iterations)
+    status = _case_status(report, iterations, assertions)
     return report.model_copy(
         update={
             "iterations": iterations,

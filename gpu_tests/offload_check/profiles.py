@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vllm_devclient.errors import InvalidParameterError
+from vllm_devclient import InvalidParameterError
 
 from . import upstream
 from .server import CONNECTORS, FRONTENDS, Connector, Frontend

@@ -24,6 +24,7 @@ from typing import Any
 from .report import ResetResult
 
 __all__ = [
+    "GATEWAY_STATUSES",
     "Answered",
     "Look",
     "NotYet",
@@ -88,12 +89,81 @@ class Refused:
 Effect = Post | Step | Look | Pause
 Outcome = Answered | NotYet | Refused
 
+# HTTP's gateway family (a proxy, or a server between starts, answered): a reset so answered is not yet
+# refused, and the next try may get through (the statuses the client itself retries).
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+
 
 def _intervals(initial: float, maximum: float) -> Generator[float, None, None]:
     value = initial
     while True:
         yield value
         value = min(maximum, value * 2)
+
+
+@dataclass
+class _Tries:
+    """A confirmation under way: the resets sent, the engine steps, the last answer and whether one was a
+    bare 200, from its first look (``start``) and the ``AllBlocksCleared`` count a confirmation must pass."""
+
+    external: bool
+    start: Seen
+    base: int | None
+    attempts: int
+    last: str
+    bare: bool
+    steps: int = 0
+
+    def result(self, seen: Seen, outcome: str, **kw: Any) -> ResetResult:
+        return ResetResult(
+            attempts=self.attempts,
+            engine_steps=self.steps,
+            elapsed_s=round(seen.now - self.start.now, 3),
+            external=self.external,
+            outcome=outcome,
+            **kw,
+        )
+
+    def confirmed(self, seen: Seen) -> bool:
+        return seen.cleared is not None and self.base is not None and seen.cleared > self.base
+
+
+def _post(tries: _Tries) -> Generator[Effect, Any, ResetResult | None]:
+    """Send one reset: a refusal or a ``success`` ends the barrier (its result); any other answer is kept
+    as the last one (None)."""
+    out: Outcome = yield Post(tries.external)
+    tries.attempts += 1
+    if isinstance(out, Refused):
+        seen = yield Look()
+        return tries.result(seen, "refused", confirmed_by=None, http_status=out.status, message=out.message)
+    if isinstance(out, Answered) and out.success:
+        seen = yield Look()
+        return tries.result(seen, "confirmed", confirmed_by="success")
+    if isinstance(out, Answered):
+        tries.bare = tries.bare or out.success is None
+        tries.last = "a bare 200" if out.success is None else "success=false (blocks still held)"
+    else:
+        tries.last = out.reason
+    return None
+
+
+def _given_up(tries: _Tries, seen: Seen, deadline: float, end: float) -> ResetResult | None:
+    """After an unconfirming step: unconfirmed where nothing can confirm a bare 200 (no stream) or nothing
+    did by the deadline; None: try again."""
+    if tries.bare and seen.cleared is None:
+        why = (
+            "the server answers /reset_prefix_cache with a bare 200 and the check has no KV-event stream "
+            "to confirm the reset by (AllBlocksCleared)"
+        )
+        return tries.result(seen, "unconfirmed", confirmed_by=None, message=why)
+    if seen.now >= end:
+        why = (
+            f"nothing confirmed the reset within {deadline:g} s: no success answer and no "
+            f"AllBlocksCleared on the stream; {tries.attempts} reset(s) sent, {tries.steps} engine step(s), "
+            f"last answer {tries.last}"
+        )
+        return tries.result(seen, "unconfirmed", confirmed_by=None, message=why)
+    return None
 
 
 def confirm_reset(
@@ -113,64 +183,29 @@ def confirm_reset(
     """
     start: Seen = yield Look()
     base = cleared_before if cleared_before is not None else start.cleared
-    end = start.now + deadline
-    attempts, steps = sent, 0
     last = "a bare 200" if sent else "no answer"
-    bare = sent > 0
+    tries = _Tries(external, start, base, attempts=sent, last=last, bare=sent > 0)
+    end = start.now + deadline
     waits = _intervals(interval, max_interval)
-
-    def result(seen: Seen, outcome: str, **kw: Any) -> ResetResult:
-        return ResetResult(
-            attempts=attempts,
-            engine_steps=steps,
-            elapsed_s=round(seen.now - start.now, 3),
-            external=external,
-            outcome=outcome,
-            **kw,
-        )
-
-    def confirmed(seen: Seen) -> bool:
-        return seen.cleared is not None and base is not None and seen.cleared > base
-
     post = not sent
     while True:
         if post:
-            out: Outcome = yield Post(external)
-            attempts += 1
-            if isinstance(out, Refused):
-                seen = yield Look()
-                return result(seen, "refused", confirmed_by=None, http_status=out.status, message=out.message)
-            if isinstance(out, Answered) and out.success:
-                seen = yield Look()
-                return result(seen, "confirmed", confirmed_by="success")
-            if isinstance(out, Answered):
-                bare = bare or out.success is None
-                last = "a bare 200" if out.success is None else "success=false (blocks still held)"
-            else:
-                last = out.reason
+            done = yield from _post(tries)
+            if done is not None:
+                return done
         post = True
         yield Step()
-        steps += 1
+        tries.steps += 1
         seen = yield Look()
-        if confirmed(seen):
-            return result(seen, "confirmed", confirmed_by="AllBlocksCleared")
-        if bare and seen.cleared is None:
-            why = (
-                "the server answers /reset_prefix_cache with a bare 200 and the check has no KV-event stream "
-                "to confirm the reset by (AllBlocksCleared)"
-            )
-            return result(seen, "unconfirmed", confirmed_by=None, message=why)
-        if seen.now >= end:
-            why = (
-                f"nothing confirmed the reset within {deadline:g} s: no success answer and no "
-                f"AllBlocksCleared on the stream; {attempts} reset(s) sent, {steps} engine step(s), "
-                f"last answer {last}"
-            )
-            return result(seen, "unconfirmed", confirmed_by=None, message=why)
+        if tries.confirmed(seen):
+            return tries.result(seen, "confirmed", confirmed_by="AllBlocksCleared")
+        given_up = _given_up(tries, seen, deadline, end)
+        if given_up is not None:
+            return given_up
         yield Pause(min(next(waits), max(0.0, end - seen.now)))
         seen = yield Look()  # an event that came late confirms the reset already sent
-        if confirmed(seen):
-            return result(seen, "confirmed", confirmed_by="AllBlocksCleared")
+        if tries.confirmed(seen):
+            return tries.result(seen, "confirmed", confirmed_by="AllBlocksCleared")
 
 
 def drive(

@@ -31,7 +31,7 @@ from subprocess import Popen
 from types import TracebackType
 from typing import Any, Literal
 
-from vllm_devclient.errors import DevClientError, InvalidParameterError
+from vllm_devclient import DevClientError, InvalidParameterError
 
 __all__ = [
     "CONNECTORS",
@@ -57,7 +57,7 @@ FRONTENDS: tuple[Frontend, ...] = ("python", "rust")
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A free TCP port for a child process (:func:`vllm_devclient.testing.processes.free_port`)."""
-    from vllm_devclient.testing.processes import free_port as _free_port
+    from vllm_devclient.testing import free_port as _free_port
 
     return _free_port(host)
 
@@ -301,7 +301,7 @@ class VllmServer:
         return None if self.process is None else self.process.pid
 
     def log_tail(self, lines: int = 60) -> str:
-        from vllm_devclient.testing.processes import log_tail
+        from vllm_devclient.testing import log_tail
 
         return log_tail(self.log_path, lines, missing="(no log)")
 
@@ -313,7 +313,7 @@ class VllmServer:
             os.close(fd)
             self.log_path = Path(name)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        from vllm_devclient.testing.processes import spawn
+        from vllm_devclient.testing import spawn
 
         with self.log_path.open("ab") as log:
             self.process = spawn(self.command, env=self.env, stdout=log)
@@ -328,7 +328,7 @@ class VllmServer:
 
     def wait_ready(self, timeout: float | None = None) -> float:
         """Block until ``/health`` answers 200 and ``/v1/models`` lists a model; seconds since start."""
-        from vllm_devclient.client import DevClient
+        from vllm_devclient import DevClient
 
         if self.process is None or self.started_at is None:
             raise InvalidParameterError("start() the server first")
@@ -366,7 +366,7 @@ class VllmServer:
 
     def stop(self) -> int | None:
         """SIGTERM the process group, SIGKILL it after ``shutdown_grace``; returns the exit code."""
-        from vllm_devclient.testing.processes import stop_group
+        from vllm_devclient.testing import stop_group
 
         if self.process is None:
             return None

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from vllm_devclient.constants import DEFAULT_MAX_CONNECTIONS
-from vllm_devclient.errors import (
+from vllm_devclient import (
+    DEFAULT_MAX_CONNECTIONS,
     APIConnectionError,
     APIStatusError,
     BarrierTimeoutError,
@@ -25,18 +25,17 @@ from vllm_devclient.errors import (
     EngineCallError,
     EngineDeadError,
     TLSError,
+    VersionInfo,
 )
 from vllm_devclient.gsm8k import evaluate_gsm8k_async
 from vllm_devclient.metrics import MetricsSnapshot
-from vllm_devclient.models import VersionInfo
-from vllm_devclient.records import GATEWAY_STATUSES
 
 from .check import settle
 from .events import EventWatcher, GroupEventAccount
 from .probe_files import FirstUse, LoadPlan, MutationOrder, ProbeFiles, match_splits
 from .probes import Probe
 from .report import Answer, ResetResult, Run, SettleResult, Split
-from .resets import Answered, NotYet, Outcome, Refused, confirm_reset, drive
+from .resets import GATEWAY_STATUSES, Answered, NotYet, Outcome, Refused, confirm_reset, drive
 
 __all__ = ["LOAD_RESETS", "LOAD_RESET_GAP_S", "ServerIO", "in_flight"]
 
@@ -105,7 +104,7 @@ class ServerIO:
         request_timeout: float = 600.0,
         poison_rpc: str = "",
     ) -> None:
-        from vllm_devclient.client import DevClient
+        from vllm_devclient import DevClient
 
         self.base_url = base_url
         self.concurrency = concurrency
@@ -150,7 +149,7 @@ class ServerIO:
         return self._as_run(label, probes, result, time.perf_counter() - t0, before, None), fired
 
     async def _evaluate_resetting(self, probes: Sequence[Probe]) -> tuple[Any, list[ResetResult]]:
-        from vllm_devclient.client import AsyncDevClient
+        from vllm_devclient import AsyncDevClient
 
         stored0 = self._gpu_stored()
         task = asyncio.create_task(self._evaluate(probes, 0.0, None))
@@ -227,7 +226,7 @@ class ServerIO:
         )
 
     async def _evaluate(self, probes: Sequence[Probe], spread_s: float, concurrency: int | None) -> Any:
-        from vllm_devclient.client import AsyncDevClient
+        from vllm_devclient import AsyncDevClient
 
         # The client's own pool holds DEFAULT_MAX_CONNECTIONS: more requests in flight need a pool that size.
         wide = in_flight(concurrency, len(probes))

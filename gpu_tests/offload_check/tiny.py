@@ -269,6 +269,44 @@ def _seed_for(seed: int, name: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63)
 
 
+def _write_tokenizer(tokenizer_dir: str | Path, out: Path) -> None:
+    """:data:`TOKENIZER_FILES` from a folder, or a Hub id's tokenizer (a machine with internet)."""
+    if Path(tokenizer_dir).is_dir():
+        for name in TOKENIZER_FILES:
+            src = Path(tokenizer_dir) / name
+            if src.exists():
+                shutil.copy(src, out / name)
+        return
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(str(tokenizer_dir)).save_pretrained(out)
+
+
+def _write_weights(config: Any, out: Path, *, seed: int, std: float) -> dict[str, Any]:
+    """Seeded weights (each matrix from its own generator, :func:`_seed_for`) as bf16 safetensors; the
+    manifest's weights, parameter count and files with their sha256."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
+    params = 0
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters()):
+            params += param.numel()
+            if param.ndim >= 2:
+                gen = torch.Generator().manual_seed(_seed_for(seed, name))
+                param.copy_(torch.randn(param.shape, generator=gen) * std)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
+    files = sorted(p.name for p in out.glob("*.safetensors"))
+    return {
+        "weights": "safetensors",
+        "parameters": params,
+        "files": {name: file_sha256(out / name) for name in files},
+    }
+
+
 def build_tiny_model(
     family: TinyFamily | str,
     out_dir: str | Path,
@@ -288,7 +326,7 @@ def build_tiny_model(
     """
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+    from transformers import AutoConfig, GenerationConfig
 
     fam = TINY_FAMILIES[family] if isinstance(family, str) else family
     out = Path(out_dir)
@@ -296,15 +334,8 @@ def build_tiny_model(
     kwargs = tiny_config_kwargs(fam, overrides)
     config = AutoConfig.for_model(fam.model_type, **kwargs)
     config.save_pretrained(out)
-    if tokenizer_dir is not None and Path(tokenizer_dir).is_dir():
-        for name in TOKENIZER_FILES:
-            src = Path(tokenizer_dir) / name
-            if src.exists():
-                shutil.copy(src, out / name)
-    elif tokenizer_dir is not None:  # a Hub id (a machine with internet)
-        from transformers import AutoTokenizer
-
-        AutoTokenizer.from_pretrained(str(tokenizer_dir)).save_pretrained(out)
+    if tokenizer_dir is not None:
+        _write_tokenizer(tokenizer_dir, out)
     manifest: dict[str, Any] = {
         "family": fam.name,
         "model_type": fam.model_type,
@@ -316,21 +347,7 @@ def build_tiny_model(
         "weights": None,
     }
     if weights:
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
-        params = 0
-        with torch.no_grad():
-            for name, param in sorted(model.named_parameters()):
-                params += param.numel()
-                if param.ndim >= 2:
-                    gen = torch.Generator().manual_seed(_seed_for(seed, name))
-                    param.copy_(torch.randn(param.shape, generator=gen) * std)
-        model = model.to(torch.bfloat16)
-        model.save_pretrained(out, safe_serialization=True)
-        files = sorted(p.name for p in out.glob("*.safetensors"))
-        manifest["weights"] = "safetensors"
-        manifest["parameters"] = params
-        manifest["files"] = {name: file_sha256(out / name) for name in files}
+        manifest.update(_write_weights(config, out, seed=seed, std=std))
     GenerationConfig(  # type: ignore[no-untyped-call]
         bos_token_id=kwargs["bos_token_id"],
         eos_token_id=kwargs["eos_token_id"],

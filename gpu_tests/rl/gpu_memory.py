@@ -48,7 +48,7 @@ def _query(cmd: list[str]) -> str:
 
 def tree_pids(pid: int) -> set[int]:
     """`pid` and every live descendant of it."""
-    from vllm_devclient.testing.processes import descendants
+    from vllm_devclient.testing import descendants
 
     return {pid, *(p.pid for p in descendants(pid))}
 

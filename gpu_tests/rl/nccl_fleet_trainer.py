@@ -24,7 +24,7 @@ def broadcast(model_dir: str, urls: Sequence[str], seed: int) -> dict[str, Any]:
 
     from gpu_tests.rl.run_rl import load_example
     from vllm_devclient import Fleet, WeightSync
-    from vllm_devclient.testing.processes import free_port
+    from vllm_devclient.testing import free_port
 
     model = load_example().trainer_model(model_dir, seed)
     with Fleet(urls) as fleet:

@@ -20,8 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vllm_devclient import AsyncDevClient
-from vllm_devclient.endpoints import PauseMode
+from vllm_devclient import AsyncDevClient, PauseMode
 
 from .steps import error_text
 
@@ -70,6 +69,52 @@ async def _running(client: AsyncDevClient) -> float | None:
     return (await client.metrics()).value(RUNNING)
 
 
+async def _wait_running(
+    client: AsyncDevClient,
+    tasks: Sequence[asyncio.Task[Any]],
+    step: Callable[..., Any],
+    *,
+    t0: float,
+    start_s: float,
+    clock: Callable[[], float],
+) -> float | None:
+    """Until ``/metrics`` shows the requests running, they all ended, or ``start_s`` passed since ``t0``:
+    the running count last read."""
+    while True:
+        running: float | None = await step("running_before", _running(client))
+        if running or all(t.done() for t in tasks) or clock() - t0 > start_s:
+            return running
+        await asyncio.sleep(0.05 if running is not None else start_s / 4)
+
+
+async def _pause_and_resume(
+    client: AsyncDevClient,
+    mode: PauseMode,
+    run: dict[str, Any],
+    tasks: Sequence[asyncio.Task[Any]],
+    step: Callable[..., Any],
+    *,
+    hold_s: float,
+    timeout: float,
+    since: Callable[[], float],
+) -> None:
+    """Pause, wait until paused, read the running count; for ``keep`` hold and count what finished; resume.
+    Each moment into ``run`` as seconds ``since`` the mode's start."""
+    run["pause_sent_s"] = since()
+    run["pause"] = await step("pause", client.pause(mode, timeout=timeout))
+    run["pause_returned_s"] = since()
+    await step("wait_until_paused", client.wait_until_paused(deadline=timeout))
+    run["paused_s"] = since()
+    run["running_after_paused"] = await step("running_after_paused", _running(client))
+    run["done_at_paused"] = sum(t.done() for t in tasks)
+    if mode == "keep":
+        await asyncio.sleep(hold_s)
+        run["finished_during_hold"] = sum(t.done() for t in tasks) - run["done_at_paused"]
+    run["resume_sent_s"] = since()
+    run["resumed"] = await step("resume", client.resume())
+    run["resumed_s"] = since()
+
+
 async def pause_under_load(
     client: AsyncDevClient,
     mode: PauseMode,
@@ -110,25 +155,12 @@ async def pause_under_load(
             return None
 
     tasks = [asyncio.create_task(one(i)) for i in range(requests)]
-    while True:  # until the engine runs them, at most start_s
-        running = await step("running_before", _running(client))
-        if running or all(t.done() for t in tasks) or clock() - t0 > start_s:
-            break
-        await asyncio.sleep(0.05 if running is not None else start_s / 4)
-    run["running_before_pause"] = running
-    run["pause_sent_s"] = clock() - t0
-    run["pause"] = await step("pause", client.pause(mode, timeout=timeout))
-    run["pause_returned_s"] = clock() - t0
-    await step("wait_until_paused", client.wait_until_paused(deadline=timeout))
-    run["paused_s"] = clock() - t0
-    run["running_after_paused"] = await step("running_after_paused", _running(client))
-    run["done_at_paused"] = sum(t.done() for t in tasks)
-    if mode == "keep":
-        await asyncio.sleep(hold_s)
-        run["finished_during_hold"] = sum(t.done() for t in tasks) - run["done_at_paused"]
-    run["resume_sent_s"] = clock() - t0
-    run["resumed"] = await step("resume", client.resume())
-    run["resumed_s"] = clock() - t0
+    run["running_before_pause"] = await _wait_running(
+        client, tasks, step, t0=t0, start_s=start_s, clock=clock
+    )
+    await _pause_and_resume(
+        client, mode, run, tasks, step, hold_s=hold_s, timeout=timeout, since=lambda: clock() - t0
+    )
     done, pending = await asyncio.wait(tasks, timeout=timeout)
     for task in pending:
         task.cancel()

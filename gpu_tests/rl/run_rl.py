@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +44,7 @@ from gpu_tests.offload_check.case import _gpu_name
 from gpu_tests.offload_check.profiles import PROFILES, resolve_model
 from gpu_tests.offload_check.server import Frontend, ServerConfig, VllmServer
 from vllm_devclient import DevClient
-from vllm_devclient.testing.processes import is_running
+from vllm_devclient.testing import is_running
 
 from . import gpu_memory
 from .pause_load import MODES, pause_modes
@@ -222,98 +223,108 @@ def fallbacks(log: str) -> list[dict[str, bool]]:
     return [first, {"transfer": False, "sleep": False}]
 
 
-def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, Any]:
-    """Points 4, 1, 3, 2 (and 1's failure case) on one frontend's server; the report of each goes to disk."""
-    folder = run.out / frontend
-    steps = Steps(run.deadline, log=lambda line: print(f"{frontend} {line}", flush=True))
-    report: dict[str, Any] = {"frontend": frontend, "steps": steps.records}
-    ready = steps.run("server_ready", server.wait_ready) is not None
+@dataclass
+class _OnFrontend:
+    """One frontend's run, handed from point to point: its server (the one that started, after any
+    fallback), its steps and report, its folder of reports."""
+
+    run: Run
+    frontend: Frontend
+    server: VllmServer
+    steps: Steps
+    report: dict[str, Any]
+    folder: Path
+
+
+def _ready(on: _OnFrontend) -> bool:
+    """Wait for the server; one that does not start is tried again with less (see `fallbacks`). Whether
+    one became ready; the report says with which of sleep mode and the weight transfer."""
+    ready = on.steps.run("server_ready", on.server.wait_ready) is not None
     flags = {"transfer": True, "sleep": True}
-    for attempt in [] if ready else fallbacks(server.log_tail(200)):
-        # A server that does not start is tried again with less (see `fallbacks`); what is left runs.
-        report.setdefault("server_log_tails", []).append(server.log_tail(80))
-        steps.run("server_stop", server.stop)
-        name = f"{frontend}-" + "-".join(f"no-{k}" for k, on in attempt.items() if not on)
-        again = steps.run(
-            f"server_start_{name}", functools.partial(run.start, name, run.model, frontend, **attempt)
+    for attempt in [] if ready else fallbacks(on.server.log_tail(200)):
+        on.report.setdefault("server_log_tails", []).append(on.server.log_tail(80))
+        on.steps.run("server_stop", on.server.stop)
+        name = f"{on.frontend}-" + "-".join(f"no-{k}" for k, enabled in attempt.items() if not enabled)
+        again = on.steps.run(
+            f"server_start_{name}",
+            functools.partial(on.run.start, name, on.run.model, on.frontend, **attempt),
         )
         if again is None:
             break
-        server, flags = again, attempt
-        if steps.run(f"server_ready_{name}", server.wait_ready) is not None:
+        on.server, flags = again, attempt
+        if on.steps.run(f"server_ready_{name}", on.server.wait_ready) is not None:
             ready = True
             break
-    report.update(sleep_mode=flags["sleep"], weight_transfer=flags["transfer"])
-    if not ready:
-        report.setdefault("server_log_tails", []).append(server.log_tail(80))
-        write(folder / "steps.json", report)
-        return report
-    report["ready_after_s"] = server.ready_after_s
-    client = DevClient(server.base_url, timeout=120.0)
-    report["version"] = steps.run("version", lambda: client.version().model_dump())
-    report["answered_by"] = steps.run("answered_by", lambda: client.version().frontend)
+    on.report.update(sleep_mode=flags["sleep"], weight_transfer=flags["transfer"])
+    return ready
 
-    point4 = steps.run("point4.rank_info", lambda: rank_info(client))
-    write(folder / "point4_rpc.json", {"frontend": frontend, "rank_info": point4})
 
-    new_dir = Path(run.args.work) / "new-weights"
-    sync_argv = ["sync", "--url", server.base_url, "--model", run.model, "--seed", "7"]
-    if frontend == "python":
+def _point1_sync(on: _OnFrontend, new_dir: Path) -> tuple[bool, VllmServer | None]:
+    """Point 1: the example's sync (on Python, saving the new weights); whether it synced, and on Python the
+    comparison server started from the new weights."""
+    sync_argv = ["sync", "--url", on.server.base_url, "--model", on.run.model, "--seed", "7"]
+    if on.frontend == "python":
         sync_argv += ["--save-dir", str(new_dir)]
     point1 = None
-    if not report["weight_transfer"]:
-        steps.skip("point1.sync", "the server started only without the IPC weight transfer (see steps.json)")
+    if not on.report["weight_transfer"]:
+        on.steps.skip(
+            "point1.sync", "the server started only without the IPC weight transfer (see steps.json)"
+        )
     else:
-        point1 = steps.run(
-            "point1.sync", lambda: run.example_main(sync_argv, folder / "point1_sync_example.json"), need_s=60
+        point1 = on.steps.run(
+            "point1.sync",
+            lambda: on.run.example_main(sync_argv, on.folder / "point1_sync_example.json"),
+            need_s=60,
         )
     synced = bool(point1 and point1["exit_code"] == 0 and new_dir.is_dir())
     compare: VllmServer | None = None
-    if frontend == "python" and synced:
-        compare = steps.run(
+    if on.frontend == "python" and synced:
+        compare = on.steps.run(
             "point1.start_compare_server",
-            lambda: run.start("python-compare", str(new_dir), "python", transfer=False, sleep=False),
+            lambda: on.run.start("python-compare", str(new_dir), "python", transfer=False, sleep=False),
         )
-    write(folder / "point1_sync.json", {"frontend": frontend, "sync": point1})
+    write(on.folder / "point1_sync.json", {"frontend": on.frontend, "sync": point1})
+    return synced, compare
 
-    point3 = steps.run(
-        "point3.pause_modes",
-        lambda: asyncio.run(pause_modes(server.base_url, MODES, **run.pause_options)),
-        need_s=45,
-    )
-    write(folder / "point3_pause.json", {"frontend": frontend, "modes": point3})
 
-    if compare is not None:
-        result = steps.run("point1.compare_server_ready", compare.wait_ready, need_s=30)
-        if result is not None:
-            argv = ["compare", "--url", server.base_url, "--url", compare.base_url]
-            cmp = steps.run(
-                "point1.compare", lambda: run.example_main(argv, folder / "point1_compare_example.json")
-            )
-            write(folder / "point1_compare.json", {"frontend": frontend, "compare": cmp})
-        steps.run("point1.stop_compare_server", compare.stop)
+def _point1_compare(on: _OnFrontend, compare: VllmServer) -> None:
+    """Point 1's comparison of the synced server with the one started from the new weights; then stop it."""
+    result = on.steps.run("point1.compare_server_ready", compare.wait_ready, need_s=30)
+    if result is not None:
+        argv = ["compare", "--url", on.server.base_url, "--url", compare.base_url]
+        cmp = on.steps.run(
+            "point1.compare", lambda: on.run.example_main(argv, on.folder / "point1_compare_example.json")
+        )
+        write(on.folder / "point1_compare.json", {"frontend": on.frontend, "compare": cmp})
+    on.steps.run("point1.stop_compare_server", compare.stop)
+
+
+def _point2(on: _OnFrontend, client: DevClient, weights: Path | None) -> None:
+    """Point 2: sleep levels 1 and 2 with the server tree's GPU memory; level 2 reloads ``weights`` (the
+    synced ones, on Python) or the served ones."""
+    server = on.server
 
     def memory() -> dict[str, Any]:
         return gpu_memory.measure(server.pid or 0)
 
     def answers() -> list[str]:
-        return list(run.example.answers(client, MAX_TOKENS))
+        return list(on.run.example.answers(client, MAX_TOKENS))
 
-    reload_kwargs = {"weights_path": str(new_dir)} if synced else None
+    reload_kwargs = {"weights_path": str(weights)} if weights is not None else None
 
     def reload() -> list[Any]:  # from the synced weights on Python (the served ones since point 1)
         return client.collective_rpc("reload_weights", kwargs=reload_kwargs)
 
     levels: dict[int, Any] = {}
-    if not report["sleep_mode"]:
-        steps.skip("point2", "the server started only without --enable-sleep-mode (see steps.json)")
-    for level in LEVELS if report["sleep_mode"] else ():
-        levels[level] = steps.run(
+    if not on.report["sleep_mode"]:
+        on.steps.skip("point2", "the server started only without --enable-sleep-mode (see steps.json)")
+    for level in LEVELS if on.report["sleep_mode"] else ():
+        levels[level] = on.steps.run(
             f"point2.sleep_level_{level}",
             functools.partial(
                 sleep_level,
                 client,
-                steps,
+                on.steps,
                 level,
                 answers=answers,
                 memory=memory,
@@ -322,27 +333,62 @@ def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, 
             ),
             need_s=40,
         )
-    point2: dict[str, Any] = {"frontend": frontend, "levels": levels, "reload_kwargs": reload_kwargs}
-    if not report["sleep_mode"]:
+    point2: dict[str, Any] = {"frontend": on.frontend, "levels": levels, "reload_kwargs": reload_kwargs}
+    if not on.report["sleep_mode"]:
         point2["skipped"] = "the server started only without --enable-sleep-mode (see steps.json)"
-    write(folder / "point2_sleep.json", point2)
+    write(on.folder / "point2_sleep.json", point2)
 
+
+def _point1_failure(on: _OnFrontend, client: DevClient) -> None:
+    """Point 1's failure case (it may take the engine down): a send that fails, then the finish; then the
+    example's own `--fail-send`; then whether the server still lives."""
+    failure: dict[str, Any] = {"frontend": on.frontend}
+    failure["then_finish"] = on.steps.run(
+        "point1.failed_send_then_finish", lambda: failed_send_then_finish(on.run, client), need_s=30
+    )
+    argv = ["sync", "--url", on.server.base_url, "--model", on.run.model, "--seed", "8", "--fail-send"]
+    failure["example"] = on.steps.run(
+        "point1.failed_send_example",
+        lambda: on.run.example_main(argv, on.folder / "point1_failed_send_example.json"),
+        need_s=30,
+    )
+    failure["server_after"] = alive(on.server, client)
+    write(on.folder / "point1_failed_send.json", failure)
+
+
+def frontend_run(run: Run, frontend: Frontend, server: VllmServer) -> dict[str, Any]:
+    """Points 4, 1, 3, 2 (and 1's failure case) on one frontend's server; the report of each goes to disk."""
+    steps = Steps(run.deadline, log=lambda line: print(f"{frontend} {line}", flush=True))
+    report: dict[str, Any] = {"frontend": frontend, "steps": steps.records}
+    on = _OnFrontend(run, frontend, server, steps, report, run.out / frontend)
+    if not _ready(on):
+        report.setdefault("server_log_tails", []).append(on.server.log_tail(80))
+        write(on.folder / "steps.json", report)
+        return report
+    report["ready_after_s"] = on.server.ready_after_s
+    client = DevClient(on.server.base_url, timeout=120.0)
+    report["version"] = steps.run("version", lambda: client.version().model_dump())
+    report["answered_by"] = steps.run("answered_by", lambda: client.version().frontend)
+
+    point4 = steps.run("point4.rank_info", lambda: rank_info(client))
+    write(on.folder / "point4_rpc.json", {"frontend": frontend, "rank_info": point4})
+
+    new_dir = Path(run.args.work) / "new-weights"
+    synced, compare = _point1_sync(on, new_dir)
+    point3 = steps.run(
+        "point3.pause_modes",
+        lambda: asyncio.run(pause_modes(on.server.base_url, MODES, **run.pause_options)),
+        need_s=45,
+    )
+    write(on.folder / "point3_pause.json", {"frontend": frontend, "modes": point3})
+    if compare is not None:
+        _point1_compare(on, compare)
+    _point2(on, client, new_dir if synced else None)
     if frontend == "python" and report["weight_transfer"]:
-        failure: dict[str, Any] = {"frontend": frontend}
-        failure["then_finish"] = steps.run(
-            "point1.failed_send_then_finish", lambda: failed_send_then_finish(run, client), need_s=30
-        )
-        argv = ["sync", "--url", server.base_url, "--model", run.model, "--seed", "8", "--fail-send"]
-        failure["example"] = steps.run(
-            "point1.failed_send_example",
-            lambda: run.example_main(argv, folder / "point1_failed_send_example.json"),
-            need_s=30,
-        )
-        failure["server_after"] = alive(server, client)
-        write(folder / "point1_failed_send.json", failure)
+        _point1_failure(on, client)
     client.close()
-    report["server_command"] = server.command
-    write(folder / "steps.json", report)
+    report["server_command"] = on.server.command
+    write(on.folder / "steps.json", report)
     return report
 
 
@@ -366,7 +412,7 @@ def stop_all(run: Run) -> dict[str, Any]:
     return {"exit_codes": codes, "leftover_pids": {k: v for k, v in leftover.items() if v}, "trees": trees}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpu_tests.rl.run_rl", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument(
@@ -378,7 +424,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--server-args", default=SERVER_ARGS)
     p.add_argument("--requests", type=int, default=16, help="point 3: completions in flight at the pause")
     p.add_argument("--max-tokens", type=int, default=512, help="point 3: their length")
-    args = p.parse_args(argv)
+    return p
+
+
+def _run_frontends(run: Run, frontends: Sequence[Frontend], reports: dict[str, dict[str, Any]]) -> list[str]:
+    """Start every frontend's server, then run each one's points in a thread of its own (into ``reports``)
+    until the deadline; the frontends whose thread still runs then."""
+    for f in frontends:
+        run.steps.run(f"start_{f}", functools.partial(run.start, f, run.model, f))
+
+    def one(frontend: Frontend) -> None:
+        try:
+            reports[frontend] = frontend_run(run, frontend, run.servers[frontend])
+        except (Exception, SystemExit) as exc:  # frontend_run records its steps: a bug of the runner
+            reports[frontend] = {"frontend": frontend, "crashed": error_text(exc)}
+
+    # Daemons: a thread stuck past the deadline (in CUDA, say) must not keep the process from exiting.
+    launched = [f for f in frontends if f in run.servers]
+    threads = {f: threading.Thread(target=one, args=(f,), name=f, daemon=True) for f in launched}
+    for t in threads.values():
+        t.start()
+    for t in threads.values():
+        t.join(max(1.0, run.deadline.left() + 20))
+    return [f for f, t in threads.items() if t.is_alive()]
+
+
+def _finish(run: Run, reports: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Stop every server and complete ``meta`` with the servers, the steps that failed and the versions."""
+    meta["servers"] = {
+        name: {
+            "command": s.command,
+            "pid": s.pid,
+            "ready_after_s": s.ready_after_s,
+            "log": str(s.log_path),
+        }
+        for name, s in run.servers.items()
+    }
+    meta["stop"] = stop_all(run)
+    meta["run_steps"] = run.steps.records
+    meta["failed_steps"] = {
+        f: [r["step"] for r in rep.get("steps", []) if not r.get("ok")] for f, rep in reports.items()
+    }
+    meta["versions"] = {f: rep.get("version") for f, rep in reports.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     run = Run(args)
     started = time.monotonic()
     meta: dict[str, Any] = {
@@ -391,39 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     frontends = [f for f in FRONTENDS if f in args.frontends.split(",")]
     reports: dict[str, dict[str, Any]] = {}
     try:
-        for f in frontends:
-            run.steps.run(f"start_{f}", functools.partial(run.start, f, run.model, f))
-
-        def one(frontend: Frontend) -> None:
-            try:
-                reports[frontend] = frontend_run(run, frontend, run.servers[frontend])
-            except (Exception, SystemExit) as exc:  # frontend_run records its steps: a bug of the runner
-                reports[frontend] = {"frontend": frontend, "crashed": error_text(exc)}
-
-        # Daemons: a thread stuck past the deadline (in CUDA, say) must not keep the process from exiting.
-        launched = [f for f in frontends if f in run.servers]
-        threads = {f: threading.Thread(target=one, args=(f,), name=f, daemon=True) for f in launched}
-        for t in threads.values():
-            t.start()
-        for t in threads.values():
-            t.join(max(1.0, run.deadline.left() + 20))
-        meta["threads_still_running"] = [f for f, t in threads.items() if t.is_alive()]
+        meta["threads_still_running"] = _run_frontends(run, frontends, reports)
     finally:
-        meta["servers"] = {
-            name: {
-                "command": s.command,
-                "pid": s.pid,
-                "ready_after_s": s.ready_after_s,
-                "log": str(s.log_path),
-            }
-            for name, s in run.servers.items()
-        }
-        meta["stop"] = stop_all(run)
-        meta["run_steps"] = run.steps.records
-        meta["failed_steps"] = {
-            f: [r["step"] for r in rep.get("steps", []) if not r.get("ok")] for f, rep in reports.items()
-        }
-        meta["versions"] = {f: rep.get("version") for f, rep in reports.items()}
+        _finish(run, reports, meta)
         meta["wall_s"] = time.monotonic() - started
         write(run.out / "run.json", meta)
     print(json.dumps({k: meta[k] for k in ("failed_steps", "wall_s", "stop")}, default=str, indent=1))

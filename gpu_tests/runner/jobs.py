@@ -206,6 +206,57 @@ def make_case_id(profile: str, connector: str, frontend: str, label: str = "") -
     return CheckCase(PROFILES[profile], connector_by_name(connector), frontend, label=label).id  # type: ignore[arg-type]
 
 
+def _family_jobs(
+    fam: str,
+    cost: Cost,
+    *,
+    common: dict[str, Any],
+    iterations: int,
+    mutations: bool,
+    num_questions: int | None,
+    timeout_margin: float,
+    catalogue_iterations: int,
+) -> list[Job]:
+    """One family's cases (:func:`plan`): every connector x frontend, then per connector its catalogue."""
+    from gpu_tests.kv_proof.catalogue import MUTATIONS
+
+    profile = f"tiny-{fam}"
+    gpus = PROFILES[profile].gpus
+
+    def job(case_id: str, kind: str, args: tuple[str, ...], expected: float) -> Job:
+        return Job(
+            case_id, fam, kind, args, expected * timeout_margin, expected, gpus=gpus, compile_s=cost.compile_s
+        )
+
+    jobs = [
+        job(
+            make_case_id(profile, connector, frontend),
+            "matrix",
+            case_args(
+                profile, connector, frontend, iterations=iterations, num_questions=num_questions, **common
+            ),
+            cost.case_s(iterations),
+        )
+        for connector in ("offloading", "simple")
+        for frontend in ("python", "rust")
+    ]
+    for connector in ("offloading", "simple") if mutations else ():
+        args = case_args(
+            profile,
+            connector,
+            "python",
+            iterations=catalogue_iterations,
+            label="mutations",
+            mutations="all",
+            num_questions=num_questions,
+            **common,
+        )
+        count = sum(m.acts_in(connector_by_name(connector)) for m in MUTATIONS.values())
+        case_id = make_case_id(profile, connector, "python", "mutations")
+        jobs.append(job(case_id, "mutations", args, cost.case_s(catalogue_iterations, count)))
+    return jobs
+
+
 def plan(
     families: Sequence[str],
     *,
@@ -225,8 +276,6 @@ def plan(
     clean before it is broken). A
     family is a tiny profile's name without ``tiny-`` (``llama``, or a stand-in such as
     ``deepseek-v2-tp2-ep``)."""
-    from gpu_tests.kv_proof.catalogue import MUTATIONS
-
     unknown = [f for f in families if f"tiny-{f}" not in PROFILES]
     if unknown:
         known = sorted(n.removeprefix("tiny-") for n, p in PROFILES.items() if p.tiny)
@@ -235,53 +284,19 @@ def plan(
     common = {"report_dir": report_dir, "gsm8k_dir": gsm8k_dir, "server_args": server_args}
     jobs: list[Job] = []
     for fam in families:
-        profile = f"tiny-{fam}"
-        cost = costs.get(PROFILES[profile].family) or Cost(FALLBACK_STARTUP_S, FALLBACK_RUN_S, "fallback")
-        gpus = PROFILES[profile].gpus
-        for connector in ("offloading", "simple"):
-            for frontend in ("python", "rust"):
-                args = case_args(
-                    profile, connector, frontend, iterations=iterations, num_questions=num_questions, **common
-                )
-                expected = cost.case_s(iterations)
-                jobs.append(
-                    Job(
-                        make_case_id(profile, connector, frontend),
-                        fam,
-                        "matrix",
-                        args,
-                        expected * timeout_margin,
-                        expected,
-                        gpus=gpus,
-                        compile_s=cost.compile_s,
-                    )
-                )
-        for connector in ("offloading", "simple") if mutations else ():
-            args = case_args(
-                profile,
-                connector,
-                "python",
-                iterations=catalogue_iterations,
-                label="mutations",
-                mutations="all",
-                num_questions=num_questions,
-                **common,
-            )
-            count = sum(m.acts_in(connector_by_name(connector)) for m in MUTATIONS.values())
-            expected = cost.case_s(catalogue_iterations, count)
-            case_id = make_case_id(profile, connector, "python", "mutations")
-            jobs.append(
-                Job(
-                    case_id,
-                    fam,
-                    "mutations",
-                    args,
-                    expected * timeout_margin,
-                    expected,
-                    gpus=gpus,
-                    compile_s=cost.compile_s,
-                )
-            )
+        cost = costs.get(PROFILES[f"tiny-{fam}"].family) or Cost(
+            FALLBACK_STARTUP_S, FALLBACK_RUN_S, "fallback"
+        )
+        jobs += _family_jobs(
+            fam,
+            cost,
+            common=common,
+            iterations=iterations,
+            mutations=mutations,
+            num_questions=num_questions,
+            timeout_margin=timeout_margin,
+            catalogue_iterations=catalogue_iterations,
+        )
     return sorted(jobs, key=lambda j: -j.expected_s)
 
 

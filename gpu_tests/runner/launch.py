@@ -39,7 +39,7 @@ CASE_COMMAND = (sys.executable, "-m", "gpu_tests.offload_check")
 def default_launcher(env: dict[str, str], gpus: int = 1, command: Sequence[str] = CASE_COMMAND) -> Launcher:
     """Starts a case's process; on a machine of several GPUs the one-GPU cases take them in turn (a case
     that needs more sees them all)."""
-    from vllm_devclient.testing.processes import spawn
+    from vllm_devclient.testing import spawn
 
     started = 0
 
@@ -67,6 +67,85 @@ def _load_failure(report: dict[str, Any] | None, reports: Path, job: Job) -> boo
     return any(sign in text for sign in _LOAD_SIGNS)
 
 
+@dataclass
+class _Runs:
+    """The run stage from poll to poll: what waits, what runs (job, process, its start), what ended."""
+
+    queue: list[Job]
+    log_dir: Path
+    reports: Path
+    deadline_s: float
+    dummy_fallback: bool
+    running: dict[str, tuple[Job, subprocess.Popen[bytes], float]] = field(default_factory=dict)
+    results: dict[str, JobResult] = field(default_factory=dict)
+    dummy_families: set[str] = field(default_factory=set)
+    last_start: float = -1e9
+
+
+def _reap(runs: _Runs, now: float) -> None:
+    """Record every job that ended, stopping one past its timeout or the deadline; a family whose weights
+    the server could not load goes back first in line with dummy weights."""
+    from vllm_devclient.testing import stop_group
+
+    for case_id, (job, proc, t0) in list(runs.running.items()):
+        code = proc.poll()
+        timed_out = now - t0 > job.timeout_s or now > runs.deadline_s
+        if code is None and not timed_out:
+            continue
+        if code is None:
+            code = stop_group(proc, grace=10.0)
+            status = "killed"
+        else:
+            status = "error"
+        del runs.running[case_id]
+        report_path = runs.reports / f"{case_id}.json"
+        report = json.loads(report_path.read_text()) if report_path.exists() else None
+        if report is not None and status != "killed":
+            status = str(report.get("status", "error"))
+        result = runs.results.setdefault(case_id, JobResult(job, status))
+        result.job, result.status, result.wall_s, result.start_s = job, status, now - t0, t0
+        result.returncode, result.report = code, report
+        result.attempts.append(f"{'dummy' if job.dummy else 'safetensors'}: {status}")
+        if runs.dummy_fallback and not job.dummy and _load_failure(report, runs.reports, job):
+            runs.dummy_families.add(job.family)
+            runs.queue.insert(0, job.with_dummy())
+
+
+def _start_next(
+    runs: _Runs,
+    now: float,
+    launcher: Launcher,
+    *,
+    parallel: int,
+    stagger_s: float,
+    gpu_mem_gib: float | None,
+) -> bool:
+    """Start the first waiting job that fits before the deadline (and in the GPU memory left); True when one
+    started. With nothing running and nothing that fits, what waits is not run."""
+    if not (runs.queue and len(runs.running) < parallel and now - runs.last_start >= stagger_s):
+        return False
+    free = (
+        float("inf")
+        if gpu_mem_gib is None
+        else gpu_mem_gib - sum(r[0].mem_gib for r in runs.running.values())
+    )
+    fits = [j for j in runs.queue if now + j.expected_s <= runs.deadline_s and j.mem_gib <= free]
+    if fits:
+        job = fits[0]
+        runs.queue.remove(job)
+        if job.family in runs.dummy_families and not job.dummy:
+            job = job.with_dummy()
+        proc = launcher(job, runs.log_dir / f"{job.case_id}.log")
+        runs.running[job.case_id] = (job, proc, now)
+        runs.last_start = now
+        return True
+    if not runs.running:
+        for job in runs.queue:
+            runs.results.setdefault(job.case_id, JobResult(job, "not_run"))
+        runs.queue.clear()
+    return False
+
+
 def run_jobs(
     jobs: Sequence[Job],
     *,
@@ -83,62 +162,17 @@ def run_jobs(
     """Run ``jobs`` with at most ``parallel`` at once (and, given ``gpu_mem_gib``, their ``mem_gib`` within
     it); a job starts only if its expected time fits before ``deadline_s`` (seconds from now); everything
     still running then is stopped."""
-    from vllm_devclient.testing.processes import stop_group
-
     log_dir, reports = out / "logs", out / "reports"
     log_dir.mkdir(parents=True, exist_ok=True)
     start = clock()
-    queue = list(jobs)
-    dummy_families: set[str] = set()
-    running: dict[str, tuple[Job, subprocess.Popen[bytes], float]] = {}
-    results: dict[str, JobResult] = {}
-    last_start = -1e9
-    while queue or running:
+    runs = _Runs(list(jobs), log_dir, reports, deadline_s, dummy_fallback)
+    while runs.queue or runs.running:
         now = clock() - start
-        for case_id, (job, proc, t0) in list(running.items()):
-            code = proc.poll()
-            timed_out = now - t0 > job.timeout_s or now > deadline_s
-            if code is None and not timed_out:
-                continue
-            if code is None:
-                code = stop_group(proc, grace=10.0)
-                status = "killed"
-            else:
-                status = "error"
-            del running[case_id]
-            report_path = reports / f"{case_id}.json"
-            report = json.loads(report_path.read_text()) if report_path.exists() else None
-            if report is not None and status != "killed":
-                status = str(report.get("status", "error"))
-            result = results.setdefault(case_id, JobResult(job, status))
-            result.job, result.status, result.wall_s, result.start_s = job, status, now - t0, t0
-            result.returncode, result.report = code, report
-            result.attempts.append(f"{'dummy' if job.dummy else 'safetensors'}: {status}")
-            if dummy_fallback and not job.dummy and _load_failure(report, reports, job):
-                dummy_families.add(job.family)
-                queue.insert(0, job.with_dummy())
-        if queue and len(running) < parallel and now - last_start >= stagger_s:
-            free = (
-                float("inf")
-                if gpu_mem_gib is None
-                else gpu_mem_gib - sum(r[0].mem_gib for r in running.values())
-            )
-            fits = [j for j in queue if now + j.expected_s <= deadline_s and j.mem_gib <= free]
-            if fits:
-                job = fits[0]
-                queue.remove(job)
-                if job.family in dummy_families and not job.dummy:
-                    job = job.with_dummy()
-                proc = launcher(job, log_dir / f"{job.case_id}.log")
-                running[job.case_id] = (job, proc, now)
-                last_start = now
-                continue
-            if not running:
-                for job in queue:
-                    results.setdefault(job.case_id, JobResult(job, "not_run"))
-                queue.clear()
+        _reap(runs, now)
+        if _start_next(runs, now, launcher, parallel=parallel, stagger_s=stagger_s, gpu_mem_gib=gpu_mem_gib):
+            continue
         time.sleep(poll_s)
-    return [results[j.case_id] for j in jobs if j.case_id in results]
+    return [runs.results[j.case_id] for j in jobs if j.case_id in runs.results]
 
 
 def verdict(job: Job, report: dict[str, Any] | None, status: str, server_log: str = "") -> str:

@@ -68,7 +68,7 @@ def probe(ranks: int, timeout_s: float) -> dict[str, Any]:
         "ranks": ranks,
         "gpu_list": gpus.strip().splitlines(),
         "torch": torch.__version__,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # type: ignore[no-untyped-call]
         "outcomes": sorted(outcomes, key=lambda o: o["rank"]),
         "answered": len(outcomes),
         "all_ok": len(outcomes) == ranks and all(o["ok"] for o in outcomes),

@@ -87,6 +87,70 @@ def case_s(est: Estimate, *, cold: bool, kind: str = "matrix", defects: int = ME
     return startup + RUNS_IN_FIRST_PASS * est.run_s + WAITS_S
 
 
+def _case_order(name: str, mutations: bool) -> list[tuple[str, str, str]]:
+    """A profile's cases by rank, (connector, frontend, kind): offloading/python, simple/python, then the
+    rust frontends; one catalogue per connector right after that connector's python case
+    (TieringOffloadingSpec's primary tier is the CPUOffloadingManager and its worker the CPUOffloadingWorker
+    the defects act in)."""
+    order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
+    connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
+    cases: list[tuple[str, str, str]] = [(c, f, "matrix") for c, f in order if c in connectors]
+    if mutations:
+        for c in ("simple", "offloading"):
+            if c in connectors:
+                at = next(i for i, case in enumerate(cases) if case[0] == c) + 1
+                cases.insert(at, (c, "python", "mutations"))
+    return cases
+
+
+def _real_job(
+    name: str,
+    est: Estimate,
+    rank: int,
+    case: tuple[str, str, str],
+    *,
+    report_dir: Path,
+    gsm8k_dir: str | None,
+    num_questions: int | None,
+    timeout_margin: float,
+    volume: VolumePlan | None,
+) -> Job:
+    """The job of one real-size case at ``rank`` of its profile's order (the first starts cold)."""
+    connector, frontend, kind = case
+    catalogue = kind == "mutations"
+    # A catalogue sends a few short requests at a time: a small KV lets it share the GPU.
+    size = replace(est, kv_gib=min(est.kv_gib, CATALOGUE_KV_GIB)) if catalogue else est
+    args = case_args(
+        name,
+        connector,
+        frontend,
+        report_dir=report_dir,
+        gsm8k_dir=gsm8k_dir,
+        server_args=f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(size.kv_gib * GIB)}",
+        iterations=0 if catalogue else 1,
+        label="mutations" if catalogue else "",
+        mutations="all" if catalogue else "",
+        num_questions=num_questions,
+        concurrency=PROFILES[name].concurrency,
+    )
+    if catalogue:
+        cpu_gib = max(PROFILES[name].cpu_gib(connector_by_name(connector)), CATALOGUE_CPU_GIB)
+        args = (*args, "--cpu-gib", f"{cpu_gib:g}")
+    defects = catalogue_size(connector)
+    expected = case_s(est, cold=rank == 0, kind=kind, defects=defects)
+    # The timeout assumes the model's first server on the machine: --only may run any case first,
+    # and its kernels then compile (the fourth run's catalogues were stopped at twice a warm start).
+    timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
+    label = "mutations" if catalogue else ""
+    if volume is not None and not catalogue:
+        tier = PROFILES[name].cpu_gib(connector_by_name(connector))
+        args = _by_volume(args, volume, tier)
+        expected = volume_s(est, volume, cold=rank == 0)
+        timeout, label = volume_s(est, volume, cold=True) * timeout_margin, "volume"
+    case_id = make_case_id(name, connector, frontend, label)
+    return Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
+
+
 def plan_real(
     *,
     report_dir: Path,
@@ -116,49 +180,18 @@ def plan_real(
         est = ESTIMATES[upstream_name]
         if kv_gib and upstream_name in kv_gib:
             est = replace(est, kv_gib=kv_gib[upstream_name])
-        order = [("offloading", "python"), ("simple", "python"), ("offloading", "rust"), ("simple", "rust")]
-        connectors = {CONNECTOR_SHORT[c] for c in PROFILES[name].connectors}
-        cases: list[tuple[str, str, str]] = [(c, f, "matrix") for c, f in order if c in connectors]
-        # One catalogue per connector, after that connector's python case (TieringOffloadingSpec's primary
-        # tier is the CPUOffloadingManager and its worker the CPUOffloadingWorker the defects act in).
-        if mutations:
-            for c in ("simple", "offloading"):
-                if c in connectors:
-                    at = next(i for i, case in enumerate(cases) if case[0] == c) + 1
-                    cases.insert(at, (c, "python", "mutations"))
-        for rank, (connector, frontend, kind) in enumerate(cases):
-            catalogue = kind == "mutations"
-            # A catalogue sends a few short requests at a time: a small KV lets it share the GPU.
-            size = replace(est, kv_gib=min(est.kv_gib, CATALOGUE_KV_GIB)) if catalogue else est
-            args = case_args(
+        for rank, case in enumerate(_case_order(name, mutations)):
+            job = _real_job(
                 name,
-                connector,
-                frontend,
+                est,
+                rank,
+                case,
                 report_dir=report_dir,
                 gsm8k_dir=gsm8k_dir,
-                server_args=f"--gpu-memory-utilization 0.05 --kv-cache-memory-bytes {int(size.kv_gib * GIB)}",
-                iterations=0 if catalogue else 1,
-                label="mutations" if catalogue else "",
-                mutations="all" if catalogue else "",
                 num_questions=num_questions,
-                concurrency=PROFILES[name].concurrency,
+                timeout_margin=timeout_margin,
+                volume=volume.get(name) if volume else None,
             )
-            if catalogue:
-                cpu_gib = max(PROFILES[name].cpu_gib(connector_by_name(connector)), CATALOGUE_CPU_GIB)
-                args = (*args, "--cpu-gib", f"{cpu_gib:g}")
-            defects = catalogue_size(connector)
-            expected = case_s(est, cold=rank == 0, kind=kind, defects=defects)
-            # The timeout assumes the model's first server on the machine: --only may run any case first,
-            # and its kernels then compile (the fourth run's catalogues were stopped at twice a warm start).
-            timeout = case_s(est, cold=True, kind=kind, defects=defects) * timeout_margin
-            label = "mutations" if catalogue else ""
-            if volume and not catalogue and name in volume:
-                tier = PROFILES[name].cpu_gib(connector_by_name(connector))
-                args = _by_volume(args, volume[name], tier)
-                expected = volume_s(est, volume[name], cold=rank == 0)
-                timeout, label = volume_s(est, volume[name], cold=True) * timeout_margin, "volume"
-            case_id = make_case_id(name, connector, frontend, label)
-            job = Job(case_id, name, kind, args, timeout, expected, mem_gib=size.mem_gib)
             ranked.append((rank, -est.mem_gib, job))
     return [job for _, _, job in sorted(ranked, key=lambda t: (t[0], t[1]))]
 

@@ -58,7 +58,9 @@ from .jobs import (
 from .launch import default_launcher, run_jobs, summarize
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: what to plan and run; :func:`_add_plan_options` adds the real-size, release,
+    history and control options."""
     p = argparse.ArgumentParser(
         prog="python -m gpu_tests.runner.run_matrix", description=__doc__.split("\n")[0]
     )
@@ -95,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma list: run only the cases whose id contains one of these (one ending in $ ends the id)",
     )
     p.add_argument("--dry-run", action="store_true")
+    _add_plan_options(p)
+    return p
+
+
+def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-mem-gib", type=float, default=None, help="real size: GPU memory the cases share")
     p.add_argument(
         "--kv-gib", action="append", default=[], help="real size: MODEL=GIB, a model's KV cache (repeatable)"
@@ -126,22 +133,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run each selected case as its control with every instrument but the poison (case id "
         "suffixed -unpoisoned)",
     )
-    args = p.parse_args(argv)
+
+
+def _families(args: argparse.Namespace) -> list[str]:
+    """``--families``: the tiny families named, every default one, or all (but deepseek-v4)."""
+    if args.families == "default":
+        return [f for f, fam in TINY_FAMILIES.items() if fam.default]
+    if args.families == "all":
+        return [f for f, fam in TINY_FAMILIES.items() if f != "deepseek-v4"]
+    return [f.strip() for f in args.families.split(",") if f.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     out = Path(args.out)
     if args.history:
         return _main_history(args, out)
     args.vllm_version = args.vllm_version or releases.installed_version()
     if args.families == "real":
         return _main_real(args, out)
-    if args.families == "default":
-        families = [f for f, fam in TINY_FAMILIES.items() if fam.default]
-    elif args.families == "all":
-        families = [f for f, fam in TINY_FAMILIES.items() if f != "deepseek-v4"]
-    else:
-        families = [f.strip() for f in args.families.split(",") if f.strip()]
     costs = expected_costs()
     jobs = plan(
-        families,
+        _families(args),
         costs=costs,
         report_dir=out / "reports",
         gsm8k_dir=args.gsm8k_dir,

@@ -15,11 +15,3 @@ GSM8K_DIR = SAMPLE_DIR
 def _httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     # The same transport as the unit suite (tests/conftest.py): the checks' clients send through httpx.
     monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", "httpx")
-
-
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Retries sleep for real; keep the suite quick without changing the policy's shape.
-    from vllm_devclient.operations import RetryPolicy
-
-    monkeypatch.setattr(RetryPolicy, "delay", lambda self, retry: 0.001)

@@ -43,9 +43,9 @@ from gpu_tests.offload_check.probe_files import (
 from gpu_tests.offload_check.probes import Probe
 from gpu_tests.offload_check.report import Answer, ResetResult, Run, SettleResult, Split
 from gpu_tests.offload_check.resets import Answered, Outcome, Refused, confirm_reset, drive
+from vllm_devclient import VersionInfo
 from vllm_devclient.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 from vllm_devclient.metrics import MetricsSnapshot, parse_metrics
-from vllm_devclient.models import VersionInfo
 
 
 def _h(*parts: object) -> str:

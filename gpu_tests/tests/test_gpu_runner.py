@@ -35,7 +35,7 @@ from gpu_tests.runner.jobs import (
     warm,
 )
 from gpu_tests.runner.launch import default_launcher, run_jobs, summarize, verdict
-from vllm_devclient.testing.processes import spawn
+from vllm_devclient.testing import spawn
 
 FAKE_CASE = """
 import json, os, sys, time

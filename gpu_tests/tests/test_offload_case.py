@@ -16,8 +16,7 @@ from gpu_tests.offload_check import PROFILES, CheckCase, OffloadCheckReport, run
 from gpu_tests.offload_check.case import BATCH_CONTROL_S, batch_control_for
 from gpu_tests.offload_check.cli import _sizes
 from gpu_tests.offload_check.probe_files import PROBE_DIR_ENV
-from vllm_devclient.testing.engine import ScriptedEngine
-from vllm_devclient.testing.frontends import RustFrontend
+from vllm_devclient.testing import RustFrontend, ScriptedEngine
 
 from .conftest import GSM8K_DIR
 

@@ -16,9 +16,7 @@ from gpu_tests.offload_check.assertions import requests_ok
 from gpu_tests.offload_check.probes import Probe
 from gpu_tests.offload_check.report import Run
 from gpu_tests.offload_check.server_io import ServerIO
-from vllm_devclient.testing.engine import ScriptedEngine
-from vllm_devclient.testing.engine_actions import Raise, Return
-from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
+from vllm_devclient.testing import Frontend, PythonFrontend, Raise, Return, RustFrontend, ScriptedEngine
 
 N = 20  # one failure is 5% (allowed), two are 10% (an error)
 

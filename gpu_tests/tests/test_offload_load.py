@@ -22,10 +22,8 @@ from gpu_tests.offload_check.rates import failure_rate, failure_rates
 from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.offload_check.server_io import LOAD_RESETS, ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
-from vllm_devclient.errors import InvalidParameterError
-from vllm_devclient.testing.engine import ScriptedEngine
-from vllm_devclient.testing.engine_actions import Hang, Return
-from vllm_devclient.testing.frontends import PythonFrontend
+from vllm_devclient import InvalidParameterError
+from vllm_devclient.testing import Hang, PythonFrontend, Return, ScriptedEngine
 
 from .offload_fake import FakeServer
 from .test_offload_check import EXPECT, _probes

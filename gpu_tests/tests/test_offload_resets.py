@@ -34,9 +34,7 @@ from gpu_tests.offload_check.resets import (
 from gpu_tests.offload_check.server_io import ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
 from vllm_devclient.kv_events import AllBlocksCleared
-from vllm_devclient.testing.engine import ScriptedEngine
-from vllm_devclient.testing.engine_actions import Raise, Return
-from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
+from vllm_devclient.testing import Frontend, PythonFrontend, Raise, Return, RustFrontend, ScriptedEngine
 
 from .offload_fake import FakeServer
 from .test_offload_check import _probes

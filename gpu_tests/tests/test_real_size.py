@@ -240,7 +240,7 @@ FAKE = (
 
 
 def test_run_jobs_keeps_the_cases_within_the_gpu_memory(tmp_path: Path) -> None:
-    from vllm_devclient.testing.processes import spawn
+    from vllm_devclient.testing import spawn
 
     jobs = [
         Job(f"c{i}", "f", "matrix", (), 30, 0.4, mem_gib=m) for i, m in enumerate((80.0, 50.0, 80.0, 10.0))

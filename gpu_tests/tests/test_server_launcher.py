@@ -28,7 +28,7 @@ from gpu_tests.offload_check.server import (
     engine_fault,
     kv_transfer_config,
 )
-from vllm_devclient.errors import InvalidParameterError
+from vllm_devclient import InvalidParameterError
 
 GIB = 1 << 30
 

@@ -1,5 +1,5 @@
-"""The async route methods (`_async/routes.py`), one per route record, and the table of `with_raw_response`:
-both from the records of `vllm_devclient/routes/`."""
+"""The async route methods (`_async/routes.py`), one per route record, and the tables of the methods derived
+from them (`with_raw_response`'s, the blocking client's): all from the records of `vllm_devclient/routes/`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ MARK = re.compile(
     r"(?P<indent>[ \t]*)# -- generated: (?P<name>[^\n]+?) --\n.*?(?P=indent)# -- end generated --\n", re.S
 )
 RAW_TABLE = f"the raw-response methods, from {SOURCE}"
+SYNC_TABLE = f"the sync route methods, from {SOURCE}"
 
 
 def check_params(method: Method) -> None:
@@ -119,7 +120,8 @@ def routes_module() -> str:
 
 def tables() -> dict[str, str]:
     raw = "\n".join(f"{r.name} = _AsyncRaw(_AsyncRoutes.{r.name})" for r in ROUTES)
-    return {RAW_TABLE: raw}
+    sync = "\n".join(f"{r.name} = _SyncRoute(_AsyncRoutes.{r.name})" for r in ROUTES)
+    return {RAW_TABLE: raw, SYNC_TABLE: sync}
 
 
 def fill(text: str, filled: dict[str, str]) -> str:

@@ -100,8 +100,8 @@ def cli(version: str, previous: str | None, skip_install: bool) -> None:
     found = compare(
         new,
         old,
-        [doc for _, doc in store.load_fixtures_of(version)],
-        [doc for _, doc in store.load_fixtures_of(previous)],
+        [fixture.doc for fixture in store.load_fixtures_of(version)],
+        [fixture.doc for fixture in store.load_fixtures_of(previous)],
         sdk_paths=[route.path for route in ROUTES],
         known_utilities=known_utilities(),
     )
@@ -125,7 +125,7 @@ def _provenance(version: str, python: str) -> None:
     doc = provenance.load(base)
     doc["wheel"] = provenance.wheel_facts(version)
     doc["vllm_rs"] = provenance.binary_facts(vllm_rs_of(python))
-    (base / provenance.FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    provenance.save(base, doc)
 
 
 def _facts(version: str) -> dict[str, str]:

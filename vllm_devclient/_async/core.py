@@ -6,9 +6,8 @@ Behaviour lives in `operations/` and `endpoints.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import httpx
 from typing_extensions import Self, Unpack
 
 from .. import arguments as check
@@ -25,7 +24,7 @@ from .._base_client import (
     RequestOptions,
     TimeoutArg,
     check_own_tls,
-    to_httpx,
+    http_response,
 )
 from ..constants import (
     DEFAULT_MAX_RETRIES,
@@ -34,6 +33,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..errors import DevClientError, InvalidParameterError
 from ..operations import Operation, Sleep, Transmit
+from ..responses import HTTPResponse
 from ..routes import DEV_PATHS
 from ..routes import endpoint as route
 from ..transports import (
@@ -46,6 +46,10 @@ from ..transports import (
     make_async_transport,
 )
 from ._support import sleep
+
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
 
 __all__ = ["_AsyncCore"]
 
@@ -65,7 +69,7 @@ class _AsyncCore(BaseClient):
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
         total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx.AsyncClient | httpx2.AsyncClient | None = None,
         model: str | None = None,
         default_headers: Mapping[str, str] | None = None,
         transport: TransportKind | None = None,
@@ -84,10 +88,6 @@ class _AsyncCore(BaseClient):
             cert=cert,
             total_timeout=total_timeout,
         )
-        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
-            raise InvalidParameterError(
-                f"http_client must be an httpx.AsyncClient, got {type(http_client).__name__}"
-            )
         check_own_tls(http_client, verify, cert)
         self._setup(config, _transport_of(config, http_client), owns=True)
         self._custom_http = http_client is not None
@@ -110,8 +110,8 @@ class _AsyncCore(BaseClient):
     def __reduce__(self) -> tuple[Any, ...]:
         if self._custom_http:
             raise TypeError(
-                f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx client does not "
-                "travel); pickle one made from configuration only"
+                f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx or httpx2 "
+                "client does not travel); pickle one made from configuration only"
             )
         self._config.tls.refuse_pickling(type(self).__name__)
         return (type(self)._from_config, (self._config,))
@@ -193,7 +193,7 @@ class _AsyncCore(BaseClient):
         if options.get(RAW_RESPONSE):
             if sent is None:
                 raise InvalidParameterError("with_raw_response needs a call that sends a request")
-            return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
+            return cast(T, RawResponse(result, http_response(sent[1], sent[0])))
         return result
 
     async def _check_body(self, size: int, effect: Transmit) -> None:
@@ -237,8 +237,10 @@ class _AsyncCore(BaseClient):
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         json: Any = None,
         **options: Unpack[RequestOptions],
-    ) -> httpx.Response:
+    ) -> HTTPResponse:
         """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
+
+        The answer is the response object of the stack that sent it (see `HTTPResponse`).
 
         Args:
             method: the HTTP method.
@@ -255,5 +257,7 @@ class _AsyncCore(BaseClient):
         return raw.http_response
 
 
-def _transport_of(config: ClientConfig, http_client: httpx.AsyncClient | None) -> AsyncTransport:
+def _transport_of(
+    config: ClientConfig, http_client: httpx.AsyncClient | httpx2.AsyncClient | None
+) -> AsyncTransport:
     return make_async_transport(config.transport, config.origin, http_client, config.tls)

@@ -1,1 +1,2 @@
-"""The synchronous surfaces, generated from `_async/` by scripts/unasync.py (run `make generate`)."""
+"""The synchronous surfaces, generated from `_async/` by scripts/unasync.py (run `make generate`); the route
+methods are derived from the async ones (`routes.py`)."""

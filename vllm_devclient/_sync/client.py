@@ -4,7 +4,7 @@
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),
 `routes` (one method per route), `waits` (completions, stepping, barrier, waits), `flows` (context managers).
 Behaviour lives in `operations/` and `endpoints.py`. `_sync/` is generated from `_async/` (`make
-generate`): edit `_async/`, never `_sync/`.
+generate`), but for the route methods, derived from the async ones (`_sync/routes.py`): edit `_async/`.
 """
 
 from __future__ import annotations
@@ -23,18 +23,22 @@ class DevClient(_SyncFlows):
     Args:
         base_url: the server, e.g. "http://127.0.0.1:8000" (a trailing "/v1" is accepted and dropped).
         api_key: sent as a bearer token; default $VLLM_API_KEY (surrounding whitespace dropped).
-        timeout: HTTP timeout of one try of every call, as a whole: seconds, an httpx.Timeout, or None (no
-            bound); default $VLLM_DEVCLIENT_TIMEOUT, else 30 s with no bound on the answer of long routes
-            (weight transfer, collective_rpc, sleep level 2, completions). A timeout you set bounds them too.
+        timeout: HTTP timeout of one try of every call, as a whole: seconds, a Timeout (vllm_devclient's,
+            httpx's or httpx2's), or None (no bound); default $VLLM_DEVCLIENT_TIMEOUT, else 30 s with no bound
+            on the answer of long routes (weight transfer, collective_rpc, sleep level 2, completions). A
+            timeout you set bounds them too.
         total_timeout: seconds for every call as a whole, its retries and their pauses included (a wait or
             the barrier: its deadline, when that is shorter); None (the default): no such bound, tries and
             max_retries alone bound a call. Default $VLLM_DEVCLIENT_TOTAL_TIMEOUT. Per call: total_timeout=.
         max_retries: retries of idempotent calls after connection failures and 502/503/504.
-        http_client: an httpx.Client to send with (for your own proxies or respx mocks).
+        http_client: an httpx.Client or an httpx2.Client to send with (your own proxies, TLS or
+            mocks: respx, MockTransport); raw responses are then that package's Response objects.
         model: the served model name for completions and stepping (default: the first on /v1/models).
         default_headers: headers sent on every call.
-        transport: "auto" (aiohttp, or httpx when a proxy applies) or "httpx"; default
-            $VLLM_DEVCLIENT_TRANSPORT or "auto".
+        transport: "auto" (the SDK's h11 pool; for async clients aiohttp's when it is installed; an httpx
+            client when a proxy applies), "h11", "aiohttp", "httpx" or "httpx2"; default
+            $VLLM_DEVCLIENT_TRANSPORT or "auto". One whose package is missing: MissingExtraError naming the
+            extra to install.
         verify: how https servers are checked: True (the CA bundle in $SSL_CERT_FILE or $SSL_CERT_DIR, else
             certifi's), the path of a CA bundle file or folder, an ssl.SSLContext, or False (no check; logs
             a warning).
@@ -48,5 +52,6 @@ class DevClient(_SyncFlows):
 
     @property
     def with_raw_response(self) -> RawResponses:
-        """The same route methods, answering `RawResponse(parsed=..., http_response=httpx.Response)`."""
+        """The same route methods, answering `RawResponse(parsed=..., http_response=...)`: the response
+        object of the stack that answered (see `HTTPResponse`)."""
         return RawResponses(self)

@@ -7,9 +7,8 @@ Behaviour lives in `operations/` and `endpoints.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import httpx
 from typing_extensions import Self, Unpack
 
 from .. import arguments as check
@@ -26,7 +25,7 @@ from .._base_client import (
     RequestOptions,
     TimeoutArg,
     check_own_tls,
-    to_httpx,
+    http_response,
 )
 from ..constants import (
     DEFAULT_MAX_RETRIES,
@@ -35,6 +34,7 @@ from ..constants import (
 from ..endpoints import Endpoint
 from ..errors import DevClientError, InvalidParameterError
 from ..operations import Operation, Sleep, Transmit
+from ..responses import HTTPResponse
 from ..routes import DEV_PATHS
 from ..routes import endpoint as route
 from ..transports import (
@@ -47,6 +47,10 @@ from ..transports import (
     make_sync_transport,
 )
 from ._support import sleep
+
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
 
 __all__ = ["_SyncCore"]
 
@@ -66,7 +70,7 @@ class _SyncCore(BaseClient):
         timeout: TimeoutArg | NotGiven = NOT_GIVEN,
         total_timeout: float | NotGiven | None = NOT_GIVEN,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        http_client: httpx.Client | None = None,
+        http_client: httpx.Client | httpx2.Client | None = None,
         model: str | None = None,
         default_headers: Mapping[str, str] | None = None,
         transport: TransportKind | None = None,
@@ -85,10 +89,6 @@ class _SyncCore(BaseClient):
             cert=cert,
             total_timeout=total_timeout,
         )
-        if http_client is not None and not isinstance(http_client, httpx.Client):
-            raise InvalidParameterError(
-                f"http_client must be an httpx.Client, got {type(http_client).__name__}"
-            )
         check_own_tls(http_client, verify, cert)
         self._setup(config, _transport_of(config, http_client), owns=True)
         self._custom_http = http_client is not None
@@ -111,8 +111,8 @@ class _SyncCore(BaseClient):
     def __reduce__(self) -> tuple[Any, ...]:
         if self._custom_http:
             raise TypeError(
-                f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx client does not "
-                "travel); pickle one made from configuration only"
+                f"a {type(self).__name__} made with http_client= cannot be pickled (an httpx or httpx2 "
+                "client does not travel); pickle one made from configuration only"
             )
         self._config.tls.refuse_pickling(type(self).__name__)
         return (type(self)._from_config, (self._config,))
@@ -194,7 +194,7 @@ class _SyncCore(BaseClient):
         if options.get(RAW_RESPONSE):
             if sent is None:
                 raise InvalidParameterError("with_raw_response needs a call that sends a request")
-            return cast(T, RawResponse(result, to_httpx(sent[1], sent[0])))
+            return cast(T, RawResponse(result, http_response(sent[1], sent[0])))
         return result
 
     def _check_body(self, size: int, effect: Transmit) -> None:
@@ -238,8 +238,10 @@ class _SyncCore(BaseClient):
         params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         json: Any = None,
         **options: Unpack[RequestOptions],
-    ) -> httpx.Response:
+    ) -> HTTPResponse:
         """Any request, with this client's auth, timeouts and typed errors (a non-2xx raises).
+
+        The answer is the response object of the stack that sent it (see `HTTPResponse`).
 
         Args:
             method: the HTTP method.
@@ -256,5 +258,5 @@ class _SyncCore(BaseClient):
         return raw.http_response
 
 
-def _transport_of(config: ClientConfig, http_client: httpx.Client | None) -> SyncTransport:
+def _transport_of(config: ClientConfig, http_client: httpx.Client | httpx2.Client | None) -> SyncTransport:
     return make_sync_transport(config.transport, config.origin, http_client, config.tls)

@@ -1,5 +1,6 @@
 # Generated from vllm_devclient/_async/raw_responses.py by scripts/unasync.py; do not edit.
-"""`client.with_raw_response`: the route methods answering the typed result and the httpx.Response.
+"""`client.with_raw_response`: the route methods answering the typed result and the HTTP response (the
+response object of the stack that answered: httpx's, httpx2's, or the SDK's own `WireResponse`).
 
 The table lists every route record (`vllm_devclient/routes/`, written by `make generate`): one exchange
 each, so one raw response each. The call asks for the raw response in its own options, never in ambient
@@ -37,12 +38,12 @@ class _SyncRaw(Generic[P, T]):
     def __get__(self, obj: RawResponses | None, owner: type[Any]) -> Any:
         if obj is None:
             return self
-        method, client = self._method, obj._client
+        method = getattr(obj._client, self._method.__name__)  # the client's own: TypeErrors name its class
 
         def raw(*args: P.args, **kwargs: P.kwargs) -> RawResponse[T]:
             # The call's own options carry the request for the raw response (RequestOptions' hidden key).
             options: dict[str, Any] = {**kwargs, RAW_RESPONSE: True}
-            return cast(RawResponse[T], cast(Any, method)(client, *args, **options))
+            return cast(RawResponse[T], method(*args, **options))
 
         raw.__name__ = raw.__qualname__ = method.__name__
         raw.__doc__ = method.__doc__
@@ -50,7 +51,7 @@ class _SyncRaw(Generic[P, T]):
 
 
 class RawResponses:
-    """Every route method of the client, answering `RawResponse` (typed answer + `httpx.Response`)."""
+    """Every route method of the client, answering `RawResponse` (typed answer + HTTP response)."""
 
     def __init__(self, client: _SyncRoutes) -> None:
         self._client = client

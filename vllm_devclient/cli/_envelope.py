@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
 import pydantic_core
 
 from ..errors import (
@@ -25,6 +24,7 @@ from ..errors import (
     EngineCallError,
     WaitTimeoutError,
 )
+from ..transports.stacks import is_http_response
 from ._exit import ExitCode, UnsuccessfulResultError, combine, exit_code_for
 
 __all__ = [
@@ -59,7 +59,7 @@ def rounded(value: Any, key: str = "") -> Any:
 
 def jsonable(value: Any) -> Any:
     """Any answer of the client as JSON data (rounded)."""
-    if isinstance(value, httpx.Response):
+    if is_http_response(value):
         try:
             body: Any = value.json()
         except ValueError:

@@ -87,6 +87,9 @@ _EXTRA_OF = {
     "psutil": "testing",
     "tokenizers": "testing",
     "pytest": "testing",
+    "httpx": "httpx",
+    "httpx2": "httpx2",
+    "aiohttp": "aiohttp",
 }
 _WHAT = {
     "cli": "the command line",
@@ -94,13 +97,17 @@ _WHAT = {
     "metrics": "the /metrics snapshot",
     "gsm8k": "GSM8K",
     "testing": "the test harness",
+    "httpx": "this transport",
+    "httpx2": "this transport",
+    "aiohttp": "this transport",
 }
 
 
 def missing_extra_message(error: ImportError, extra: str | None = None) -> str:
     """One line naming what is missing and the pip command that installs it."""
     module = (error.name or "").partition(".")[0]
-    chosen = extra or _EXTRA_OF.get(module, "all")
+    # A MissingExtraError names its extra itself.
+    chosen = extra or getattr(error, "extra", None) or _EXTRA_OF.get(module, "all")
     what = _WHAT.get(chosen, "this command")
     why = (str(error).splitlines() or ["not installed"])[0]
     return f"{what} needs the [{chosen}] extra ({why}): pip install 'vllm-devclient[{chosen}]'"

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
-import httpx
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
@@ -27,6 +26,7 @@ from ..errors import (
     RouteNotServedError,
 )
 from ..fleet import FleetResult, TargetOutcome
+from ..transports.stacks import is_http_response
 from ._envelope import dumps, jsonable
 
 __all__ = ["print_fleet", "short_error", "summary_line", "tsv_cell"]
@@ -40,7 +40,7 @@ def summary_line(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str | int | float):
         return str(value)
-    if isinstance(value, httpx.Response):
+    if is_http_response(value):
         return f"{value.status_code} {value.text[:200]}"
     if isinstance(value, BaseModel):
         data = value.model_dump(mode="json", exclude_none=True)

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import click
-import httpx
 from click.core import ParameterSource
 
 from .._base_client import NOT_GIVEN, TIMEOUT_ENV, TOTAL_TIMEOUT_ENV, NotGiven
 from ..constants import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, DEFAULT_URL
 from ..fleet import AsyncFleet, TargetOutcome
+from ..timeouts import Timeout
 from ..transports import CertArg, VerifyArg
 
 if TYPE_CHECKING:
@@ -101,11 +101,11 @@ class Settings:
         return self.output == "json"
 
     @property
-    def http_timeout(self) -> httpx.Timeout | NotGiven:
+    def http_timeout(self) -> Timeout | NotGiven:
         """The clients' timeout: the one given, else theirs (which leaves long routes unbounded)."""
         if not self.timeout_given:
             return NOT_GIVEN
-        return httpx.Timeout(self.timeout, connect=min(self.timeout, DEFAULT_TIMEOUT.connect or 5.0))
+        return Timeout(self.timeout, connect=min(self.timeout, DEFAULT_TIMEOUT.connect or 5.0))
 
     def fleet(self, on_result: Callable[[TargetOutcome[Any]], None] | None = None) -> AsyncFleet:
         fleet = AsyncFleet(

@@ -5,13 +5,14 @@ one shared connection pool). `Fleet` is the synchronous face of the same object:
 on a private event-loop thread, so both behave identically.
 
 Every client method is a real method of both fleets, with the client's own signature and docstring
-(generated from the records by scripts/generate.py into `_async_methods/` and `_sync_methods/`, a module
-per topic), plus `call("method_name", ...)` for any client method by name and `map(fn)` for anything else.
+(derived from the client's typed methods, one table for both fleets: `methods.py`), plus
+`call("method_name", ...)` for any client method by name and `map(fn)` for anything else.
 Results are a `FleetResult`: target URL -> `TargetOutcome`.
 """
 
 from ..constants import DEFAULT_MAX_CONCURRENCY
-from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
+from .async_fleet import AsyncFleet
+from .async_flows import AsyncFleetWeightUpdate
 from .fan_out import CLIENT_METHODS
 from .results import FleetError, FleetResult, OnResult, TargetOutcome
 from .sync_fleet import Fleet, FleetWeightUpdate

@@ -5,58 +5,56 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import (
-    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
     Mapping,
     Sequence,
 )
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from typing_extensions import Unpack
 
 from .. import arguments as check
 from .. import rank_plan
-from .._async.flows import KV_CACHE, WEIGHTS
 from .._base_client import (
     NOT_GIVEN,
-    ClientConfig,
     NotGiven,
     RequestOptions,
     TimeoutArg,
-    WeightUpdateOptions,
     check_own_tls,
     name_methods_after,
-    weight_update_options,
 )
 from ..client import AsyncDevClient
 from ..constants import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
-    DEFAULT_WAIT_DEADLINE,
     DEFAULT_WATCHDOG_FAILURES,
     DEFAULT_WATCHDOG_INTERVAL,
 )
 from ..endpoints import PauseMode
-from ..errors import DevClientError, InvalidParameterError, add_note
-from ..models import CheckpointStatus, MessageResult, SleepResult, StatusResult
+from ..errors import DevClientError, InvalidParameterError
+from ..models import MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg, make_async_transport
 from ..watchdog import OnTrip, Watch
-from ._async_methods import _AsyncFleetMethods
-from .fan_out import _client_method, _listed, _normalise, _rebuild, _shared_deadline, _total_bound
-from .results import FleetError, FleetResult, OnResult, TargetOutcome
+from .async_flows import _AsyncFleetFlows
+from .fan_out import _client_method, _configs, _normalise, _rebuild, _shared_deadline, _total_bound
+from .methods import FleetMethod, _ClientMethods
+from .results import FleetResult, OnResult, TargetOutcome
 from .watch import watch_fleet
 
-__all__ = ["AsyncFleet", "AsyncFleetWeightUpdate"]
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
+
+__all__ = ["AsyncFleet"]
 
 T = TypeVar("T")
 
 
 @name_methods_after  # Python's own TypeErrors then name AsyncFleet, not a private base
-class AsyncFleet(_AsyncFleetMethods):
+class AsyncFleet(_ClientMethods, _AsyncFleetFlows):
     """Many servers, one call: `await fleet.reset_prefix_cache()` -> FleetResult, every target's answer.
 
     All targets or none: a call that failed on any target raises FleetError once every target has finished,
@@ -78,7 +76,7 @@ class AsyncFleet(_AsyncFleetMethods):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         raise_on_error: bool = True,
         on_result: OnResult | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx.AsyncClient | httpx2.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
         verify: VerifyArg = True,
         cert: CertArg | None = None,
@@ -94,7 +92,8 @@ class AsyncFleet(_AsyncFleetMethods):
             raise_on_error: True (the default): a call that failed on any target raises FleetError, every
                 target's outcome on it; False: the call returns the FleetResult, failures inside.
             on_result: called with each target's outcome as it finishes (for a progress display).
-            http_client: an httpx.AsyncClient for every target (for your own proxies or respx mocks).
+            http_client: an httpx.AsyncClient or httpx2.AsyncClient for every target (your own proxies, TLS
+                or mocks).
             verify, cert: the clients' TLS settings, one for every https target (http targets ignore them).
 
         Arguments invalid everywhere (InvalidParameterError) are raised as they are, since nothing was sent;
@@ -103,54 +102,27 @@ class AsyncFleet(_AsyncFleetMethods):
         self.max_concurrency = check.positive_int(max_concurrency, "max_concurrency")
         self.raise_on_error = check.flag(raise_on_error, "raise_on_error")
         self.on_result = on_result
-        configs = [
-            ClientConfig.of(
-                url,
-                api_key=api_key,
-                timeout=timeout,
-                max_retries=max_retries,
-                model=None,
-                default_headers=default_headers,
-                transport=None,
-                verify=verify,
-                cert=cert,
-                total_timeout=total_timeout,
-            )
-            for url in _listed(urls)
-        ]
-        self._total_timeout = configs[0].total_timeout if configs else None
+        settings: dict[str, Any] = {
+            "api_key": api_key, "timeout": timeout, "total_timeout": total_timeout,
+            "max_retries": max_retries, "max_concurrency": max_concurrency, "raise_on_error": raise_on_error,
+            "on_result": on_result, "default_headers": default_headers, "verify": verify, "cert": cert,
+        }  # fmt: skip
+        configs = _configs(urls, settings)
         check_own_tls(http_client, verify, cert)
         self.urls = _normalise([c.url.url for c in configs])
+        first = configs[0]
+        self._total_timeout, self._tls = first.total_timeout, first.tls
         # One connection pool for every target: aiohttp keys its connections by host, and one pool's
         # bookkeeping costs less per request than many (an http_client passed in is shared the same way).
-        first = configs[0]
-        self._tls = first.tls
         self._transport = make_async_transport(first.transport, first.origin, http_client, first.tls)
         https = [c.url.url for c in configs if c.url.scheme == "https"]
         if https and http_client is None:
             self._tls.warn_if_unchecked(f"{len(https)} https target(s) of a fleet ({https[0]}, ...)")
-        self.clients: dict[str, AsyncDevClient] = {
-            c.url.url: AsyncDevClient._from_config(c, self._transport) for c in configs
-        }
+        self.clients = {c.url.url: AsyncDevClient._from_config(c, self._transport) for c in configs}
         self._semaphore = asyncio.Semaphore(self.max_concurrency)
         self._closed = False
         # What a pickled fleet is rebuilt from (a Ray actor hand-off): the configuration, not the pool.
-        self._settings: dict[str, Any] | None = (
-            None
-            if http_client is not None
-            else {
-                "api_key": api_key,
-                "timeout": timeout,
-                "total_timeout": total_timeout,
-                "max_retries": max_retries,
-                "max_concurrency": max_concurrency,
-                "raise_on_error": raise_on_error,
-                "on_result": on_result,
-                "default_headers": default_headers,
-                "verify": verify,
-                "cert": cert,
-            }
-        )
+        self._settings = None if http_client is not None else settings
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._settings is None:
@@ -290,139 +262,7 @@ class AsyncFleet(_AsyncFleetMethods):
         )
         return self._finish(result)
 
-    # ---- flows: all targets or none --------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def paused(
-        self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
-    ) -> AsyncIterator[AsyncFleet]:
-        """Pause every target for the block and resume every one when it ends, however it ends.
-
-        All or none: when some targets fail to pause, the ones that paused are resumed and FleetError is
-        raised before the block runs.
-
-        Args:
-            mode: what happens to requests in flight: abort, wait or keep.
-            clear_cache: also clear the caches when pausing.
-            wait: wait until every target says it is paused before entering the block.
-        """
-        (await self.pause(mode, clear_cache=clear_cache, rollback=True)).raise_for_errors()
-        try:
-            if wait:
-                (
-                    await self._gather(lambda c: c.wait_until_paused(), self.urls, "wait_until_paused")
-                ).raise_for_errors()
-            yield self
-        finally:
-            resumed = await self._gather(lambda c: c.resume(), self.urls, "resume")
-        resumed.raise_for_errors()
-
-    @asynccontextmanager
-    async def sleeping(
-        self,
-        level: int = 1,
-        *,
-        mode: PauseMode = "abort",
-        wait: bool = True,
-        reset_connector: bool | None = None,
-    ) -> AsyncIterator[AsyncFleet]:
-        """Put every target to sleep for the block and wake every one when it ends, however it ends.
-
-        All or none: when some targets fail to sleep, the ones that slept are woken and FleetError is raised.
-
-        Args:
-            level: 0, 1 (offload weights) or 2 (discard them).
-            mode: what happens to requests in flight: abort, wait or keep.
-            wait: wait until every target says it sleeps before entering, and is awake after waking.
-            reset_connector: False keeps each KV connector's tier (vLLM 0.34); None: the server's default.
-        """
-        slept = await self._gather(
-            lambda c: c.sleep(level, mode=mode, reset_connector=reset_connector), self.urls, "sleep"
-        )
-        if slept.failed:
-            if slept.ok:
-                undo = await self._gather(lambda c: c.wake_up(), list(slept.ok), "wake_up")
-                slept = FleetResult(slept.values(), operation="sleep", rollback=undo)
-            raise FleetError(slept)
-        try:
-            if wait:
-                (
-                    await self._gather(lambda c: c.wait_until_sleeping(), self.urls, "wait_until_sleeping")
-                ).raise_for_errors()
-            yield self
-        finally:
-            woke = await self._gather(lambda c: c.wake_up(), self.urls, "wake_up")
-            if wait and woke.all_ok:
-                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
-                awake.raise_for_errors()
-        woke.raise_for_errors()
-
-    @asynccontextmanager
-    async def checkpointed(
-        self, mode: PauseMode = "wait", *, deadline: float = DEFAULT_WAIT_DEADLINE
-    ) -> AsyncIterator[FleetResult[CheckpointStatus]]:
-        """Prepare a process checkpoint on every target, wait until every one is prepared, yield their
-        statuses, and restore every one when the block ends, however it ends (vLLM 0.34).
-
-        All or none: when some targets fail to prepare, the ones that did are restored and FleetError is
-        raised.
-
-        Args:
-            mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
-            deadline: seconds the wait for the prepared state may take on each target.
-        """
-        started = await self._gather(lambda c: c.checkpoint_prepare(mode), self.urls, "checkpoint_prepare")
-        if started.failed:
-            if started.ok:
-                undo = await self._gather(
-                    lambda c: c.checkpoint_restore(), list(started.ok), "checkpoint_restore"
-                )
-                started = FleetResult(started.values(), operation="checkpoint_prepare", rollback=undo)
-            raise FleetError(started)
-        try:
-            prepared = await self._gather(
-                lambda c: c.wait_until_checkpoint_prepared(deadline=deadline),
-                self.urls,
-                "wait_until_checkpoint_prepared",
-            )
-            prepared.raise_for_errors()
-            yield prepared
-        finally:
-            restored = await self._gather(lambda c: c.checkpoint_restore(), self.urls, "checkpoint_restore")
-        restored.raise_for_errors()
-
-    @asynccontextmanager
-    async def staged_wake(
-        self, *, level: int = 1, wait: bool = True, reset_connector: bool | None = None
-    ) -> AsyncIterator[AsyncFleet]:
-        """AsyncDevClient.staged_wake() on every target: the weights, the block (the weight update), then
-        the KV cache, however the block ends.
-
-        All or none: when some targets fail to wake their weights, the ones whose weights woke are put back
-        to sleep at `level` and FleetError is raised before the block runs.
-
-        Args:
-            level: the sleep level the targets sleep at (what putting them back to sleep uses).
-            wait: after waking the KV cache, wait until every target says it is awake.
-            reset_connector: what putting them back to sleep sends (False keeps the offloaded KV tier,
-                vLLM 0.34; None: the server's default).
-        """
-        woke = await self._gather(lambda c: c.wake_up(WEIGHTS), self.urls, "wake_up")
-        if woke.failed:
-            if woke.ok:
-                undo = await self._gather(
-                    lambda c: _sleep_again(c, level, reset_connector), list(woke.ok), "sleep"
-                )
-                woke = FleetResult(woke.values(), operation="wake_up", rollback=undo)
-            raise FleetError(woke)
-        try:
-            yield self
-        finally:
-            kv = await self._gather(lambda c: c.wake_up(KV_CACHE), self.urls, "wake_up")
-            if wait and kv.all_ok:
-                awake = await self._gather(lambda c: c.wait_until_awake(), self.urls, "wait_until_awake")
-                awake.raise_for_errors()
-        kv.raise_for_errors()
+    # ---- flows: all targets or none (`async_flows.py`), and the watchdog ------------------------------
 
     def watchdog(
         self,
@@ -440,96 +280,11 @@ class AsyncFleet(_AsyncFleetMethods):
             on_trip=on_trip, cancel=True,
         )  # fmt: skip
 
-    @asynccontextmanager
-    async def weight_update(
-        self, **options: Unpack[WeightUpdateOptions]
-    ) -> AsyncIterator[AsyncFleetWeightUpdate]:
-        """AsyncDevClient.weight_update() on every target (same WeightUpdateOptions): pause, start, your
-        batches, finish, resume. Every step is all-or-nothing (FleetError naming the failed targets); resume
-        always runs. When the block fails after the start, every target where the start went through is
-        finished without the version (AsyncDevClient.weight_update says why) and the block's error raised,
-        what else failed added to it as notes."""
-        weight_version, pause_mode, clear_cache, draft = weight_update_options(options)
-        async with self.paused(pause_mode, clear_cache=clear_cache):
-            start = "start_draft_weight_update" if draft else "start_weight_update"
-            started = await self._gather(lambda c: getattr(c, start)(), self.urls, start)
-            update = AsyncFleetWeightUpdate(self)
-            try:
-                started.raise_for_errors()
-                yield update
-                await update.wait()
-            except BaseException as failure:
-                for error in await update.settle():
-                    add_note(failure, f"a batch sent in the background failed too: {error!r}")
-                closed = await self._gather(
-                    lambda c: c.finish_weight_update(weight_version=None),
-                    list(started.ok),
-                    "finish_weight_update",
-                )
-                if not closed.all_ok:
-                    add_note(failure, f"finishing the failed update (without its version) failed: {closed}")
-                raise
-            finish = await self._gather(
-                lambda c: c.finish_weight_update(weight_version=weight_version),
-                self.urls,
-                "finish_weight_update",
-            )
-            finish.raise_for_errors()
+    # ---- every other client method: derived from the client's (`methods.py`) -------------------------
 
-    # ---- every other client method: generated with its signature (`_async_methods/`) -----------------
-
-    async def _each(
-        self,
-        method: Callable[..., Awaitable[T]],
-        arguments: dict[str, Any],
-        *,
-        shared_deadline: bool = False,
-    ) -> FleetResult[T]:
-        """`method(client, **arguments)` on every target; with `shared_deadline`, `arguments["deadline"]`
-        is one moment for all targets."""
-        per_target = _shared_deadline(arguments["deadline"] if shared_deadline else None, arguments)
-        return await self.map(lambda client: method(client, **per_target()), operation=method.__name__)
-
-    # The barrier over a fleet: all_ok only when every target's reset went through before the deadline.
-    barrier = _AsyncFleetMethods.reset_prefix_cache_until_success
-
-
-async def _sleep_again(client: AsyncDevClient, level: int, reset_connector: bool | None) -> SleepResult:
-    """Put a target whose weights a staged wake woke back to sleep (its undo); `reset_connector=False`
-    keeps the offloaded KV tier across that sleep (vLLM 0.34)."""
-    return await client.sleep(level, reset_connector=reset_connector)
-
-
-class AsyncFleetWeightUpdate:
-    """The handle of a fleet's `weight_update()` block: one batch to every target."""
-
-    def __init__(self, fleet: AsyncFleet) -> None:
-        self._fleet = fleet
-        self._pending: list[asyncio.Task[FleetResult[MessageResult]]] = []
-
-    async def update(
-        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
-    ) -> FleetResult[MessageResult]:
-        """Send one batch to every target; FleetError when any failed."""
-        result = await self._fleet._gather(
-            lambda c: c.update_weights(update_info), self._fleet.urls, "update_weights"
-        )
-        return result.raise_for_errors()
-
-    def start(
-        self, update_info: Mapping[str, Any] | Sequence[Mapping[str, Any]]
-    ) -> asyncio.Task[FleetResult[MessageResult]]:
-        """Send one batch to every target in the background; the block's end waits for it."""
-        task = asyncio.ensure_future(self.update(update_info))
-        self._pending.append(task)
-        return task
-
-    async def wait(self) -> list[FleetResult[MessageResult]]:
-        pending, self._pending = self._pending, []
-        return [await task for task in pending]
-
-    async def settle(self) -> list[BaseException]:
-        """Wait for every batch started in the background and return their failures instead of raising."""
-        pending, self._pending = self._pending, []
-        done = await asyncio.gather(*pending, return_exceptions=True)
-        return [d for d in done if isinstance(d, BaseException)]
+    async def _each(self, method: FleetMethod[..., T], arguments: dict[str, Any]) -> FleetResult[T]:
+        """The client method of `method` on every target, given `arguments` (every one by name); a
+        deadline (`method.deadline`, the default) and a `total_timeout` are one moment for all targets."""
+        per_target = _shared_deadline(method.deadline, arguments)
+        call = method.source
+        return await self.map(lambda client: call(client, **per_target()), operation=method.name)

@@ -12,12 +12,14 @@ from collections.abc import (
 from typing import Any
 
 from .. import arguments as check
+from .._base_client import ClientConfig
 from ..client import AsyncDevClient
 from ..errors import InvalidParameterError
 
 __all__ = [
     "CLIENT_METHODS",
     "_client_method",
+    "_configs",
     "_listed",
     "_normalise",
     "_rebuild",
@@ -90,6 +92,13 @@ def _listed(urls: Iterable[str]) -> list[str]:
     if not out:
         raise InvalidParameterError("a fleet needs at least one target URL")
     return out
+
+
+def _configs(urls: Iterable[str], settings: dict[str, Any]) -> list[ClientConfig]:
+    """Each target's client configuration, from a fleet's settings (the ones a client takes, checked)."""
+    taken = ("api_key", "timeout", "total_timeout", "max_retries", "default_headers", "verify", "cert")
+    given = {key: settings[key] for key in taken}
+    return [ClientConfig.of(url, model=None, transport=None, **given) for url in _listed(urls)]
 
 
 def _normalise(urls: Iterable[str]) -> tuple[str, ...]:

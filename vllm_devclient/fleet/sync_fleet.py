@@ -41,9 +41,10 @@ from ..errors import DevClientError
 from ..models import CheckpointStatus, MessageResult, StatusResult
 from ..transports import CertArg, VerifyArg
 from ..watchdog import OnTrip, Watch
-from ._sync_methods import _FleetMethods
-from .async_fleet import AsyncFleet, AsyncFleetWeightUpdate
+from .async_fleet import AsyncFleet
+from .async_flows import AsyncFleetWeightUpdate
 from .fan_out import _rebuild
+from .methods import FleetMethod, _ClientMethods
 from .results import FleetResult, OnResult
 from .watch import watch_fleet
 
@@ -83,7 +84,7 @@ class _LoopThread:
 
 
 @name_methods_after  # Python's own TypeErrors then name Fleet, not a private base
-class Fleet(_FleetMethods):
+class Fleet(_ClientMethods):
     """Synchronous fleet: the same methods and results as AsyncFleet, without await (its calls run on a
     private event-loop thread).
 
@@ -271,8 +272,12 @@ class Fleet(_FleetMethods):
         with self._flow(self._fleet.weight_update(**options)) as update:
             yield FleetWeightUpdate(self, update)
 
-    # Every other client method: generated with its signature (`_sync_methods/`).
-    barrier = _FleetMethods.reset_prefix_cache_until_success
+    # ---- every other client method: derived from the client's (`methods.py`) -------------------------
+
+    def _each(self, method: FleetMethod[..., T], arguments: dict[str, Any]) -> FleetResult[T]:
+        """AsyncFleet's method of the same name, given `arguments` (every one by name), on the loop thread."""
+        fanned: Callable[..., Coroutine[Any, Any, FleetResult[T]]] = getattr(self._fleet, method.name)
+        return self._run(fanned(**arguments))
 
 
 class FleetWeightUpdate:

@@ -4,8 +4,9 @@ dev mode serves it) and the method's face (doc, parameters, answer type, command
 family (the command line's topics).
 
 The request is built from the record at run time (`endpoints.build`); `make generate` writes from the
-records the route methods of both clients, the raw-response table, both fleets' methods, each command's
-`result` schema and the route table of `docs/frontends.md` (see `records.py`, CONTRIBUTING.md).
+records the async client's route methods, the tables of the methods derived from them (the blocking
+client's, the raw-response ones), each command's `result` schema and the route table of
+`docs/frontends.md`; both fleets derive theirs from the client's (see `records.py`, CONTRIBUTING.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ costs nothing when the fixtures are not used.
 
 By concern: ``engine`` (the scripted engine core), ``kv_publisher`` (an engine that publishes KV-cache
 events: ``RustFrontend(engine=PublishingEngine())``), ``frontends`` (the launchers), ``processes``
-(ports, child processes, process groups), ``pytest_plugin`` (the fixtures); the contract harness
+(ports, child processes, process groups: ``free_port``, ``spawn``, ``stop_group``, ``log_tail``,
+``descendants``, ``is_running`` are exported here, for a test that starts a server of its own),
+``pytest_plugin`` (the fixtures); the contract harness
 in ``contract`` (expectations, recording transport, ``make_client``, runner, masking),
 ``scenarios`` (the data, one module per route family), ``pool`` (frontends by setup),
 ``parity`` (the report); for
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     )
     from .kv_publisher import PublishingEngine, kv_events_config
     from .model_dir import make_model_dir
+    from .processes import descendants, free_port, is_running, log_tail, spawn, stop_group
 
 _EXPORTS = {
     "Action": "engine_actions",
@@ -67,6 +70,12 @@ _EXPORTS = {
     "VllmNotInstalledError": "frontends",
     "find_vllm_rs": "frontends",
     "make_model_dir": "model_dir",
+    "descendants": "processes",
+    "free_port": "processes",
+    "is_running": "processes",
+    "log_tail": "processes",
+    "spawn": "processes",
+    "stop_group": "processes",
 }
 
 __all__ = [
@@ -88,9 +97,15 @@ __all__ = [
     "RustFrontend",
     "ScriptedEngine",
     "VllmNotInstalledError",
+    "descendants",
     "find_vllm_rs",
+    "free_port",
+    "is_running",
     "kv_events_config",
+    "log_tail",
     "make_model_dir",
+    "spawn",
+    "stop_group",
 ]
 
 

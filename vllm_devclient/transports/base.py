@@ -88,14 +88,22 @@ def fold_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 class WireResponse:
-    """A whole answer: status, headers (names lower-case), body."""
+    """A whole answer of the SDK's own pools: status, headers (names lower-case), body, and the request it
+    answers (`request`, set when it becomes a `RawResponse.http_response`)."""
 
-    __slots__ = ("content", "headers", "status_code")
+    __slots__ = ("content", "headers", "request", "status_code")
 
-    def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes) -> None:
+    def __init__(
+        self,
+        status_code: int,
+        headers: Mapping[str, str],
+        content: bytes,
+        request: WireRequest | None = None,
+    ) -> None:
         self.status_code = status_code
         self.headers = headers
         self.content = content
+        self.request = request
 
     @property
     def text(self) -> str:

@@ -18,7 +18,6 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 
 import h11
 
@@ -27,19 +26,17 @@ from .base import (
     BodyCutOff,
     ConnectionDropped,
     Origin,
-    ProtocolViolation,
     TransportTimeout,
     WireRequest,
     WireResponse,
     connect_failed,
     cut_off,
-    fold_headers,
 )
+from .h11_wire import READ_SIZE, AnswerReader, request_bytes
 from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["H11Pool"]
 
-_READ_SIZE = 65536
 # How long a failed send on a new TLS connection waits for the alert that says why.
 _ALERT_WAIT = 0.5
 
@@ -171,17 +168,7 @@ class H11Pool:
     def _exchange(
         self, conn: _Connection, request: WireRequest, deadline: float | None
     ) -> tuple[WireResponse, bool]:
-        headers = [("Host", request.origin.host_header), *request.headers]
-        if request.body is not None:
-            headers.append(("Content-Length", str(len(request.body))))
-        try:
-            data = conn.h11.send(h11.Request(method=request.method, target=request.target, headers=headers))
-            if request.body:
-                data += conn.h11.send(h11.Data(data=request.body))
-            data += conn.h11.send(h11.EndOfMessage())
-        except h11.LocalProtocolError:
-            # h11's message would quote the offending header value, which may be a credential.
-            raise ProtocolViolation("the request is not valid HTTP/1.1", sent=False, answered=False) from None
+        data = request_bytes(conn.h11, request)
         sock = conn.sock
         try:
             sock.settimeout(_remaining(deadline))
@@ -218,55 +205,21 @@ class H11Pool:
     def _receive(
         self, conn: _Connection, origin: Origin, deadline: float | None
     ) -> tuple[WireResponse, bool]:
-        answered = False
-        status = 0
-        headers: dict[str, str] = {}
-        chunks: list[bytes] = []
-        while True:
+        reader = AnswerReader(conn.h11, lambda: unanswered_note(origin, self._tls) if conn.fresh else "")
+        while (response := reader.step()) is None:
             try:
-                event = conn.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise ProtocolViolation(f"invalid HTTP answer: {exc}", answered=answered) from None
-            if event is h11.NEED_DATA:
-                try:
-                    conn.sock.settimeout(_remaining(deadline))
-                    data = conn.sock.recv(_READ_SIZE)
-                except TimeoutError:
-                    raise TransportTimeout("no complete answer in time", answered=answered) from None
-                except OSError as exc:
-                    # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
-                    refused = (
-                        handshake_failure(exc, origin, self._tls) if conn.fresh and not answered else None
-                    )
-                    if isinstance(refused, TLSFailure):
-                        raise refused from None
-                    raise ConnectionDropped(
-                        f"the connection broke: {exc.strerror or exc}", answered=answered
-                    ) from None
-                if not data and not answered:
-                    note = unanswered_note(origin, self._tls) if conn.fresh else ""
-                    raise ConnectionDropped("the server closed the connection without answering" + note)
-                answered = True
-                try:
-                    conn.h11.receive_data(data)
-                except h11.RemoteProtocolError as exc:
-                    raise ProtocolViolation(f"invalid HTTP answer: {exc}") from None
-            elif isinstance(event, h11.Response):
-                status = event.status_code
-                headers = fold_headers((n.decode("latin-1"), v.decode("latin-1")) for n, v in event.headers)
-            elif isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionDropped("the server closed the connection mid-answer", answered=True)
-            # InformationalResponse (1xx): nothing to keep.
-        body = b"".join(chunks)
-        encoding = headers.get("content-encoding", "").lower()
-        if encoding in ("gzip", "deflate"):
-            try:
-                body = zlib.decompress(body, 31 if encoding == "gzip" else 15)
-            except zlib.error as exc:
-                raise ProtocolViolation(f"cannot decode the {encoding} body: {exc}") from None
-        reusable = conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE
-        return WireResponse(status, headers, body), reusable
+                conn.sock.settimeout(_remaining(deadline))
+                data = conn.sock.recv(READ_SIZE)
+            except TimeoutError:
+                raise TransportTimeout("no complete answer in time", answered=reader.answered) from None
+            except OSError as exc:
+                # TLS 1.3: a server that refuses our certificate says so after our handshake ended.
+                answered = reader.answered
+                refused = handshake_failure(exc, origin, self._tls) if conn.fresh and not answered else None
+                if isinstance(refused, TLSFailure):
+                    raise refused from None
+                raise ConnectionDropped(
+                    f"the connection broke: {exc.strerror or exc}", answered=answered
+                ) from None
+            reader.feed(data)
+        return response, reader.reusable

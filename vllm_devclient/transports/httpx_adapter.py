@@ -1,10 +1,16 @@
-"""A user's own `httpx.Client` or `httpx.AsyncClient` as the transport (`http_client=`, `transport="httpx"`).
+"""A user's own httpx or httpx2 client as the transport (`http_client=`, `transport="httpx"`/`"httpx2"`).
+
+httpx and httpx2 (pydantic's fork) share one API, so one adapter serves both: it is given the client and
+the module it belongs to (`stacks.stack_of`), and uses that module's request, timeout and exception
+classes. The answer is that client's own response (an `httpx.Response` or an `httpx2.Response`), body read,
+and becomes `RawResponse.http_response` as it is.
 
 What httpx allows: the async exchange runs under `asyncio.wait_for`, so the deadline bounds it as a whole;
-the sync one streams the body and stops at the deadline between chunks, while the status line and headers
-are bounded per socket read by httpx itself (an httpx limit: use the default transport for a whole-call
-bound there). httpx cannot be told to open a fresh connection for one request, so a request that is not
-safe to repeat may meet a pooled connection the server had closed: it then fails and is never resent.
+the sync one reads the body through a stream that stops at the deadline between chunks, while the status
+line and headers are bounded per socket read by httpx itself (an httpx limit: use the default transport for
+a whole-call bound there). httpx cannot be told to open a fresh connection for one request, so a request
+that is not safe to repeat may meet a pooled connection the server had closed: it then fails and is never
+resent.
 """
 
 from __future__ import annotations
@@ -14,35 +20,57 @@ import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
+from ..responses import ResponseLike
 from . import base
 from .tls import TLSConfig, TLSFailure, handshake_failure, unanswered_note
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import httpx
+    import httpx2
+
+    Response: TypeAlias = httpx.Response | httpx2.Response
+    SyncClient: TypeAlias = httpx.Client | httpx2.Client
+    AsyncClient: TypeAlias = httpx.AsyncClient | httpx2.AsyncClient
 
 __all__ = ["AsyncHttpxTransport", "HttpxTransport", "to_httpx_request", "to_httpx_response"]
 
 
-def to_httpx_request(request: base.WireRequest) -> httpx.Request:
-    return httpx.Request(request.method, request.url, headers=list(request.headers), content=request.body)
+def to_httpx_request(request: base.WireRequest, stack: ModuleType | None = None) -> Any:
+    """`request` as a request of `stack` (httpx or httpx2; default httpx)."""
+    mod = stack or _httpx()
+    return mod.Request(request.method, request.url, headers=list(request.headers), content=request.body)
 
 
-def to_httpx_response(response: base.WireResponse, request: base.WireRequest) -> httpx.Response:
-    return httpx.Response(
+def to_httpx_response(response: ResponseLike, request: base.WireRequest) -> httpx.Response:
+    """A transport's whole answer as an `httpx.Response` (for the contract recorder)."""
+    mod = _httpx()
+    return mod.Response(  # type: ignore[no-any-return]  # the module is httpx
         response.status_code,
         headers=list(response.headers.items()),
         content=response.content,
-        request=to_httpx_request(request),
+        request=to_httpx_request(request, mod),
     )
 
 
-def _timeout(connect_timeout: float | None, deadline: float | None) -> httpx.Timeout:
+def _httpx() -> ModuleType:
+    import httpx
+
+    return httpx
+
+
+def _timeout(stack: ModuleType, connect_timeout: float | None, deadline: float | None) -> dict[str, Any]:
+    """The request's `timeout` extension: per-phase limits that end by the deadline."""
     if deadline is None:
-        return httpx.Timeout(None, connect=connect_timeout)
+        return stack.Timeout(None, connect=connect_timeout).as_dict()  # type: ignore[no-any-return]
     left = deadline - time.monotonic()
     if left <= 0:
         raise base.TransportTimeout("no time left to send the request", sent=False)
-    return httpx.Timeout(left, connect=min(left, connect_timeout or left))
+    return stack.Timeout(left, connect=min(left, connect_timeout or left)).as_dict()  # type: ignore[no-any-return]
 
 
 # What the TLS messages say about a client of the user's own (its settings are not ours to name).
@@ -51,18 +79,18 @@ _THEIRS = TLSConfig(True, None, "your http_client's settings")
 
 @contextmanager
 def _translated(
-    answered: list[bool], origin: base.Origin, tls: TLSConfig, body: bytes | None = None
+    stack: ModuleType, answered: list[bool], origin: base.Origin, tls: TLSConfig, body: bytes | None = None
 ) -> Iterator[None]:
-    """httpx's exceptions as transport failures."""
+    """The stack's exceptions as transport failures."""
     try:
         yield
-    except (httpx.ConnectTimeout, httpx.PoolTimeout):
+    except (stack.ConnectTimeout, stack.PoolTimeout):
         raise base.TransportTimeout("connecting timed out", sent=False) from None
-    except httpx.ConnectError as exc:
+    except stack.ConnectError as exc:
         raise handshake_failure(exc, origin, tls) or base.connect_failed(origin.host_header, exc) from None
-    except httpx.TimeoutException:
+    except stack.TimeoutException:
         raise base.TransportTimeout("no complete answer in time", answered=answered[0]) from None
-    except httpx.RemoteProtocolError as exc:
+    except stack.RemoteProtocolError as exc:
         size = None if answered[0] else base.cut_off(body)
         if size is not None:  # httpx reads for an answer after a failed send: it cannot say which came first
             raise base.BodyCutOff(size, "no answer", during_send=False) from None
@@ -72,19 +100,19 @@ def _translated(
                 "the server closed the connection without answering" + note
             ) from None
         raise base.ProtocolViolation(f"invalid HTTP answer: {exc}") from None
-    except httpx.LocalProtocolError:
+    except stack.LocalProtocolError:
         # httpx's message would quote the offending header value, which may be a credential.
         raise base.ProtocolViolation("the request is not valid HTTP/1.1", sent=False) from None
-    except (httpx.TransportError, ssl.SSLError) as exc:
+    except (stack.TransportError, ssl.SSLError) as exc:
         # TLS 1.3: a server that refuses our certificate says so after our handshake ended (an alert that
         # anyio lets through unwrapped, in the async client).
         refused = None if answered[0] else handshake_failure(exc, origin, tls)
         if isinstance(refused, TLSFailure):
             raise refused from None
-        broke = isinstance(exc, httpx.WriteError | httpx.ReadError) and not answered[0]
+        broke = isinstance(exc, stack.WriteError | stack.ReadError) and not answered[0]
         size = base.cut_off(body) if broke else None
         if size is not None:  # the server closed the connection before it had read the body
-            sending = isinstance(exc, httpx.WriteError)
+            sending = isinstance(exc, stack.WriteError)
             raise base.BodyCutOff(size, type(exc).__name__, during_send=sending) from None
         note = "" if answered[0] else unanswered_note(origin, tls)
         raise base.ConnectionDropped(
@@ -92,30 +120,60 @@ def _translated(
         ) from None
 
 
+_BOUNDED: dict[str, type] = {}
+
+
+def _bounded_stream(stack: ModuleType, inner: Any, deadline: float) -> Any:
+    """`inner` (a response's byte stream) as one of `stack` that stops at `deadline` between chunks, so
+    that the response's own `read()` fills in its body (decoded, as the stack decodes it) by the deadline."""
+    cls = _BOUNDED.get(stack.__name__)
+    if cls is None:
+
+        class Bounded(stack.SyncByteStream):  # type: ignore[name-defined,misc]
+            def __init__(self, inner: Any, deadline: float) -> None:
+                self.inner = inner
+                self.deadline = deadline
+
+            def __iter__(self) -> Iterator[bytes]:
+                for chunk in self.inner:
+                    if time.monotonic() > self.deadline:
+                        raise base.TransportTimeout("no complete answer in time", answered=True)
+                    yield chunk
+
+            def close(self) -> None:
+                self.inner.close()
+
+        cls = _BOUNDED[stack.__name__] = Bounded
+    return cls(inner, deadline)
+
+
 class HttpxTransport:
-    def __init__(self, client: httpx.Client, *, owned: bool, tls: TLSConfig | None = None) -> None:
+    """Sends over a sync httpx or httpx2 client (`stack`: its module); `owned`: closed with the SDK client."""
+
+    def __init__(
+        self, client: SyncClient, stack: ModuleType, *, owned: bool, tls: TLSConfig | None = None
+    ) -> None:
         self.client = client
+        self.stack = stack
         self._owned = owned
         self._tls = tls or _THEIRS
 
     def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> base.WireResponse:
+    ) -> Response:
         answered = [False]
-        req = to_httpx_request(request)
-        req.extensions["timeout"] = _timeout(connect_timeout, deadline).as_dict()
-        with _translated(answered, request.origin, self._tls, request.body):
+        req = to_httpx_request(request, self.stack)
+        req.extensions["timeout"] = _timeout(self.stack, connect_timeout, deadline)
+        with _translated(self.stack, answered, request.origin, self._tls, request.body):
             response = self.client.send(req, stream=True)
             answered[0] = True
             try:
-                chunks = []
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise base.TransportTimeout("no complete answer in time", answered=True)
+                if deadline is not None:
+                    response.stream = _bounded_stream(self.stack, response.stream, deadline)
+                response.read()
             finally:
                 response.close()
-        return base.WireResponse(response.status_code, _headers(response), b"".join(chunks))
+        return response
 
     def close(self) -> None:
         if self._owned:
@@ -123,29 +181,34 @@ class HttpxTransport:
 
 
 class AsyncHttpxTransport:
-    def __init__(self, client: httpx.AsyncClient, *, owned: bool, tls: TLSConfig | None = None) -> None:
+    """Sends over an async httpx or httpx2 client (`stack`: its module); `owned`: closed with the SDK
+    client."""
+
+    def __init__(
+        self, client: AsyncClient, stack: ModuleType, *, owned: bool, tls: TLSConfig | None = None
+    ) -> None:
         self.client = client
+        self.stack = stack
         self._owned = owned
         self._tls = tls or _THEIRS
 
     async def send(
         self, request: base.WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> base.WireResponse:
+    ) -> Response:
         answered = [False]
-        req = to_httpx_request(request)
-        timeout = _timeout(connect_timeout, deadline)
-        req.extensions["timeout"] = timeout.as_dict()
+        req = to_httpx_request(request, self.stack)
+        req.extensions["timeout"] = _timeout(self.stack, connect_timeout, deadline)
 
-        async def exchange() -> base.WireResponse:
+        async def exchange() -> Response:
             response = await self.client.send(req, stream=True)
             answered[0] = True
             try:
-                body = await response.aread()
+                await response.aread()
             finally:
                 await response.aclose()
-            return base.WireResponse(response.status_code, _headers(response), body)
+            return response
 
-        with _translated(answered, request.origin, self._tls, request.body):
+        with _translated(self.stack, answered, request.origin, self._tls, request.body):
             if deadline is None:
                 return await exchange()
             try:
@@ -156,7 +219,3 @@ class AsyncHttpxTransport:
     async def aclose(self) -> None:
         if self._owned:
             await self.client.aclose()
-
-
-def _headers(response: httpx.Response) -> dict[str, str]:
-    return base.fold_headers(response.headers.multi_items())

@@ -33,12 +33,14 @@ Transport = httpx.BaseTransport | httpx.AsyncBaseTransport
 
 class ClientOptions(TypedDict, total=False):
     """How the client is set up: `transport` (see the module docstring), `api_key` ("" by default: no key,
-    not even $VLLM_API_KEY's), `timeout` (10 s), `max_retries` (0)."""
+    not even $VLLM_API_KEY's), `timeout` (10 s), `max_retries` (0), `http_client` (live only: an httpx or
+    httpx2 client of the user's to send with instead of the default transport, recorded the same way)."""
 
     transport: Transport | None
     api_key: str
     timeout: float
     max_retries: int
+    http_client: Any
 
 
 @overload
@@ -67,9 +69,10 @@ def make_client(
     if kind not in ("sync", "async"):
         raise ValueError(f"kind must be 'sync' or 'async', got {kind!r}")
     if isinstance(transport, RecordingTransport) and transport.inner is None:
-        # Live: the client's own default transport (what users get), recorded underneath.
+        # Live: the client's own default transport (what users get), or the user's http_client, recorded
+        # underneath.
         client: DevClient | AsyncDevClient = (DevClient if kind == "sync" else AsyncDevClient)(
-            base_url, transport="auto", **settings
+            base_url, transport="auto", http_client=options.get("http_client"), **settings
         )
         record_wire(client, transport)
         return client

@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
 from pydantic import BaseModel
+
+from ...transports.stacks import is_http_response
 
 __all__ = ["body_data", "jsonable", "resolve", "short", "summarize_outcome"]
 
@@ -47,7 +48,7 @@ def jsonable(value: Any) -> Any:
     """Plain JSON data for any outcome value (models dumped, responses reduced to status and body)."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    if isinstance(value, httpx.Response):
+    if is_http_response(value):
         return {
             "status_code": value.status_code,
             **body_data(value.content, value.headers.get("content-type", "")),

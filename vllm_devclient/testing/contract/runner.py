@@ -106,13 +106,19 @@ _SETTLE_S = 0.2
 
 
 def run_scenario(
-    scenario: Scenario, target: Target, *, transport: httpx.BaseTransport | None = None
+    scenario: Scenario,
+    target: Target,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    http_client: Any = None,
 ) -> ScenarioRun:
-    """Run the scenario with a DevClient. `transport` replaces the network (replay); exchanges are logged."""
+    """Run the scenario with a DevClient. `transport` replaces the network (replay); `http_client` (live: an
+    httpx or httpx2 client) carries the requests instead of the default transport; exchanges are logged."""
     engine = _prepare(scenario, target) if transport is None else None
     recorder = RecordingTransport(transport)
     start = time.monotonic()
-    with make_client(target, kind="sync", transport=recorder, **_options(scenario)) as client:
+    options = _options(scenario, http_client)
+    with make_client(target, kind="sync", transport=recorder, **options) as client:
         try:
             outcome: Any = scenario.call(client)
             if inspect.isawaitable(outcome):
@@ -127,13 +133,18 @@ def run_scenario(
 
 
 async def arun_scenario(
-    scenario: Scenario, target: Target, *, transport: httpx.AsyncBaseTransport | None = None
+    scenario: Scenario,
+    target: Target,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    http_client: Any = None,
 ) -> ScenarioRun:
     """Run the scenario with an AsyncDevClient (see :func:`run_scenario`)."""
     engine = _prepare(scenario, target) if transport is None else None
     recorder = RecordingTransport(transport)
     start = time.monotonic()
-    async with make_client(target, kind="async", transport=recorder, **_options(scenario)) as client:
+    options = _options(scenario, http_client)
+    async with make_client(target, kind="async", transport=recorder, **options) as client:
         try:
             pending = scenario.call(client)
             outcome: Any = await pending if inspect.isawaitable(pending) else pending
@@ -146,9 +157,12 @@ async def arun_scenario(
     return _result(scenario, target, "async", outcome, recorder, engine, elapsed)
 
 
-def _options(scenario: Scenario) -> dict[str, Any]:
-    return {
+def _options(scenario: Scenario, http_client: Any = None) -> dict[str, Any]:
+    options: dict[str, Any] = {
         "api_key": scenario.client_api_key(),
         "timeout": scenario.timeout,
         "max_retries": scenario.max_retries,
     }
+    if http_client is not None:
+        options["http_client"] = http_client
+    return options

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from ...responses import ResponseLike
 from ...transports import (
     AsyncTransport,
     ConnectFailed,
@@ -22,7 +23,6 @@ from ...transports import (
     TransportError,
     TransportTimeout,
     WireRequest,
-    WireResponse,
 )
 from ...transports.httpx_adapter import to_httpx_request, to_httpx_response
 from .outcome import body_data
@@ -155,9 +155,9 @@ class _WireRecorder:
         self.recorder = recorder
 
     @contextlib.contextmanager
-    def _recording(self, request: WireRequest) -> Iterator[list[WireResponse]]:
+    def _recording(self, request: WireRequest) -> Iterator[list[ResponseLike]]:
         req = request_data(to_httpx_request(request))
-        answered: list[WireResponse] = []
+        answered: list[ResponseLike] = []
         try:
             yield answered
         except TransportError as exc:
@@ -173,7 +173,7 @@ class _SyncWire(_WireRecorder):
 
     def send(
         self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> WireResponse:
+    ) -> ResponseLike:
         with self._recording(request) as answered:
             answered.append(self.inner.send(request, connect_timeout=connect_timeout, deadline=deadline))
         return answered[0]
@@ -189,7 +189,7 @@ class _AsyncWire(_WireRecorder):
 
     async def send(
         self, request: WireRequest, *, connect_timeout: float | None, deadline: float | None
-    ) -> WireResponse:
+    ) -> ResponseLike:
         with self._recording(request) as answered:
             answered.append(
                 await self.inner.send(request, connect_timeout=connect_timeout, deadline=deadline)
