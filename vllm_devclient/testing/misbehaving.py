@@ -84,12 +84,33 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from . import processes
-from .misbehaving_behaviours import _BEHAVIOURS, Answer, Behaviour, _check_behaviour
+from .misbehaving_behaviours import (
+    _BEHAVIOURS,
+    Answer,
+    Behaviour,
+    Close,
+    Hang,
+    HugeBody,
+    Reset,
+    Trickle,
+    _check_behaviour,
+)
 from .misbehaving_connection import _BadRequest, _Closed, _Connection
 from .misbehaving_log import ReceivedRequest
 from .misbehaving_perform import perform
 
-__all__ = ["MisbehavingServer", "Mode"]
+# With the server, the behaviours a script names most (as from `misbehaving_behaviours`).
+__all__ = [
+    "Answer",
+    "Behaviour",
+    "Close",
+    "Hang",
+    "HugeBody",
+    "MisbehavingServer",
+    "Mode",
+    "Reset",
+    "Trickle",
+]
 
 Mode: TypeAlias = Literal["serve", "never_read", "never_accept"]
 
