@@ -15,11 +15,12 @@ setup:  ## create .venv: the SDK editable with every extra, dev tools, a CPU-onl
 parity: setup  ## the main job: the real Python and Rust frontends on a scripted engine, the parity table
 	$(VENV)/bin/vllm-devclient parity --report $(OUT)/parity.md
 
-lint: setup  ## ruff, ruff format --check, the generated-code and import-graph checks
+lint: setup  ## ruff, ruff format --check, the generated-code, import-graph and size checks
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/generate.py --check
 	$(PY) scripts/import_graph.py --check
+	$(PY) scripts/sizes.py --check
 
 # Write again everything derived from the records and the async sources (scripts/generate.py, which runs
 # scripts/unasync.py for the sync code); `make lint` runs it with --check.

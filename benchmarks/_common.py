@@ -26,7 +26,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from vllm_devclient.testing.engine import ScriptedEngine
 
 __all__ = [
     "ChildServer",
@@ -377,12 +380,7 @@ def _serve_rust(tls: bool = False) -> None:
     """The child process: start the frontend, then obey JSON-line commands until stdin closes."""
     import tempfile
 
-    from vllm_devclient.testing.engine_actions import Return
     from vllm_devclient.testing.frontends import RustFrontend
-
-    def say(obj: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
 
     try:
         certs = None
@@ -392,26 +390,11 @@ def _serve_rust(tls: bool = False) -> None:
             certs = make_certificates(tempfile.mkdtemp(prefix="bench-tls-"))
         frontend = RustFrontend(tls=certs).start()
     except Exception as exc:
-        say({"error": f"{type(exc).__name__}: {exc}"})
+        _say({"error": f"{type(exc).__name__}: {exc}"})
         return
-    engine = frontend.engine
-    switched: dict[str, float | None] = {"at": None}
-    stop = threading.Event()
-    wall_offset = time.time() - time.monotonic()
-
-    def switch_later(method: str, result: Any, delay: float) -> None:
-        # The delay counts from the first call of `method` the engine receives (the barrier's first poll),
-        # so T never falls before the barrier started, whatever the client's start-up costs.
-        try:
-            engine.wait_for_call(method, deadline=60.0)
-        except TimeoutError:
-            return
-        if not stop.wait(delay):
-            engine.script(method, Return(result))
-            switched["at"] = time.monotonic()
-
+    commands = _EngineCommands(frontend.engine)
     try:
-        say(
+        _say(
             {
                 "base_url": frontend.base_url,
                 "model": frontend.model,
@@ -421,38 +404,88 @@ def _serve_rust(tls: bool = False) -> None:
             }
         )
         for line in sys.stdin:
-            try:
-                cmd = json.loads(line)
-                op = cmd["op"]
-                if op == "script":
-                    engine.script(cmd["method"], [Return(v) for v in cmd["values"]])
-                    say({"ok": True})
-                elif op == "switch_after":
-                    # Answer `before` now, and `after` from `delay` s after the next first call on.
-                    engine.clear_calls()
-                    engine.script(cmd["method"], Return(cmd["before"]))
-                    switched["at"] = None
-                    args = (cmd["method"], cmd["after"], cmd["delay"])
-                    threading.Thread(target=switch_later, args=args, daemon=True).start()
-                    say({"ok": True})
-                elif op == "switched":
-                    say({"at": switched["at"]})
-                elif op == "calls":
-                    # Engine call times are wall-clock: map them onto the shared monotonic clock.
-                    times = [c.time - wall_offset for c in engine.calls_for(cmd["method"])]
-                    say({"times": times})
-                elif op == "clear":
-                    engine.clear_calls()
-                    say({"ok": True})
-                elif op == "reset":
-                    engine.reset()
-                    say({"ok": True})
-                else:
-                    say({"error": f"unknown op {op!r}"})
-            except Exception as exc:
-                say({"error": f"{type(exc).__name__}: {exc}"})
+            _say(commands.answer(line))
     finally:
-        stop.set()
+        commands.stop.set()
         frontend.stop()
         if certs is not None:
             shutil.rmtree(certs.ca.parent, ignore_errors=True)
+
+
+def _say(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+class _EngineCommands:
+    """The child's commands to its scripted engine (`RustServer`'s docstring): one method per op, each
+    answering one JSON object."""
+
+    def __init__(self, engine: ScriptedEngine) -> None:
+        self.engine = engine
+        self.switched_at: float | None = None
+        self.stop = threading.Event()
+        self.wall_offset = time.time() - time.monotonic()
+
+    def answer(self, line: str) -> dict[str, Any]:
+        try:
+            cmd = json.loads(line)
+            op = cmd["op"]
+            do = self.OPS.get(op)
+            return do(self, cmd) if do is not None else {"error": f"unknown op {op!r}"}
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def script(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from vllm_devclient.testing.engine_actions import Return
+
+        self.engine.script(cmd["method"], [Return(v) for v in cmd["values"]])
+        return {"ok": True}
+
+    def switch_after(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Answer `before` now, and `after` from `delay` s after the next first call on."""
+        from vllm_devclient.testing.engine_actions import Return
+
+        self.engine.clear_calls()
+        self.engine.script(cmd["method"], Return(cmd["before"]))
+        self.switched_at = None
+        args = (cmd["method"], cmd["after"], cmd["delay"])
+        threading.Thread(target=self._switch_later, args=args, daemon=True).start()
+        return {"ok": True}
+
+    def _switch_later(self, method: str, result: Any, delay: float) -> None:
+        # The delay counts from the first call of `method` the engine receives (the barrier's first poll),
+        # so T never falls before the barrier started, whatever the client's start-up costs.
+        from vllm_devclient.testing.engine_actions import Return
+
+        try:
+            self.engine.wait_for_call(method, deadline=60.0)
+        except TimeoutError:
+            return
+        if not self.stop.wait(delay):
+            self.engine.script(method, Return(result))
+            self.switched_at = time.monotonic()
+
+    def switched(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        return {"at": self.switched_at}
+
+    def calls(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        # Engine call times are wall-clock: map them onto the shared monotonic clock.
+        return {"times": [c.time - self.wall_offset for c in self.engine.calls_for(cmd["method"])]}
+
+    def clear(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self.engine.clear_calls()
+        return {"ok": True}
+
+    def reset(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self.engine.reset()
+        return {"ok": True}
+
+    OPS: ClassVar[dict[str, Callable[[_EngineCommands, dict[str, Any]], dict[str, Any]]]] = {
+        "script": script,
+        "switch_after": switch_after,
+        "switched": switched,
+        "calls": calls,
+        "clear": clear,
+        "reset": reset,
+    }

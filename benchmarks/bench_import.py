@@ -76,9 +76,19 @@ def _extra_cost(runs: int) -> list[dict[str, Any]]:
     return [{"module": name, "self_ms": round(us / 1000, 2)} for name, us in ranked]
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    rounds = 3 if quick else 20
-    budget = 8.0 if quick else 30.0  # a loaded machine gets fewer rounds, not a run without end
+_METHOD = (
+    "{n} fresh `python -I -c` processes per variant, interleaved in shuffled rounds; each times its own "
+    "import statement with perf_counter (interpreter start-up excluded). Heavy modules: sys.modules after "
+    "the import, minus what httpx + one pydantic model load (httpx itself imports click/rich/pygments when "
+    "they are installed, for its CLI). Attribution: median self time from `-X importtime` of the modules "
+    "only vllm_devclient loads. pydantic builds its machinery on the first model class, so `import "
+    "pydantic` alone understates what any pydantic user pays: the goal is set against httpx + one model."
+)
+
+
+def _timed_rounds(rounds: int, budget: float) -> dict[str, list[float]]:
+    """Each variant's import times (s), one per round, the variants in a shuffled order each round; after
+    3 rounds, no new round once `budget` seconds have gone."""
     _time_import("import httpx, pydantic, vllm_devclient")  # warm the bytecode caches and the page cache
     samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
     rng = random.Random(0)
@@ -90,19 +100,30 @@ def run(quick: bool = False) -> dict[str, Any]:
         rng.shuffle(names)
         for name in names:
             samples[name].append(_time_import(VARIANTS[name]))
-    ms = {name: Stats.of(v).scaled(1e3) for name, v in samples.items()}
+    return samples
 
-    loaded = _new_modules(VARIANTS["vllm_devclient"])
-    loaded_top = _top_level(loaded)
+
+def _heavy_loaded() -> tuple[list[str], list[str], list[str]]:
+    """The optional heavy modules `import vllm_devclient` loads, those of them that httpx + a pydantic model
+    do not load, and the other heavy modules only it loads."""
+    loaded_top = _top_level(_new_modules(VARIANTS["vllm_devclient"]))
     by_baseline = _top_level(_new_modules(VARIANTS["httpx+pydantic model"]))
     optional = [m for m in OPTIONAL_HEAVY if m in loaded_top]
     optional_own = [m for m in optional if m not in by_baseline]
     other_heavy = [m for m in ALSO_HEAVY if m in loaded_top and m not in by_baseline]
-    extra = _extra_cost(1 if quick else 2)
-    extra_ms = sum(e["self_ms"] for e in extra)
+    return optional, optional_own, other_heavy
 
+
+def _rows(
+    ms: dict[str, Stats],
+    optional: list[str],
+    optional_own: list[str],
+    other_heavy: list[str],
+    extra: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The rows: the import time against each baseline, the heavy modules, what the extra time goes to."""
     sdk = ms["vllm_devclient"]
-    rows = [
+    return [
         compare(
             "import vllm_devclient vs import httpx",
             baseline_name="import httpx",
@@ -142,22 +163,21 @@ def run(quick: bool = False) -> dict[str, Any]:
             ", ".join(f"{e['module']} {e['self_ms']:.1f}" for e in extra[:6]),
             unit="ms",
             modules_total=len(extra),
-            self_ms_total=round(extra_ms, 1),
+            self_ms_total=round(sum(e["self_ms"] for e in extra), 1),
         ),
     ]
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    # A loaded machine gets fewer rounds, not a run without end.
+    samples = _timed_rounds(3 if quick else 20, 8.0 if quick else 30.0)
+    ms = {name: Stats.of(v).scaled(1e3) for name, v in samples.items()}
+    optional, optional_own, other_heavy = _heavy_loaded()
+    extra = _extra_cost(1 if quick else 2)
     return result(
         "import",
-        method=(
-            f"{len(samples['httpx'])} fresh `python -I -c` processes per variant, interleaved in "
-            "shuffled rounds; each times its own import statement with perf_counter (interpreter "
-            "start-up excluded). Heavy modules: sys.modules after the import, minus what httpx + one "
-            "pydantic model load (httpx itself imports click/rich/pygments when they are installed, for "
-            "its CLI). Attribution: median self time from `-X importtime` of the modules only "
-            "vllm_devclient loads. pydantic builds its machinery on the first model class, so `import "
-            "pydantic` alone understates what any pydantic user pays: the goal is set against httpx + "
-            "one model."
-        ),
-        rows=rows,
+        method=_METHOD.format(n=len(samples["httpx"])),
+        rows=_rows(ms, optional, optional_own, other_heavy, extra),
         samples_ms={name: [round(s * 1e3, 3) for s in v] for name, v in samples.items()},
         extra_modules=extra,
         heavy_loaded=optional,

@@ -193,50 +193,59 @@ def _decode_path(payloads: list[bytes], rounds: int, slice_size: int = 1000) -> 
 # -- end to end over inproc ZeroMQ -----------------------------------------------------------------------
 
 
-def _end_to_end(payloads: list[bytes], rounds: int, slice_size: int = 1000) -> dict[str, Any]:
-    """Per slice of the stream: the PUB sends it (both SUBs queue it), then each side consumes its copy
-    while timed, in random order; a round's time is the sum over its slices."""
-    ctx = zmq.Context()
-    pub = ctx.socket(zmq.PUB)
+ENDPOINT = "inproc://bench-kv-events"
+
+
+def _pub_and_bare_sub(ctx: zmq.Context[Any]) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+    """The PUB the stream is sent on (bound to ENDPOINT), and the bare SUB reading it; neither drops."""
+    pub: zmq.Socket[bytes] = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.LINGER, 0)
     pub.setsockopt(zmq.SNDHWM, 0)
-    pub.bind("inproc://bench-kv-events")
-    bare = ctx.socket(zmq.SUB)
+    pub.bind(ENDPOINT)
+    bare: zmq.Socket[bytes] = ctx.socket(zmq.SUB)
     bare.setsockopt(zmq.LINGER, 0)
     bare.setsockopt(zmq.RCVHWM, 0)
     bare.setsockopt(zmq.SUBSCRIBE, b"")
-    bare.connect("inproc://bench-kv-events")
-    sub = KVEventSubscriber(
-        "inproc://bench-kv-events", context=ctx, backlog=False, probe_interval=None, rcvhwm=2 * slice_size
-    )
+    bare.connect(ENDPOINT)
+    return pub, bare
+
+
+def _subscribed(
+    pub: zmq.Socket[bytes], bare: zmq.Socket[bytes], sub: KVEventSubscriber, payload: bytes
+) -> int:
+    """Send `payload` until both SUB sockets have one (both subscribed), drop what they got; the next seq."""
+    seq = 0
+    while True:
+        pub.send_multipart([b"kv", seq.to_bytes(8, "big"), payload])
+        seq += 1
+        if bare.poll(10) and sub.poll(0.01) is not None:
+            break
+    while bare.poll(0):
+        bare.recv_multipart()
+    while sub.poll(0.0) is not None:
+        pass
+    return seq
+
+
+def _end_to_end(payloads: list[bytes], rounds: int, slice_size: int = 1000) -> dict[str, Any]:
+    """Per slice of the stream: the PUB sends it (both SUBs queue it), then each side consumes its copy
+    while timed, in random order; a round's time is the sum over its slices."""
+    ctx: zmq.Context[Any] = zmq.Context()
+    pub, bare = _pub_and_bare_sub(ctx)
+    sub = KVEventSubscriber(ENDPOINT, context=ctx, backlog=False, probe_interval=None, rcvhwm=2 * slice_size)
     decode = msgspec.msgpack.Decoder(KVEventBatch).decode
     slices = [payloads[i : i + slice_size] for i in range(0, len(payloads), slice_size)]
     samples: dict[str, list[float]] = {"bare": [], "subscriber": []}
     n_events = sum(len(decode(p).events) for p in payloads)
     rng = random.Random(1)
     clock = time.perf_counter
-
-    def consume_bare(n: int) -> int:
-        recv = bare.recv_multipart
-        return sum(len(decode(recv()[2]).events) for _ in range(n))
-
-    def consume_sub(n: int) -> int:
-        recv = sub.recv
-        return sum(len(recv(5.0).events) for _ in range(n))
-
-    consume = {"bare": consume_bare, "subscriber": consume_sub}
-    seq = 0
+    recv_bare, recv_sub = bare.recv_multipart, sub.recv
+    consume: dict[str, Callable[[int], int]] = {
+        "bare": lambda n: sum(len(decode(recv_bare()[2]).events) for _ in range(n)),
+        "subscriber": lambda n: sum(len(recv_sub(5.0).events) for _ in range(n)),
+    }
     try:
-        # Both SUB sockets must be subscribed before the stream is sent.
-        while True:
-            pub.send_multipart([b"kv", seq.to_bytes(8, "big"), payloads[0]])
-            seq += 1
-            if bare.poll(10) and sub.poll(0.01) is not None:
-                break
-        while bare.poll(0):
-            bare.recv_multipart()
-        while sub.poll(0.0) is not None:
-            pass
+        seq = _subscribed(pub, bare, sub, payloads[0])  # both SUB sockets subscribed before the stream
         for rep in range(rounds + 1):
             totals = dict.fromkeys(samples, 0.0)
             events = dict.fromkeys(samples, 0)

@@ -20,6 +20,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from vllm_devclient import DevClient
@@ -80,6 +81,49 @@ def _exchanges(client: DevClient) -> list[str]:
     return [line.split(" -> ")[0] for line in handler.lines[1:]]
 
 
+def _variants(client: DevClient) -> dict[str, Callable[[], Any]]:
+    """The plain reset, the verified reset's requests by hand, and the verified reset."""
+    model = client.models().data[0].id
+    salted = {"model": model, "prompt": PROBE, "max_tokens": 1, "temperature": 0, "cache_salt": "bench"}
+
+    def by_hand() -> None:
+        client.reset_prefix_cache(reset_external=True)
+        client.request("POST", "/v1/completions", json=salted)
+        client.request("POST", "/v1/completions", json=salted)
+        client.reset_prefix_cache(reset_external=True)
+        client.request("POST", "/v1/completions", json=salted)
+
+    return {
+        "plain": lambda: client.reset_prefix_cache(reset_external=True),
+        "by hand": by_hand,
+        "verified": lambda: client.reset_prefix_cache_verified(PROBE, reset_external=True),
+    }
+
+
+def _timed(client: DevClient, variants: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
+    """Each variant's times (s), taking turns, the probe's blocks warmed in both tiers before each; after 3
+    rounds of warm-up, `rounds` rounds or 60 s."""
+
+    def warm() -> None:
+        client.completion(PROBE, max_tokens=1)
+
+    timed: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(3):
+        warm()
+        for fn in variants.values():
+            fn()
+    began = time.perf_counter()
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            warm()
+            start = time.perf_counter()
+            fn()
+            timed[name].append(time.perf_counter() - start)
+        if time.perf_counter() - began > 60:
+            break
+    return timed
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     why_not = rust_available()
     if why_not is not None:
@@ -88,43 +132,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             method="needs the Rust frontend",
             rows=[value("rust frontend", "skipped", reason=why_not, ok=False)],
         )
-    rounds = 20 if quick else 200
     with CachingRust() as server, DevClient(server.base_url) as client:
-
-        def warm() -> None:  # the probe's blocks in both tiers before every reset
-            client.completion(PROBE, max_tokens=1)
-
-        def plain() -> None:
-            client.reset_prefix_cache(reset_external=True)
-
-        model = client.models().data[0].id
-        salted = {"model": model, "prompt": PROBE, "max_tokens": 1, "temperature": 0, "cache_salt": "bench"}
-
-        def by_hand() -> None:
-            client.reset_prefix_cache(reset_external=True)
-            client.request("POST", "/v1/completions", json=salted)
-            client.request("POST", "/v1/completions", json=salted)
-            client.reset_prefix_cache(reset_external=True)
-            client.request("POST", "/v1/completions", json=salted)
-
-        def verified() -> None:
-            client.reset_prefix_cache_verified(PROBE, reset_external=True)
-
-        variants = {"plain": plain, "by hand": by_hand, "verified": verified}
-        timed: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(3):
-            warm()
-            for fn in variants.values():
-                fn()
-        began = time.perf_counter()
-        for _ in range(rounds):
-            for name, fn in variants.items():
-                warm()
-                start = time.perf_counter()
-                fn()
-                timed[name].append(time.perf_counter() - start)
-            if time.perf_counter() - began > 60:
-                break
+        timed = _timed(client, _variants(client), 20 if quick else 200)
         sent = _exchanges(client)
     stats = {name: Stats.of(samples).scaled(1e3) for name, samples in timed.items()}
     ratio_allowed = stats["verified"].median / stats["by hand"].median

@@ -40,7 +40,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("answers", "metrics", "records", "endpoints", "routes"),
         (
-            "operations",
+            "operations",  # a package: its modules import one another lowest first (its docstring)
             "polling",
             "reset_check",
             "release_gate",

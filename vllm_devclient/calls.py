@@ -1,7 +1,7 @@
 """The records of the client methods written by hand, because each spans several exchanges: completions
 (the served model is looked up first), engine stepping, the offload barrier, the waits, and `request()`.
 
-Their code is in `_async/waits.py` and `_async/core.py` (behaviour in `operations.py`); these records say
+Their code is in `_async/waits.py` and `_async/core.py` (behaviour in `operations/`); these records say
 what their signatures are, for the fleets' tables and the command line, and a test checks that the two
 agree. See `records.py`.
 """

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .constants import ERROR_TEXT_LIMIT
@@ -447,6 +449,96 @@ def _served_from(method: str, path: str, frontend: Frontend) -> tuple[str | None
     return first, f" (vLLM serves {method} {path} on {words} on)"
 
 
+@dataclass(frozen=True)
+class _ErrorAnswer:
+    """A non-2xx answer as the builders of its error read it: the route called, the message the body
+    gave, and the fields every error of it carries (`kw`)."""
+
+    response: ResponseLike
+    method: str
+    path: str
+    dev_route: bool
+    dev_routes_served: bool | None
+    message: str | None
+    kw: dict[str, Any]
+
+
+def _bad_request(a: _ErrorAnswer) -> APIStatusError:
+    param, message = a.kw["param"], a.message
+    if param is None and message:
+        m = _RUST_QUERY_PARAM.search(message)
+        param = m.group("param") if m else None
+    # Python names it "query.level", Rust "level": report the bare name on both.
+    a.kw["param"] = _LOCATION_PREFIX.sub("", param) if param else None
+    if a.kw["status_code"] == 400 and message and "length limit exceeded" in message:
+        return BodyLimitExceededError(
+            f"{message}: the request body is over the server's limit; {BODY_HINT}", **a.kw
+        )
+    return BadRequestError(message or "bad request", **a.kw)
+
+
+def _not_found(a: _ErrorAnswer) -> APIStatusError:
+    path = a.path
+    if a.dev_route and a.dev_routes_served:
+        error: NotFoundError = RouteNotServedError(
+            f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
+            "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
+            **a.kw,
+        )
+    elif a.dev_route:
+        unsure = " (if it already runs in dev mode, this release has no such route)"
+        error = DevModeDisabledError(
+            f"{path} is a development route and the server does not serve it: start the server with "
+            f"VLLM_SERVER_DEV_MODE=1{unsure if a.dev_routes_served is None else ''}",
+            **a.kw,
+        )
+    else:
+        error = NotFoundError(a.message or "not found", **a.kw)
+    error.served_from, error.served_words = _served_from(a.method, path, a.kw["frontend"])
+    return error
+
+
+def _not_allowed(a: _ErrorAnswer) -> APIStatusError:
+    allow = a.response.headers.get("allow")
+    hint = f"; allowed: {allow}" if allow else ""
+    return MethodNotAllowedError(f"{a.method} is not allowed on {a.path}{hint}", **a.kw)
+
+
+def _server_error(a: _ErrorAnswer) -> APIStatusError:
+    status, message = a.kw["status_code"], a.message
+    if status == 503 and a.path == "/health":
+        return EngineDeadError("the engine is dead (/health answered 503): restart the server", **a.kw)
+    failed = (_ENGINE_FAILURE.search(message) or _RUST_UTILITY.search(message)) if message else None
+    if message and failed:
+        return EngineCallError(
+            message, engine_method=failed.group("method"), engine_message=failed.group("msg").strip(), **a.kw
+        )
+    if status == 503:
+        return ServiceUnavailableError(message or "service unavailable", **a.kw)
+    return InternalServerError(message or f"server error {status}", **a.kw)
+
+
+def _unexpected(a: _ErrorAnswer) -> APIStatusError:
+    return APIStatusError(a.message or f"unexpected status {a.kw['status_code']}", **a.kw)
+
+
+def _plain(kind: type[APIStatusError], fallback: str) -> Callable[[_ErrorAnswer], APIStatusError]:
+    """The error of a status that needs nothing but the server's message (else `fallback`)."""
+    return lambda a: kind(a.message or fallback, **a.kw)
+
+
+# The error of each status the SDK types; any other 5xx is `_server_error`'s, the rest `_unexpected`'s.
+_BY_STATUS: dict[int, Callable[[_ErrorAnswer], APIStatusError]] = {
+    400: _bad_request,
+    422: _bad_request,
+    401: _plain(AuthenticationError, "unauthorized: pass api_key= or set VLLM_API_KEY"),
+    403: _plain(PermissionDeniedError, "forbidden"),
+    404: _not_found,
+    405: _not_allowed,
+    409: _plain(ConflictError, "conflict"),
+}
+
+
 def error_from_response(
     response: ResponseLike,
     *,
@@ -475,63 +567,5 @@ def error_from_response(
         "frontend": frontend,
         "param": param,
     }
-    if status in (400, 422):
-        if param is None and message:
-            m = _RUST_QUERY_PARAM.search(message)
-            param = m.group("param") if m else None
-        # Python names it "query.level", Rust "level": report the bare name on both.
-        kw["param"] = _LOCATION_PREFIX.sub("", param) if param else None
-        if status == 400 and message and "length limit exceeded" in message:
-            return BodyLimitExceededError(
-                f"{message}: the request body is over the server's limit; {BODY_HINT}", **kw
-            )
-        return BadRequestError(message or "bad request", **kw)
-    if status == 401:
-        return AuthenticationError(message or "unauthorized: pass api_key= or set VLLM_API_KEY", **kw)
-    if status == 403:
-        return PermissionDeniedError(message or "forbidden", **kw)
-    if status == 404:
-        if dev_route and dev_routes_served:
-            error: NotFoundError = RouteNotServedError(
-                f"the route {path} is missing from this server: it runs in dev mode (it serves other dev "
-                "routes) but its vLLM release has no such route; upgrade vLLM or do without the route",
-                **kw,
-            )
-        elif dev_route:
-            unsure = " (if it already runs in dev mode, this release has no such route)"
-            error = DevModeDisabledError(
-                f"{path} is a development route and the server does not serve it: start the server with "
-                f"VLLM_SERVER_DEV_MODE=1{unsure if dev_routes_served is None else ''}",
-                **kw,
-            )
-        else:
-            error = NotFoundError(message or "not found", **kw)
-        error.served_from, error.served_words = _served_from(method, path, frontend)
-        return error
-    if status == 405:
-        allow = response.headers.get("allow")
-        hint = f"; allowed: {allow}" if allow else ""
-        return MethodNotAllowedError(f"{method} is not allowed on {path}{hint}", **kw)
-    if status == 409:
-        return ConflictError(message or "conflict", **kw)
-    if status == 503 and path == "/health":
-        return EngineDeadError("the engine is dead (/health answered 503): restart the server", **kw)
-    if status >= 500 and message:
-        engine = _ENGINE_FAILURE.search(message)
-        if engine:
-            return EngineCallError(
-                message,
-                engine_method=engine.group("method"),
-                engine_message=engine.group("msg").strip(),
-                **kw,
-            )
-        rust = _RUST_UTILITY.search(message)
-        if rust:
-            return EngineCallError(
-                message, engine_method=rust.group("method"), engine_message=rust.group("msg").strip(), **kw
-            )
-    if status == 503:
-        return ServiceUnavailableError(message or "service unavailable", **kw)
-    if status >= 500:
-        return InternalServerError(message or f"server error {status}", **kw)
-    return APIStatusError(message or f"unexpected status {status}", **kw)
+    build = _BY_STATUS.get(status, _server_error if status >= 500 else _unexpected)
+    return build(_ErrorAnswer(response, method, path, dev_route, dev_routes_served, message, kw))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -494,64 +495,99 @@ async def evaluate_gsm8k_async(
     ``httpx.AsyncClient`` or ``httpx2.AsyncClient`` with a base URL (``http_client``). ``concurrency`` caps
     requests in flight (None: all at once, as vLLM's CI does; 1: one at a time, which keeps batching, and so
     greedy numerics, the same from run to run). ``prompts`` skips loading the data (else ``data_dir`` and
-    ``sample`` as in
-    :func:`load_split`). ``model``: None sends the first model on
-    ``/v1/models`` (vLLM 0.26's Rust frontend rejects a completion without one). A request that fails counts
-    as an invalid answer (``failed_requests``); a 503 is retried ``retries_503`` times with backoff.
+    ``sample`` as in :func:`load_split`). ``model``: None sends the first model on ``/v1/models`` (vLLM
+    0.26's Rust frontend rejects a completion without one). A request that fails counts as an invalid answer
+    (``failed_requests``); a 503 is retried ``retries_503`` times with backoff.
     ``spread_s`` sends the requests evenly over that many seconds instead of at once (request ``i`` of ``n``
     waits ``i * spread_s / n``): the same prompts in other batches.
     """
-    from vllm_devclient.client import AsyncDevClient
+    _check_evaluation(
+        concurrency, spread_s, server_given=(base_url, client, http_client) != (None, None, None)
+    )
+    if prompts is None:
+        train, test = load_gsm8k(data_dir=data_dir, sample=sample)
+        prompts = build_prompts(train, test, num_questions, num_shots)
+    async with _client_of(base_url, client, http_client, api_key=api_key, timeout=request_timeout) as c:
+        bar = _progress_bar(progress, len(prompts))
+        start = time.perf_counter()
+        try:
+            model = model if model is not None else await _first_model(c, request_timeout)
+            sampling = _Sampling(
+                model, max_tokens, temperature, seed, request_timeout, retries_503, retry_delay
+            )
+            results = await _ask_all(
+                c, prompts, sampling, concurrency=concurrency, spread_s=spread_s, bar=bar
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+    latency = time.perf_counter() - start
+    return summarize(
+        results, num_shots=num_shots, max_tokens=max_tokens, concurrency=concurrency, latency=latency
+    )
 
+
+def _check_evaluation(concurrency: int | None, spread_s: float, *, server_given: bool) -> None:
     if concurrency is not None and concurrency < 1:
         raise InvalidParameterError(f"concurrency must be >= 1 or None, not {concurrency}")
     if spread_s < 0:
         raise InvalidParameterError(f"spread_s must be >= 0 seconds, not {spread_s}")
-    if base_url is None and client is None and http_client is None:
+    if not server_given:
         raise InvalidParameterError("pass base_url, client or http_client")
-    if prompts is None:
-        train, test = load_gsm8k(data_dir=data_dir, sample=sample)
-        prompts = build_prompts(train, test, num_questions, num_shots)
-    own: AsyncDevClient | None = None
-    if client is None:
-        url = base_url if base_url is not None else str(http_client.base_url) if http_client else ""
-        own = client = AsyncDevClient(url, api_key=api_key, timeout=request_timeout, http_client=http_client)
+
+
+@contextlib.asynccontextmanager
+async def _client_of(
+    base_url: str | None,
+    client: AsyncDevClient | None,
+    http_client: httpx.AsyncClient | httpx2.AsyncClient | None,
+    *,
+    api_key: str | None,
+    timeout: float,
+) -> AsyncIterator[AsyncDevClient]:
+    """`client` as it is (kept open), else one of `base_url` or `http_client`'s, closed on leaving."""
+    if client is not None:
+        yield client
+        return
+    from vllm_devclient.client import AsyncDevClient
+
+    url = base_url if base_url is not None else str(http_client.base_url) if http_client else ""
+    async with AsyncDevClient(url, api_key=api_key, timeout=timeout, http_client=http_client) as own:
+        yield own
+
+
+async def _first_model(client: AsyncDevClient, request_timeout: float) -> str:
+    """The first model the server lists on /v1/models."""
+    listing = await client.models(timeout=request_timeout)
+    if not listing.data:
+        raise DevClientError("the server lists no model on /v1/models: pass model=")
+    return listing.data[0].id
+
+
+async def _ask_all(
+    client: AsyncDevClient,
+    prompts: Sequence[GSM8KPrompt],
+    sampling: _Sampling,
+    *,
+    concurrency: int | None,
+    spread_s: float,
+    bar: Any,
+) -> list[QuestionResult]:
+    """Every prompt's answer, in the prompts' order: at most `concurrency` in flight (None: all), request
+    `k` of `n` sent `k * spread_s / n` seconds after the first; `bar` (a tqdm bar or None) counts them."""
     limit = asyncio.Semaphore(concurrency or max(len(prompts), 1))
-    bar = _progress_bar(progress, len(prompts))
-    start = time.perf_counter()
-    try:
-        if model is None:
-            listing = await client.models(timeout=request_timeout)
-            if not listing.data:
-                raise DevClientError("the server lists no model on /v1/models: pass model=")
-            model = listing.data[0].id
-        sampling = _Sampling(model, max_tokens, temperature, seed, request_timeout, retries_503, retry_delay)
+    gap = spread_s / len(prompts) if prompts else 0.0
 
-        gap = spread_s / len(prompts) if prompts else 0.0
-
-        async def one(k: int, prompt: GSM8KPrompt) -> QuestionResult:
-            assert client is not None
-            if gap:
-                await asyncio.sleep(k * gap)
-            async with limit:
-                result = await _ask(client, prompt, sampling)
-            if bar is not None:
-                bar.update(1)
-            return result
-
-        results = await asyncio.gather(*(one(k, p) for k, p in enumerate(prompts)))
-    finally:
+    async def one(k: int, prompt: GSM8KPrompt) -> QuestionResult:
+        if gap:
+            await asyncio.sleep(k * gap)
+        async with limit:
+            result = await _ask(client, prompt, sampling)
         if bar is not None:
-            bar.close()
-        if own is not None:
-            await own.close()
-    return summarize(
-        results,
-        num_shots=num_shots,
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-        latency=time.perf_counter() - start,
-    )
+            bar.update(1)
+        return result
+
+    return await asyncio.gather(*(one(k, p) for k, p in enumerate(prompts)))
 
 
 def evaluate_gsm8k(base_url: str, **kwargs: Any) -> GSM8KResult:

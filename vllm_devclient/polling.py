@@ -1,5 +1,5 @@
 """The offload barrier and the waits: poll until a state is reached, written once for both clients (sans-IO,
-run as the operations of `operations.py` are).
+run as the operations of `operations/` are).
 
 How long. A poll has one `Bound`: its `deadline`, or the client's `total_timeout` when that ends sooner.
 Each try gets `request_timeout` (None: no bound of its own) but never more than what is left of the bound;

@@ -1,8 +1,8 @@
 """Secrets (the API key, a password in the base URL) and the one function that takes them out of text.
 
 Every error message, error attribute and log line the SDK builds from what it sent or what a server
-answered goes through `Secrets.redact` (see `errors.py` and `operations.py`): a server that echoes the key,
-or a URL that carries a password, never puts either into an exception or a log record.
+answered goes through `Secrets.redact` (see `errors.py` and `operations/failures.py`): a server that echoes
+the key, or a URL that carries a password, never puts either into an exception or a log record.
 """
 
 from __future__ import annotations

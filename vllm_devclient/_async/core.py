@@ -1,6 +1,6 @@
 """The plumbing of a client: configuration, lifecycle, running operations, `request()`.
 
-Behaviour lives in `operations.py` and `endpoints.py`.
+Behaviour lives in `operations/` and `endpoints.py`.
 """
 
 from __future__ import annotations

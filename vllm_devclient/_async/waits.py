@@ -47,7 +47,7 @@ def _wait_options(wait: WaitOptions, deadline: float) -> tuple[float, float | No
 
 
 class _AsyncWaits(_AsyncRoutes):
-    """Completions, stepping, the barrier and the waits; their logic is in `operations.py` and
+    """Completions, stepping, the barrier and the waits; their logic is in `operations/` and
     `polling.py`."""
 
     # ---- completions and engine stepping ---------------------------------------------------------------

@@ -3,7 +3,7 @@
 
 The class is assembled from one module per concern: `core` (configuration, lifecycle, running operations),
 `routes` (one method per route), `waits` (completions, stepping, barrier, waits), `flows` (context managers).
-Behaviour lives in `operations.py` and `endpoints.py`. `_sync/` is generated from `_async/` (`make
+Behaviour lives in `operations/` and `endpoints.py`. `_sync/` is generated from `_async/` (`make
 generate`), but for the route methods, derived from the async ones (`_sync/routes.py`): edit `_async/`.
 """
 

@@ -1,7 +1,7 @@
 # Generated from vllm_devclient/_async/core.py by scripts/unasync.py; do not edit.
 """The plumbing of a client: configuration, lifecycle, running operations, `request()`.
 
-Behaviour lives in `operations.py` and `endpoints.py`.
+Behaviour lives in `operations/` and `endpoints.py`.
 """
 
 from __future__ import annotations

@@ -145,105 +145,108 @@ class Number(ParamTypeBase):
 SECONDS = Number(float, 0, open=True)
 
 
+_NO_DEFAULT: Any = object()  # click's own default (not None: a multiple option's is empty)
+
+
+@dataclass(frozen=True)
+class _Global:
+    """One global option. On the group it reads `env` and defaults to `default`; on a subcommand it is
+    hidden and defaults to None, so that only a value given there overrides the group's."""
+
+    decls: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+    type: Any = None
+    env: str | None = None
+    default: Any = _NO_DEFAULT
+    multiple: bool = False
+    flag: bool = False
+    hidden: bool = False  # on the group too
+
+    def option(self, *, top: bool) -> click.Option:
+        kwargs: dict[str, Any] = {"hidden": self.hidden or not top, "help": self.help}
+        if self.metavar is not None:
+            kwargs["metavar"] = self.metavar
+        if self.type is not None:
+            kwargs["type"] = self.type
+        if self.env is not None:
+            kwargs["envvar"] = self.env if top else None
+        if self.multiple:
+            kwargs["multiple"] = True
+        if self.flag:
+            kwargs["is_flag"] = True
+        if self.default is not _NO_DEFAULT:
+            kwargs["default"] = self.default if top else None
+        return click.Option(list(self.decls), **kwargs)
+
+
+# The options every subcommand takes, in the order the group's help shows them.
+_GLOBALS = (
+    _Global(
+        ("--url", "urls"),
+        f"Server URL; repeat for a fleet.  [default: $VLLM_DEVCLIENT_URL, else {DEFAULT_URL}]",
+        metavar="URL",
+        env="VLLM_DEVCLIENT_URL",
+        multiple=True,
+    ),
+    _Global(
+        ("--api-key",),
+        "Bearer key, never printed.  [default: $VLLM_API_KEY]",
+        metavar="KEY",
+        env="VLLM_API_KEY",
+    ),
+    # TLS, by curl's names. --key stays out of the group's help (to fit a screen): --cert's help names it.
+    _Global(("--cacert",), "CA bundle for https.  [default: $SSL_CERT_FILE]", metavar="FILE"),
+    _Global(("--cert",), "Client certificate (mTLS; PEM, key in it or --key).", metavar="FILE"),
+    _Global(("--key",), "The key of --cert, in a file of its own.", metavar="FILE", hidden=True),
+    _Global(("--insecure",), "Do not check https certificates (a warning says so).", flag=True, default=None),
+    _Global(
+        ("--timeout",),
+        "Seconds per try (default 30, long routes unbounded).",
+        metavar="SECONDS",
+        type=SECONDS,
+        env=TIMEOUT_ENV,
+        default=None,
+    ),
+    _Global(
+        ("--total-timeout",),
+        "Seconds per call, retries included (default none).",
+        metavar="SECONDS",
+        type=SECONDS,
+        env=TOTAL_TIMEOUT_ENV,
+        default=None,
+    ),
+    _Global(
+        ("--retries",),
+        "Retries on connection errors, 502-504 (default 2).",
+        metavar="N",
+        type=Number(int, 0),
+        default=2,
+    ),
+    _Global(
+        ("--concurrency",),
+        f"Most targets in flight at once (default {DEFAULT_MAX_CONCURRENCY}).",
+        metavar="N",
+        type=Number(int, 1),
+        default=DEFAULT_MAX_CONCURRENCY,
+    ),
+    _Global(
+        ("-o", "--output"),
+        "table, json (docs/cli.md) or tsv (default table).",
+        metavar="FORMAT",
+        type=click.Choice(["table", "json", "tsv"]),
+        default=None,
+    ),
+    _Global(("--json", "as_json"), "Same as -o json.", flag=True, default=None),
+    _Global(("--no-progress",), "No progress display (only ever on a terminal).", flag=True, default=None),
+)
+
+
 def global_params(*, top: bool, exclude: tuple[str, ...] = ()) -> list[click.Parameter]:
     """The options every subcommand takes. On the group they are shown, read the environment and have
     defaults; on a subcommand they are hidden and override the group's (`health --json` works too);
     `exclude` leaves out those a subcommand has an option of its own for."""
-    hidden = not top
-    params: list[click.Parameter] = [
-        click.Option(
-            ["--url", "urls"],
-            multiple=True,
-            metavar="URL",
-            envvar="VLLM_DEVCLIENT_URL" if top else None,
-            hidden=hidden,
-            help=f"Server URL; repeat for a fleet.  [default: $VLLM_DEVCLIENT_URL, else {DEFAULT_URL}]",
-        ),
-        click.Option(
-            ["--api-key"],
-            metavar="KEY",
-            envvar="VLLM_API_KEY" if top else None,
-            hidden=hidden,
-            help="Bearer key, never printed.  [default: $VLLM_API_KEY]",
-        ),
-        # TLS, by curl's names. --key stays out of the group's help (to fit a screen): --cert's help names it.
-        click.Option(
-            ["--cacert"],
-            metavar="FILE",
-            hidden=hidden,
-            help="CA bundle for https.  [default: $SSL_CERT_FILE]",
-        ),
-        click.Option(
-            ["--cert"],
-            metavar="FILE",
-            hidden=hidden,
-            help="Client certificate (mTLS; PEM, key in it or --key).",
-        ),
-        click.Option(["--key"], metavar="FILE", hidden=True, help="The key of --cert, in a file of its own."),
-        click.Option(
-            ["--insecure"],
-            is_flag=True,
-            default=None,
-            hidden=hidden,
-            help="Do not check https certificates (a warning says so).",
-        ),
-        click.Option(
-            ["--timeout"],
-            type=SECONDS,
-            metavar="SECONDS",
-            envvar=TIMEOUT_ENV if top else None,
-            default=None,
-            hidden=hidden,
-            help="Seconds per try (default 30, long routes unbounded).",
-        ),
-        click.Option(
-            ["--total-timeout"],
-            type=SECONDS,
-            metavar="SECONDS",
-            envvar=TOTAL_TIMEOUT_ENV if top else None,
-            default=None,
-            hidden=hidden,
-            help="Seconds per call, retries included (default none).",
-        ),
-        *(
-            click.Option(
-                [flag],
-                type=kind,
-                metavar=metavar,
-                default=default if top else None,
-                hidden=hidden,
-                help=f"{text} (default {default}).",
-            )
-            for flag, kind, metavar, default, text in (
-                ("--retries", Number(int, 0), "N", 2, "Retries on connection errors, 502-504"),
-                (
-                    "--concurrency",
-                    Number(int, 1),
-                    "N",
-                    DEFAULT_MAX_CONCURRENCY,
-                    "Most targets in flight at once",
-                ),
-            )
-        ),
-        click.Option(
-            ["-o", "--output"],
-            type=click.Choice(["table", "json", "tsv"]),
-            metavar="FORMAT",
-            default=None,
-            hidden=hidden,
-            help="table, json (docs/cli.md) or tsv (default table).",
-        ),
-        click.Option(
-            ["--json", "as_json"], is_flag=True, default=None, hidden=hidden, help="Same as -o json."
-        ),
-        click.Option(
-            ["--no-progress"],
-            is_flag=True,
-            default=None,
-            hidden=hidden,
-            help="No progress display (only ever on a terminal).",
-        ),
-    ]
+    params: list[click.Parameter] = [g.option(top=top) for g in _GLOBALS]
     return [p for p in params if p.name not in exclude]
 
 

@@ -8,7 +8,7 @@ import contextlib
 import importlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -134,17 +134,10 @@ def parity(
         raise click.UsageError(f"parity compares two servers: give --url twice, or none (got {len(urls)})")
     try:
         from ..testing.frontends import FrontendStartupError, VllmNotInstalledError
-        from ..testing.parity import run_parity, summary_lines
+        from ..testing.parity import run_parity
     except ImportError as exc:
         raise Unavailable(exc, "testing") from exc
-    chosen = selection(scenarios, sources)
-    if urls and chosen is not None and scenarios is None:
-        # Against live servers the built-in ones stay the read-only ones; yours run as you wrote them.
-        from ..testing.parity import safe_scenarios
-        from ..testing.scenarios import SCENARIOS as BUILT_IN
-
-        built_in = {s.name for s in BUILT_IN}
-        chosen = safe_scenarios(allow_reset=allow_reset) + [s for s in chosen if s.name not in built_in]
+    chosen = _parity_scenarios(scenarios, sources, live=bool(urls), allow_reset=allow_reset)
     what = (
         "comparing the two servers" if urls else "starting the Python and Rust frontends, running scenarios"
     )
@@ -163,19 +156,40 @@ def parity(
         raise CommandError(f"a frontend did not start: {exc}", error=exc) from exc
     mismatches = list(report.sdk_mismatches)
     error = UnsuccessfulResultError(f"SDK mismatches: {', '.join(mismatches)}") if mismatches else None
-
-    def human() -> None:
-        if settings.output == "tsv":
-            for row in report.rows:
-                raw = "differs" if row.raw_differs else "="
-                sdk = "=" if row.sdk_same else ("by design" if row.sdk_difference else "MISMATCH")
-                click.echo(f"{row.scenario}\t{raw}\t{sdk}")
-            return
-        for line in summary_lines(report.summary(), report_path):
-            click.echo(line)
-
     code = ExitCode.FAILED if mismatches else ExitCode.OK
-    _finish(ctx, settings, "parity", start, result=report.to_dict(), code=code, error=error, human=human)
+    _finish(
+        ctx, settings, "parity", start, result=report.to_dict(), code=code, error=error,
+        human=lambda: _print_parity(settings, report, report_path),
+    )  # fmt: skip
+
+
+def _parity_scenarios(
+    scenarios: str | None, sources: tuple[str, ...], *, live: bool, allow_reset: bool
+) -> Any:
+    """The scenarios chosen (`selection`); against live servers the built-in ones stay the read-only ones,
+    yours run as you wrote them."""
+    chosen = selection(scenarios, sources)
+    if live and chosen is not None and scenarios is None:
+        from ..testing.parity import safe_scenarios
+        from ..testing.scenarios import SCENARIOS as BUILT_IN
+
+        built_in = {s.name for s in BUILT_IN}
+        chosen = safe_scenarios(allow_reset=allow_reset) + [s for s in chosen if s.name not in built_in]
+    return chosen
+
+
+def _print_parity(settings: Settings, report: Any, report_path: Path) -> None:
+    """The parity outcome for a reader: one row per scenario under -o tsv, else the summary."""
+    from ..testing.parity import summary_lines
+
+    if settings.output == "tsv":
+        for row in report.rows:
+            raw = "differs" if row.raw_differs else "="
+            sdk = "=" if row.sdk_same else ("by design" if row.sdk_difference else "MISMATCH")
+            click.echo(f"{row.scenario}\t{raw}\t{sdk}")
+        return
+    for line in summary_lines(report.summary(), report_path):
+        click.echo(line)
 
 
 # ---- gsm8k -------------------------------------------------------------------------------------------------
@@ -255,25 +269,10 @@ def gsm8k(
     }
     if settings.timeout_given:
         kwargs["request_timeout"] = settings.timeout
-
-    async def every() -> FleetResult[Any]:
-        # Every server at once (--concurrency here is requests per server).
-        fleet = AsyncFleet(
-            settings.urls,
-            api_key=settings.api_key,
-            timeout=settings.http_timeout,
-            max_retries=settings.retries,
-            max_concurrency=len(settings.urls),
-            verify=settings.verify,
-            cert=settings.cert,
-            total_timeout=settings.total_timeout,
-            raise_on_error=False,  # each server's outcome is reported
-        )
-        async with fleet:
-            return await fleet.map(lambda client: gsm8k.evaluate_gsm8k_async(client=client, **kwargs))
-
     try:
-        outcomes = asyncio.run(every())
+        outcomes = asyncio.run(
+            _on_every_server(settings, lambda c: gsm8k.evaluate_gsm8k_async(client=c, **kwargs))
+        )
     except ImportError as exc:
         raise Unavailable(exc, "gsm8k") from exc
     targets = {url: target_entry(o.value, o.error, o.elapsed_s) for url, o in outcomes.items()}
@@ -281,19 +280,40 @@ def gsm8k(
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(targets, indent=2) + "\n")
     code = combine([int(t["exit_code"]) for t in targets.values()])
+    _finish(
+        ctx, settings, "gsm8k", start, result=None, code=code, targets=targets,
+        human=lambda: _print_gsm8k(settings, outcomes, targets),
+    )  # fmt: skip
 
-    def human() -> None:
-        for url, o in outcomes.items():
-            line = _gsm8k_line(o.value, o.error)
-            if settings.output == "tsv":
-                click.echo(
-                    f"{url}\t{'ok' if o.error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
-                    f"{round(o.elapsed_s, 3)}\t{tsv_cell(line)}"
-                )
-            else:
-                click.echo(f"{url}: {line}", err=o.error is not None)
 
-    _finish(ctx, settings, "gsm8k", start, result=None, code=code, human=human, targets=targets)
+async def _on_every_server(settings: Settings, run: Callable[[Any], Awaitable[Any]]) -> FleetResult[Any]:
+    """`run(client)` on every server at once (the command's --concurrency is requests per server)."""
+    fleet = AsyncFleet(
+        settings.urls,
+        api_key=settings.api_key,
+        timeout=settings.http_timeout,
+        max_retries=settings.retries,
+        max_concurrency=len(settings.urls),
+        verify=settings.verify,
+        cert=settings.cert,
+        total_timeout=settings.total_timeout,
+        raise_on_error=False,  # each server's outcome is reported
+    )
+    async with fleet:
+        return await fleet.map(run)
+
+
+def _print_gsm8k(settings: Settings, outcomes: FleetResult[Any], targets: dict[str, Any]) -> None:
+    """One line per server: tab-separated under -o tsv, else its result (a failure on stderr)."""
+    for url, o in outcomes.items():
+        line = _gsm8k_line(o.value, o.error)
+        if settings.output == "tsv":
+            click.echo(
+                f"{url}\t{'ok' if o.error is None else 'FAIL'}\t{targets[url]['exit_code']}\t"
+                f"{round(o.elapsed_s, 3)}\t{tsv_cell(line)}"
+            )
+        else:
+            click.echo(f"{url}: {line}", err=o.error is not None)
 
 
 def _gsm8k_line(value: Any, error: BaseException | None) -> str:

@@ -223,6 +223,36 @@ class _Sockets:
         self.replay_rank.clear()
 
 
+def _endpoints(
+    endpoint: str | None,
+    sources: Mapping[Any, Any] | None,
+    *,
+    replay_endpoint: str | None,
+    topic: str,
+    data_parallel_size: int,
+    host: str | None,
+    bind: bool | None,
+) -> list[KVEventEndpoint]:
+    """Every rank's endpoints: from rank 0's `endpoint` (ranks 1.. derived as vLLM does), or `sources`."""
+    if endpoint is not None:
+        return resolve_endpoints(
+            endpoint, replay_endpoint=replay_endpoint, topic=topic, data_parallel_size=data_parallel_size,
+            bind=bool(bind), host=host,
+        )  # fmt: skip
+    assert sources is not None
+    return endpoints_from_sources(sources, host=host, bind=bind)
+
+
+def _plain_context(context: zmq.Context[Any] | None) -> tuple[zmq.Context[Any], bool]:
+    """The ZeroMQ context to make sockets in, and whether it is the subscriber's own (to terminate)."""
+    if context is None:
+        return zmq.Context(), True
+    # Work on plain sockets even when handed an asyncio context (its sockets return futures).
+    if isinstance(context, zmq.asyncio.Context):
+        return zmq.Context.shadow(context.underlying), False
+    return context, False
+
+
 class SubscriberBase:
     """Configuration, sockets and the shared stream; the drivers add only their waiting."""
 
@@ -260,18 +290,10 @@ class SubscriberBase:
             check.optional_seconds(probe_interval, "probe_interval")
             check.positive_int(rcvhwm, "rcvhwm")
             check.positive_int(max_buffered, "max_buffered")
-        if endpoint is not None:
-            self.endpoints = resolve_endpoints(
-                endpoint,
-                replay_endpoint=replay_endpoint,
-                topic=topic,
-                data_parallel_size=data_parallel_size,
-                bind=bool(bind),
-                host=host,
-            )
-        else:
-            assert sources is not None
-            self.endpoints = endpoints_from_sources(sources, host=host, bind=bind)
+        self.endpoints = _endpoints(
+            endpoint, sources, replay_endpoint=replay_endpoint, topic=topic,
+            data_parallel_size=data_parallel_size, host=host, bind=bind,
+        )  # fmt: skip
         self._max_buffered = max_buffered
         self._probe_interval = probe_interval
         self._last_activity = self._last_probe = time.monotonic()
@@ -282,17 +304,13 @@ class SubscriberBase:
             raise_on_loss=raise_on_loss,
             started_at=time.time(),  # on the publishers' clock: batch timestamps are time.time()
         )
-        if context is None:
-            self._ctx: zmq.Context[Any] = zmq.Context()
-            self._own_ctx = True
-        else:
-            # Work on plain sockets even when handed an asyncio context (its sockets return futures).
-            self._ctx = (
-                zmq.Context.shadow(context.underlying)
-                if isinstance(context, zmq.asyncio.Context)
-                else context
-            )
-            self._own_ctx = False
+        self._ctx, self._own_ctx = _plain_context(context)
+        self._open_sockets(rcvhwm)
+        self._flush()
+
+    def _open_sockets(self, rcvhwm: int) -> None:
+        """Every rank's sockets, and the pollers that wait on them (`_replay_poller`: the replay sockets
+        alone, for when the live ones may not be read)."""
         try:
             self._sockets = _Sockets(self._ctx, self.endpoints, rcvhwm)
         except BaseException:
@@ -307,7 +325,6 @@ class SubscriberBase:
         for sock in self._sockets.replay_rank:
             self._poller.register(sock, zmq.POLLIN)
             self._replay_poller.register(sock, zmq.POLLIN)
-        self._flush()
 
     # -- state ---------------------------------------------------------------------------------------
 

@@ -20,10 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
-
-from .engine_actions import Action, Delay, Hang, Raise, Return
-from .engine_protocol import _ABORT, _ADD, _UTILITY, EngineCall, FinishReason, build_ready_response
+from .engine_actions import Action, Delay, Hang, Raise, checked_script
+from .engine_protocol import (
+    _ABORT,
+    _ADD,
+    _UTILITY,
+    EngineCall,
+    FinishReason,
+    build_ready_response,
+    failed_call,
+    token_outputs,
+    utility_outputs,
+)
 from .engine_state import PARAMETERS, STATE_ANSWERS, EngineState
 from .engine_transport import EngineTransport
 
@@ -152,22 +160,7 @@ class ScriptedEngine(EngineTransport):
         scripts generation requests: ``Raise`` finishes a request with an error (both frontends answer
         500), ``Hang`` holds it, ``Delay`` answers it late, ``Return`` answers it normally.
         """
-        items = [actions] if isinstance(actions, Return | Raise | Delay | Hang) else list(actions)
-        if not items:
-            raise ValueError(f"script for {method!r} is empty: give at least one action")
-        for action in items:
-            if not isinstance(action, Return | Raise | Delay | Hang):
-                raise TypeError(
-                    f"script for {method!r}: {action!r} is not an action; "
-                    "use Return(value), Raise(message), Delay(seconds, value) or Hang()"
-                )
-            if isinstance(action, Return | Delay):
-                try:
-                    self._encoder.encode(action.value)
-                except (TypeError, msgspec.EncodeError) as exc:
-                    raise TypeError(
-                        f"script for {method!r}: {action.value!r} cannot be sent as msgpack ({exc})"
-                    ) from exc
+        items = checked_script(method, actions, self._encoder.encode)
         with self._lock:
             self._scripts[method] = items
 
@@ -331,8 +324,7 @@ class ScriptedEngine(EngineTransport):
                 refusal = self._state.refusal(method, args)
         if isinstance(action, Raise) or refusal is not None:
             message = action.message if isinstance(action, Raise) else refusal
-            reply = [call_id, f"Call to {method} method failed: {message}", None]
-            self._send(client_index, self._outputs_msg(utility=reply))
+            self._send(client_index, self._outputs_msg(utility=failed_call(call_id, method, str(message))))
             return
         self._track_state(method, args)
         value = self._default(method, args) if action is None else action.value
@@ -366,8 +358,7 @@ class ScriptedEngine(EngineTransport):
         with self._lock:
             hung, self._hung = self._hung, {}
         for call_id, (client_index, method) in hung.items():
-            reply = [call_id, f"Call to {method} method failed: {message}", None]
-            self._send(client_index, self._outputs_msg(utility=reply))
+            self._send(client_index, self._outputs_msg(utility=failed_call(call_id, method, message)))
 
     def _finish_held(self, ids: list[str] | None, reason: int) -> None:
         with self._lock:
@@ -379,12 +370,7 @@ class ScriptedEngine(EngineTransport):
 
     def _token_msg(self, request_id: str, num_tokens: int, reason: int) -> bytes:
         tokens = [self.token_ids[i % len(self.token_ids)] for i in range(num_tokens)]
-        # EngineCoreOutput (array_like): request_id, new_token_ids, new_logprobs,
-        # new_prompt_logprobs_tensors, pooling_output, finish_reason, stop_reason.
-        output = [request_id, tokens, None, None, None, reason, None]
-        return self._encoder.encode([self.rank, [output], None, time.monotonic()])
+        return self._encoder.encode(token_outputs(self.rank, request_id, tokens, reason))
 
     def _outputs_msg(self, *, utility: list[Any]) -> bytes:
-        # EngineCoreOutputs (array_like): engine_index, outputs, scheduler_stats, timestamp,
-        # utility_output = [call_id, failure_message, [result_type, result] | None].
-        return self._encoder.encode([self.rank, [], None, time.monotonic(), utility])
+        return self._encoder.encode(utility_outputs(self.rank, utility))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import struct
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ __all__ = [
     "KVEventsConfigError",
     "build_ready_response",
     "check_kv_events_config",
+    "failed_call",
+    "token_outputs",
+    "utility_outputs",
 ]
 
 # Request types: the first frame of every frontend -> engine message.
@@ -41,6 +45,24 @@ class FinishReason:
     LENGTH: Final = 1
     ABORT: Final = 2
     ERROR: Final = 3
+
+
+def token_outputs(rank: int, request_id: str, tokens: list[int], reason: int) -> list[Any]:
+    """EngineCoreOutputs (array_like) with one request's tokens: engine_index, outputs, scheduler_stats,
+    timestamp; an EngineCoreOutput is request_id, new_token_ids, new_logprobs, new_prompt_logprobs_tensors,
+    pooling_output, finish_reason, stop_reason."""
+    return [rank, [[request_id, tokens, None, None, None, reason, None]], None, time.monotonic()]
+
+
+def utility_outputs(rank: int, utility: list[Any]) -> list[Any]:
+    """EngineCoreOutputs (array_like) answering a utility call: engine_index, outputs, scheduler_stats,
+    timestamp, utility_output = [call_id, failure_message, [result_type, result] | None]."""
+    return [rank, [], None, time.monotonic(), utility]
+
+
+def failed_call(call_id: int, method: str, message: str) -> list[Any]:
+    """A utility_output saying the call failed, as vLLM's engine words it."""
+    return [call_id, f"Call to {method} method failed: {message}", None]
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ test can count how often a route reached it::
         ...  # call server.base_url with the client under test
         assert server.count("/collective_rpc") == 2
 
-The parts: the behaviours (`misbehaving_behaviours`), the log's record (`misbehaving_log`) and one
-connection (`misbehaving_connection`); each name is imported from the module that defines it.
+The parts: the behaviours (`misbehaving_behaviours`), how each is carried out (`misbehaving_perform`), the
+log's record (`misbehaving_log`) and one connection (`misbehaving_connection`); each name is imported from
+the module that defines it.
 
 The spec
 --------
@@ -92,14 +93,24 @@ from .misbehaving_behaviours import (
     HugeBody,
     Reset,
     Trickle,
-    _as_answer,
     _check_behaviour,
-    _page,
 )
 from .misbehaving_connection import _BadRequest, _Closed, _Connection
 from .misbehaving_log import ReceivedRequest
+from .misbehaving_perform import perform
 
-__all__ = ["MisbehavingServer", "Mode"]
+# With the server, the behaviours a script names most (as from `misbehaving_behaviours`).
+__all__ = [
+    "Answer",
+    "Behaviour",
+    "Close",
+    "Hang",
+    "HugeBody",
+    "MisbehavingServer",
+    "Mode",
+    "Reset",
+    "Trickle",
+]
 
 Mode: TypeAlias = Literal["serve", "never_read", "never_accept"]
 
@@ -315,7 +326,7 @@ class MisbehavingServer:
                     return
                 conn.served += 1
                 action, request = self._record(conn, method, path, query, headers, body)
-                if not self._perform(conn, action, request):
+                if not perform(conn, action, request):
                     return
                 if (request.header("connection") or "").lower() == "close":
                     return
@@ -357,55 +368,3 @@ class MisbehavingServer:
             self._log.append(request)
             self._arrived.notify_all()
         return action, request
-
-    def _perform(self, conn: _Connection, action: Behaviour, request: ReceivedRequest) -> bool:
-        """Carry out one behaviour; False when the connection must end."""
-        if isinstance(action, Hang):
-            conn.hang()
-            return False
-        if isinstance(action, Close):
-            conn.close()
-            return False
-        if isinstance(action, Reset):
-            conn.close("reset")
-            return False
-        if isinstance(action, HugeBody):
-            head, _ = Answer(
-                action.status,
-                headers={"content-type": action.content_type, "content-length": str(action.size)},
-                server=action.server,
-            ).head_and_body()
-            conn.send(head)
-            for piece in _page(action.size):
-                conn.send(piece)
-            return True
-        if isinstance(action, Trickle):
-            return self._trickle(conn, action)
-        answer = _as_answer(action, request)
-        conn.sleep(answer.delay)
-        head, body = answer.head_and_body()
-        conn.send(head + body)
-        return self._after(conn, answer)
-
-    def _trickle(self, conn: _Connection, action: Trickle) -> bool:
-        answer = action.answer
-        conn.sleep(answer.delay)
-        head, body = answer.head_and_body()
-        if action.part in ("head", "all"):
-            conn.trickle(head, action.interval, action.chunk)
-        else:
-            conn.send(head)
-        if action.part in ("body", "all"):
-            conn.trickle(body, action.interval, action.chunk)
-        else:
-            conn.send(body)
-        return self._after(conn, answer)
-
-    @staticmethod
-    def _after(conn: _Connection, answer: Answer) -> bool:
-        if answer.connection_close:
-            return False
-        if answer.close_after is not None:
-            conn.sleep(answer.close_after)  # reading nothing meanwhile
-            return False
-        return True

@@ -173,6 +173,8 @@ class ParityReport:
         }
 
     def to_markdown(self, body_width: int = 90) -> str:
+        """The report: its figures, one table row per scenario (bodies cut to `body_width`), then what
+        differs by design, the mismatches and the engine calls that differ."""
         a, b = self.labels
         lines = [f"# Parity report: {a} vs {b}", ""]
         if self.versions:
@@ -188,6 +190,27 @@ class ParityReport:
                 else ""
             ),
             "",
+            *self._markdown_table(body_width),
+            "",
+        ]
+        if self.documented_sdk_differences:
+            lines += ["## SDK outcomes that differ by design", ""]
+            for name, why in self.documented_sdk_differences.items():
+                lines.append(f"- `{name}`: {why}")
+            lines.append("")
+        lines += ["## SDK mismatches and broken contracts", "", *self._markdown_mismatches(), ""]
+        calls = [r for r in self.rows if _calls_differ(r)]
+        if calls:
+            lines += ["## Engine calls that differ", ""]
+            for r in calls:
+                per_side = "; ".join(f"{s.label}: `{json.dumps(s.engine_calls)}`" for s in r.sides)
+                lines.append(f"- `{r.scenario}`: {per_side}")
+            lines.append("")
+        return "\n".join(lines)
+
+    def _markdown_table(self, body_width: int) -> list[str]:
+        a, b = self.labels
+        lines = [
             "Each cell shows the last HTTP exchange of the scenario (the one the SDK's answer came from):",
             "status, content type, body (volatile parts masked). `=` in the last columns: the same on both.",
             "",
@@ -201,22 +224,15 @@ class ParityReport:
                 cells += [s.status(), _md(s.content_type()), _md(_cut(s.body(), body_width))]
             cells += [_md(_sdk_text(s.sdk)) for s in r.sides]
             cells.append("**differs**: " + ", ".join(r.raw_differences) if r.raw_differs else "=")
-            if r.sdk_same:
-                cells.append("=")
-            elif r.sdk_difference:
-                cells.append("by design")
-            else:
-                cells.append("**MISMATCH**")
+            cells.append("=" if r.sdk_same else "by design" if r.sdk_difference else "**MISMATCH**")
             lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-        if self.documented_sdk_differences:
-            lines += ["## SDK outcomes that differ by design", ""]
-            for name, why in self.documented_sdk_differences.items():
-                lines.append(f"- `{name}`: {why}")
-            lines.append("")
-        lines += ["## SDK mismatches and broken contracts", ""]
+        return lines
+
+    def _markdown_mismatches(self) -> list[str]:
+        """Each mismatched scenario with what broke on each side (or, where nothing did, its SDK outcome)."""
         if not self.sdk_mismatches:
-            lines.append("None.")
+            return ["None."]
+        lines = []
         by_name = {r.scenario: r for r in self.rows}
         for name in self.sdk_mismatches:
             lines.append(f"- `{name}`")
@@ -224,15 +240,7 @@ class ParityReport:
                 lines += [f"  - {side.label}: {_md(problem)}" for problem in side.problems]
                 if not side.problems:
                     lines.append(f"  - {side.label}: `{json.dumps(side.projection, sort_keys=True)}`")
-        lines.append("")
-        calls = [r for r in self.rows if _calls_differ(r)]
-        if calls:
-            lines += ["## Engine calls that differ", ""]
-            for r in calls:
-                per_side = "; ".join(f"{s.label}: `{json.dumps(s.engine_calls)}`" for s in r.sides)
-                lines.append(f"- `{r.scenario}`: {per_side}")
-            lines.append("")
-        return "\n".join(lines)
+        return lines
 
     def write(self, path: str | Path) -> Path:
         out = Path(path)
