@@ -13,6 +13,8 @@ import pytest
 from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.runner import collect, jobs
 from vllm_devclient.gsm8k import SAMPLE_DIR
+from vllm_devclient.testing.engine import ScriptedEngine
+from vllm_devclient.testing.frontends import Frontend, PythonFrontend, RustFrontend
 
 # GSM8K for the tests: the sample in the package (50 test, 10 train items), never a folder outside the repo.
 GSM8K_DIR = SAMPLE_DIR
@@ -30,6 +32,34 @@ def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm_devclient.operations import RetryPolicy
 
     monkeypatch.setattr(RetryPolicy, "delay", lambda self, retry: 0.001)
+
+
+def _offload_frontend(kind: type[Frontend]) -> Iterator[Frontend]:
+    # GSM8K prompts need a long context; the scripted answer is the label's digits "18".
+    with kind(engine=ScriptedEngine(token_ids=(19, 26), max_model_len=2048)) as fe:
+        yield fe
+
+
+@pytest.fixture(scope="session")
+def offload_python() -> Iterator[Frontend]:
+    """The Python frontend the offload check's server I/O is tested against, started once per session
+    (``vllm serve`` imports vLLM: seconds); ``offload_frontend`` resets its engine around each test."""
+    yield from _offload_frontend(PythonFrontend)
+
+
+@pytest.fixture(scope="session")
+def offload_rust() -> Iterator[Frontend]:
+    """The Rust frontend beside ``offload_python``, on the same kind of engine."""
+    yield from _offload_frontend(RustFrontend)
+
+
+@pytest.fixture(params=["rust", "python"])
+def offload_frontend(request: pytest.FixtureRequest) -> Iterator[Frontend]:
+    """Each shared offload frontend in turn, its engine reset (scripts, held requests) before and after."""
+    fe: Frontend = request.getfixturevalue(f"offload_{request.param}")
+    fe.engine.reset()
+    yield fe
+    fe.engine.reset()
 
 
 def _stamp(path: Path) -> tuple[Path, tuple[tuple[str, int, int], ...]] | None:
