@@ -30,8 +30,13 @@ generate: setup  ## write again everything derived from the route records and th
 typecheck: setup  ## mypy --strict
 	$(VENV)/bin/mypy
 
-pytest: setup  ## every test suite (unit, replay, contract, the GPU suite's CPU tests)
-	$(PY) -m pytest -ra
+# On pytest-xdist workers, a test file (or a group of files sharing a costly fixture) to each at a time:
+# tests/xdist_units.py. Many tests wait on servers and deadlines, so 3 workers suit a 2-core machine;
+# `make pytest WORKERS=0` runs everything in one process.
+WORKERS ?= 3
+
+pytest: setup  ## every test suite (unit, replay, contract, the GPU suite's CPU tests), on pytest-xdist workers
+	$(PY) -m pytest -ra -n $(WORKERS) --dist loadgroup
 
 # The sdist and the wheel: build, twine check --strict, metadata, [all] without test packages, and the
 # command in a core-only install (scripts/check_dist.py says what each check needs).

@@ -42,3 +42,13 @@ if SDIST:
         if reason is not None:
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (`make pytest`): the units of tests/xdist_units.py; other modes are xdist's own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_units import make_scheduler
+
+    return make_scheduler(config, log)

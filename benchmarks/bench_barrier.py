@@ -209,8 +209,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             method="needs the Rust frontend",
             rows=[value("rust frontend", "skipped", reason=why_not, ok=False)],
         )
-    trials = 5 if quick else 12
-    max_delay = 0.4 if quick else 1.0
+    trials = 3 if quick else 12
+    max_delay = 0.2 if quick else 1.0
     with RustServer() as server:
         bare = _Bare(server)
         try:

@@ -32,7 +32,17 @@ import httpx
 from vllm_devclient import AsyncDevClient, DevClient, __version__
 
 from . import _peers
-from ._common import RustServer, Stats, ainterleave, compare, interleave, result, rust_available, value
+from ._common import (
+    MIN_ROUNDS,
+    RustServer,
+    Stats,
+    ainterleave,
+    compare,
+    interleave,
+    result,
+    rust_available,
+    value,
+)
 
 GOAL_RATIO = 1.10
 PER_ROUND = 20
@@ -212,11 +222,11 @@ def measure_rust(server: RustServer, rounds: int, budget: float) -> list[dict[st
 
 def run(quick: bool = False) -> dict[str, Any]:
     # Budgets (seconds per sync/async half) cap the run on a loaded machine; a quiet one ends sooner.
-    rows = measure_in_process(rounds=10 if quick else 80, budget=2.0 if quick else 10.0)
+    rows = measure_in_process(rounds=MIN_ROUNDS if quick else 80, budget=1.0 if quick else 10.0)
     why_not = rust_available()
     if why_not is None:
         with RustServer() as server:
-            rows += measure_rust(server, rounds=6 if quick else 50, budget=4.0 if quick else 25.0)
+            rows += measure_rust(server, rounds=MIN_ROUNDS if quick else 50, budget=2.0 if quick else 25.0)
     else:
         rows.append(value("rust frontend", "skipped", reason=why_not, ok=False))
     return result("overhead", method=__doc__ or "", rows=rows)

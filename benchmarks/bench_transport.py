@@ -41,7 +41,18 @@ from vllm_devclient import AsyncDevClient, DevClient
 from vllm_devclient.fleet import AsyncFleet
 
 from . import _peers
-from ._common import RustServer, Stats, ainterleave, compare, interleave, ratio, result, rust_available, value
+from ._common import (
+    MIN_ROUNDS,
+    RustServer,
+    Stats,
+    ainterleave,
+    compare,
+    interleave,
+    ratio,
+    result,
+    rust_available,
+    value,
+)
 from .bench_fleet import FleetServers
 
 PER_ROUND = 20
@@ -184,12 +195,14 @@ async def _cpu_per_request(fan_out: Callable[[], Awaitable[object]], repeats: in
     return (time.process_time() - start) / (repeats * requests)
 
 
-async def _fanout(urls: list[str], repeats: int) -> dict[str, float]:
-    """Client CPU per request of each fan-out (the best of three turns, the variants taking turns)."""
-    clients = [httpx.AsyncClient() for _ in urls]
+async def _fanout(urls: list[str], repeats: int, turns: int = 3) -> dict[str, float]:
+    """Client CPU per request of each fan-out (the best of ``turns`` turns, the variants taking turns)."""
+    # One SSLContext for the 512 httpx pools (http:// targets: unused; each would load the CA bundle, 25 ms).
+    tls = ssl.create_default_context()
+    clients = [httpx.AsyncClient(verify=tls) for _ in urls]
     calls = [_peers.httpx_acall(c, u) for c, u in zip(clients, urls, strict=True)]
     # The fleet's former layout: an AsyncDevClient on its own httpx pool per target, gathered.
-    former = [AsyncDevClient(u, transport="httpx") for u in urls]
+    former = [AsyncDevClient(u, transport="httpx", verify=tls) for u in urls]
     method, target = ROUTES["reset_prefix_cache"]
     async with (
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
@@ -216,7 +229,7 @@ async def _fanout(urls: list[str], repeats: int) -> dict[str, float]:
             HTTPX_BY_HAND: lambda: by_hand(calls),
         }
         cpu: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(3):  # take turns, so a slow phase hits every variant
+        for _ in range(turns):  # take turns, so a slow phase hits every variant
             for name, fan_out in variants.items():
                 cpu[name].append(await _cpu_per_request(fan_out, repeats, len(urls)))
     for c in clients:
@@ -226,7 +239,8 @@ async def _fanout(urls: list[str], repeats: int) -> dict[str, float]:
     return {name: min(v) for name, v in cpu.items()}
 
 
-async def _concurrency(url: str, transport: str) -> tuple[float, float]:
+async def _concurrency(url: str, transport: str, tries: int = 3) -> tuple[float, float]:
+    """The best wall time of ``tries`` bursts of 100 and of 1000 concurrent calls, after a warm-up burst."""
     async with AsyncDevClient(url, transport=transport) as client:  # type: ignore[arg-type]
 
         async def burst(n: int) -> float:
@@ -236,8 +250,8 @@ async def _concurrency(url: str, transport: str) -> tuple[float, float]:
             return time.perf_counter() - start
 
         await burst(100)
-        small = min([await burst(100) for _ in range(3)])
-        large = min([await burst(1000) for _ in range(3)])
+        small = min([await burst(100) for _ in range(tries)])
+        large = min([await burst(1000) for _ in range(tries)])
     return small, large
 
 
@@ -251,10 +265,11 @@ def _cpu_row(cpu: dict[str, float], sdk: str, baseline: str, what: str = "", **j
     )
 
 
-def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
+def measure_fanout_and_concurrency(repeats: int, turns: int = 3) -> list[dict[str, Any]]:
+    """The fan-out and concurrency rows; ``turns``: of each fan-out variant, and bursts of each size."""
     rows: list[dict[str, Any]] = []
     with FleetServers("asyncio", FANOUT_TARGETS) as servers:
-        cpu = asyncio.run(_fanout(servers.urls, repeats))
+        cpu = asyncio.run(_fanout(servers.urls, repeats, turns))
         gain = ratio(cpu[FORMER], cpu[FLEET])
         rows += [
             _cpu_row(
@@ -269,7 +284,7 @@ def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
             _cpu_row(cpu, FLEET, HTTPX_BY_HAND),
         ]
         for transport, goal in (("auto", CONCURRENCY_GOAL), ("httpx", None)):
-            small, large = asyncio.run(_concurrency(servers.urls[0], transport))
+            small, large = asyncio.run(_concurrency(servers.urls[0], transport, turns))
             on = "its default pool" if transport == "auto" else "httpx"
             rows.append(
                 value(
@@ -285,7 +300,9 @@ def measure_fanout_and_concurrency(repeats: int) -> list[dict[str, Any]]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    rows = measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0)
-    rows += measure_per_call(rounds=6 if quick else 60, budget=3.0 if quick else 20.0, tls=True)
-    rows += measure_fanout_and_concurrency(repeats=2 if quick else 10)
+    # Quick (the smoke test's): every row, its numbers from the fewest rounds and one turn of each.
+    rounds, budget = (MIN_ROUNDS, 1.5) if quick else (60, 20.0)
+    rows = measure_per_call(rounds=rounds, budget=budget)
+    rows += measure_per_call(rounds=rounds, budget=budget, tls=True)
+    rows += measure_fanout_and_concurrency(repeats=1 if quick else 10, turns=1 if quick else 3)
     return result("transport", method=__doc__ or "", rows=rows)

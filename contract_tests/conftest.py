@@ -49,8 +49,20 @@ def show_in_summary(request: pytest.FixtureRequest, parity_report_path: Path) ->
 
     def keep(markdown: str) -> None:
         request.config.stash[_REPORT_KEY] = (markdown, parity_report_path)
+        # On a pytest-xdist worker: the summary is the controller's, the worker's output takes it there.
+        output = getattr(request.config, "workeroutput", None)
+        if output is not None:
+            output["parity_report"] = [markdown, str(parity_report_path)]
 
     return keep
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: a worker that kept the parity report hands it to the terminal summary."""
+    kept = getattr(node, "workeroutput", {}).get("parity_report")
+    if kept is not None:
+        node.config.stash[_REPORT_KEY] = (kept[0], Path(kept[1]))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -121,7 +133,10 @@ def harness_runs(python_frontend: Any, rust_frontend: Any, frontend_pool: Fronte
 @pytest.fixture(scope="session", autouse=True)
 def _early_pool(request: pytest.FixtureRequest) -> None:
     # Autouse fixtures come first: starting the pool here lets its Python startups (about 10 s each,
-    # mostly waiting) overlap with the shared frontends' instead of following them.
+    # mostly waiting) overlap with the shared frontends' instead of following them. A pytest-xdist worker
+    # cannot know whether it will run the pool's tests: there the pool starts when its first test runs.
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
     if any(item.get_closest_marker("frontend_pool") for item in request.session.items):
         request.getfixturevalue("frontend_pool")
     if any("leftover_children" in getattr(item, "fixturenames", ()) for item in request.session.items):

@@ -1,4 +1,6 @@
-"""The real `vllm-devclient` command line, run as a subprocess against real Rust frontends, scripted engines.
+"""The real `vllm-devclient` command line against real Rust frontends, scripted engines: in this process
+(the console script's own `cli.main`), and as the installed console script (a subprocess, as a shell runs
+it) for the fleet of eight, the API key and the README's embedded parity run.
 
 One module-wide fleet of 8 targets: 6 healthy Rust frontends (the tests script some of their engines to fail),
 one frontend with dev mode off, and one URL whose port is closed. Each test resets the engines first.
@@ -22,6 +24,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
 
 from vllm_devclient import errors
 from vllm_devclient.cli._generate import shape
@@ -54,12 +57,32 @@ class Run:
         return data
 
 
-def run(*args: str, urls: Sequence[str] = (), env: dict[str, str] | None = None, timeout: float = 60) -> Run:
-    """The installed console script, exactly as a shell would run it."""
-    clean = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "VLLM_DEVCLIENT_URL")}
-    cmd = [CLI, *(a for url in urls for a in ("--url", url)), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**clean, **(env or {})}, timeout=timeout)
-    return Run(proc.returncode, proc.stdout, proc.stderr)
+def run(
+    *args: str,
+    urls: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    console: bool = False,
+) -> Run:
+    """The command line with these arguments, the shell's VLLM_API_KEY and VLLM_DEVCLIENT_URL left out: in
+    this process (the console script's own `cli.main`, through click's runner: the CLI's imports are paid
+    once, not on each of this module's hundred runs) or, `console=True`, the installed console script
+    exactly as a shell would run it (the tests of the entry point itself)."""
+    argv = [*(a for url in urls for a in ("--url", url)), *args]
+    if console:
+        clean = {k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "VLLM_DEVCLIENT_URL")}
+        cmd = [CLI, *argv]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env={**clean, **(env or {})}, timeout=timeout
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+    from vllm_devclient.cli import cli
+
+    unset: dict[str, str | None] = {"VLLM_API_KEY": None, "VLLM_DEVCLIENT_URL": None}
+    result = CliRunner().invoke(
+        cli, argv, env={**unset, **(env or {})}, prog_name="vllm-devclient", catch_exceptions=False
+    )
+    return Run(result.exit_code, result.stdout, result.stderr)
 
 
 def closed_port_url() -> str:
@@ -108,7 +131,9 @@ def test_fleet_of_eight_reports_every_target_and_its_exit_code(fleet: LiveFleet)
     wedged, refusing = fleet.healthy[4], fleet.healthy[5]
     wedged.engine.script("reset_prefix_cache", Raise("cache is wedged"))
     refusing.engine.script("reset_prefix_cache", Return(False))
-    result = run("--json", "--retries", "0", "reset-prefix-cache", "--reset-external", urls=fleet.urls)
+    result = run(
+        "--json", "--retries", "0", "reset-prefix-cache", "--reset-external", urls=fleet.urls, console=True
+    )
     # Failures of different kinds (engine error, success=false, dev mode off, unreachable): exit 1.
     assert result.code == 1, result.stderr
     doc = result.doc
@@ -226,12 +251,14 @@ def test_sleep_wake_and_info_commands(fleet: LiveFleet) -> None:
 
 def test_api_key_is_used_and_never_printed() -> None:
     with RustFrontend(api_key="sk-live-secret") as guarded:
-        denied = run("models", urls=[guarded.base_url])
+        denied = run("models", urls=[guarded.base_url], console=True)
         assert denied.code == 6 and "AuthenticationError" in denied.stderr
-        allowed = run("--json", "models", urls=[guarded.base_url], env={"VLLM_API_KEY": "sk-live-secret"})
+        allowed = run(
+            "--json", "models", urls=[guarded.base_url], env={"VLLM_API_KEY": "sk-live-secret"}, console=True
+        )
         assert allowed.code == 0
         assert allowed.doc["targets"][guarded.base_url]["result"]["data"][0]["id"] == guarded.model
-        flagged = run("--api-key", "sk-live-secret", "models", urls=[guarded.base_url])
+        flagged = run("--api-key", "sk-live-secret", "models", urls=[guarded.base_url], console=True)
         assert flagged.code == 0
         for output in (denied, allowed, flagged):
             assert "sk-live-secret" not in output.stdout + output.stderr
@@ -250,14 +277,21 @@ def test_parity_between_two_live_servers(fleet: LiveFleet) -> None:
         assert not frontend.engine.calls_for("pause_generation")
 
 
+# Scenarios of the default setup: the embedded run starts one frontend of each kind. Every scenario on every
+# setup's frontends is contract_tests/test_parity.py's (the same pool and report, once per session).
+EMBEDDED = ("health", "version", "reset_prefix_cache", "sleep_level1_abort", "wake_up")
+
+
 def test_parity_embedded_starts_both_real_frontends(tmp_path: Path) -> None:
     """The README's first command: no --url, the real Python and Rust frontends on scripted engines."""
     path = tmp_path / "parity.md"
-    result = run("--json", "parity", "--report", str(path), timeout=290)
+    chosen = ",".join(EMBEDDED)
+    result = run("--json", "parity", "--scenarios", chosen, "--report", str(path), timeout=290, console=True)
     assert result.code == 0, result.stdout[-3000:] + result.stderr[-3000:]
     VALIDATOR.validate(result.doc)
     report = result.doc["result"]
     assert report["mode"] == "harness" and report["sdk_mismatches"] == []
+    assert [row["scenario"] for row in report["rows"]] == list(EMBEDDED)
     assert set(report["versions"]) == {"python", "rust"}
     markdown = path.read_text()
     assert markdown.startswith("# Parity report: python vs rust")

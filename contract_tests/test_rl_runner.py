@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -174,12 +176,27 @@ def test_a_sleep_level_with_its_memory_readings(served: Frontend) -> None:
     assert sleeps[0].args[0] == 2 and wakes == [[["weights"]], [["kv_cache"]]]
 
 
+# `vllm serve` as it ends on a machine without a GPU: it prints its arguments and exits while starting. The
+# real one does the same after importing vLLM (about 7 s of CPU, six times over: the run's tries); what this
+# test checks is the run's handling of it, which the stand-in drives the same way.
+NO_GPU_SERVE = (
+    "import sys; print('vllm', *sys.argv[1:], flush=True); "
+    "sys.exit('RuntimeError: Failed to infer device type (no GPU on this machine)')"
+)
+
+
 def test_the_whole_run_records_servers_that_cannot_start_and_leaves_nothing(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """run_rl's main with the real `vllm serve` of this machine: no GPU, so both servers exit while starting.
+    """run_rl's main with a `vllm serve` that exits while starting, as the real one does without a GPU.
     The run still writes run.json and each frontend's steps, stops what it started and leaves no process.
     """
+    config = run_rl.server_config
+
+    def no_gpu(*args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(config(*args, **kwargs), launcher=(sys.executable, "-c", NO_GPU_SERVE))
+
+    monkeypatch.setattr(run_rl, "server_config", no_gpu)
     out = tmp_path / "out"
     code = run_rl.main(["--out", str(out), "--deadline-s", "60", "--model", str(tiny_model_dir)])
     meta = json.loads((out / "rl" / "run.json").read_text())
@@ -202,3 +219,4 @@ def test_the_whole_run_records_servers_that_cannot_start_and_leaves_nothing(
     for frontend in ("python", "rust"):
         steps = json.loads((out / "rl" / frontend / "steps.json").read_text())
         assert "ServerStartError" in steps["steps"][0]["error"] and len(steps["server_log_tails"]) == 3
+        assert all("no GPU on this machine" in str(tail) for tail in steps["server_log_tails"]), steps

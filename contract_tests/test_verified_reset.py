@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,32 +31,43 @@ PROBE = "The quick brown fox jumps over the lazy dog. " * 4  # several full bloc
 OTHER = "Pack my box with five dozen liquor jugs. " * 4
 
 
-@pytest.fixture(scope="module", params=["python", "rust"])
-def served(request: pytest.FixtureRequest, tiny_model_dir: Path) -> Iterator[Frontend]:
-    # Started with --enable-prompt-tokens-details: the probe's answer says how many tokens were cached.
-    fe: Frontend
-    if request.param == "python":
-        fe = PythonFrontend(
-            model_dir=tiny_model_dir, engine=CachingEngine(), extra_args=["--enable-prompt-tokens-details"]
-        )
-    else:
-        fe = RustFrontend(
-            model_dir=tiny_model_dir, engine=CachingEngine(), args={"enable_prompt_tokens_details": True}
-        )
-    with fe:
+# Started with --enable-prompt-tokens-details: the probe's answer says how many tokens were cached.
+DETAILS = {"enable_prompt_tokens_details": True}
+
+
+@pytest.fixture(scope="module")
+def python_served(tiny_model_dir: Path) -> Iterator[Frontend]:
+    extra = ["--enable-prompt-tokens-details"]
+    with PythonFrontend(model_dir=tiny_model_dir, engine=CachingEngine(), extra_args=extra) as fe:
         yield fe
+
+
+@pytest.fixture(scope="module")
+def rust_served(tiny_model_dir: Path) -> Iterator[Frontend]:
+    with RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(), args=DETAILS) as fe:
+        yield fe
+
+
+def _honest(fe: Frontend) -> CachingEngine:
+    """``fe``'s engine, honest again and empty (its settings of the test before undone)."""
+    engine = fe.engine
+    assert isinstance(engine, CachingEngine)
+    engine.keeps = frozenset()
+    engine.store_delay = 0.0
+    engine.forget()
+    return engine
+
+
+@pytest.fixture(params=["python", "rust"])
+def served(request: pytest.FixtureRequest) -> Frontend:
+    fe: Frontend = request.getfixturevalue(f"{request.param}_served")
+    return fe
 
 
 @pytest.fixture
 def engine(served: Frontend) -> Iterator[CachingEngine]:
-    engine = served.engine
-    assert isinstance(engine, CachingEngine)
-    engine.keeps = frozenset()
-    engine.forget()
-    yield engine
-    engine.keeps = frozenset()
-    engine.store_delay = 0.0
-    engine.forget()
+    yield _honest(served)
+    _honest(served)
 
 
 @contextmanager
@@ -230,23 +241,23 @@ def _cached(client: DevClient, prompt: str, salt: str | None) -> int:
     return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
 
 
-def test_over_a_fleet_of_three_the_lying_server_is_named(tiny_model_dir: Path) -> None:
+def test_over_a_fleet_of_three_the_lying_server_is_named(
+    python_served: Frontend, rust_served: Frontend, tiny_model_dir: Path
+) -> None:
     """Two honest servers (one per frontend, one with slow CPU stores) and a lying one, checked at once: the
     fleet names the liar, and the others pass (a reset undoes nothing, so nothing is rolled back)."""
-    details = {"enable_prompt_tokens_details": True}
-    fleet_frontends: list[Frontend] = [
-        PythonFrontend(
-            model_dir=tiny_model_dir,
-            engine=CachingEngine(store_delay=0.2),
-            extra_args=["--enable-prompt-tokens-details"],
-        ),
-        RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(), args=details),
-        RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(keeps={TIER_GPU}), args=details),
-    ]
-    with ExitStack() as stack:
-        urls = [stack.enter_context(fe).base_url for fe in fleet_frontends]
-        with Fleet(urls) as fleet, pytest.raises(FleetError, match="TierNotClearedError") as raised:
-            fleet.reset_prefix_cache_verified(PROBE, reset_external=True)
+    # The module's two servers (the Python one's stores slow) and a third, lying one.
+    _honest(python_served).store_delay = 0.2
+    _honest(rust_served)
+    liar = RustFrontend(model_dir=tiny_model_dir, engine=CachingEngine(keeps={TIER_GPU}), args=DETAILS)
+    try:
+        with liar:
+            urls = [python_served.base_url, rust_served.base_url, liar.base_url]
+            with Fleet(urls) as fleet, pytest.raises(FleetError, match="TierNotClearedError") as raised:
+                fleet.reset_prefix_cache_verified(PROBE, reset_external=True)
+    finally:
+        _honest(python_served)
+        _honest(rust_served)
     result = raised.value.result  # every target's outcome rides on the error
     assert set(result.ok) == set(urls[:2]) and set(result.failed) == {urls[2]}
     err = result.failed[urls[2]]

@@ -8,25 +8,21 @@ the client and the check's server I/O are the real ones; only the engine is scri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from gpu_tests.offload_check.assertions import requests_ok
 from gpu_tests.offload_check.probes import Probe
 from gpu_tests.offload_check.report import Run
 from gpu_tests.offload_check.server_io import ServerIO
-from vllm_devclient.testing import Frontend, PythonFrontend, Raise, Return, RustFrontend, ScriptedEngine
+from vllm_devclient.testing import Frontend, Raise, Return
 
 N = 20  # one failure is 5% (allowed), two are 10% (an error)
 
 
-@pytest.fixture(scope="module", params=["rust", "python"])
-def frontend(request: pytest.FixtureRequest) -> Iterator[Frontend]:
-    engine = ScriptedEngine(token_ids=(19, 26), max_model_len=2048)
-    cls = RustFrontend if request.param == "rust" else PythonFrontend
-    with cls(engine=engine, max_model_len=2048) as fe:
-        yield fe
+@pytest.fixture
+def frontend(offload_frontend: Frontend) -> Frontend:
+    """Each of the session's offload frontends (gpu_tests/tests/conftest.py)."""
+    return offload_frontend
 
 
 def _run(frontend: Frontend, failing: set[int]) -> Run:

@@ -23,7 +23,7 @@ from gpu_tests.offload_check.report import OffloadCheckReport
 from gpu_tests.offload_check.server_io import LOAD_RESETS, ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
 from vllm_devclient import InvalidParameterError
-from vllm_devclient.testing import Hang, PythonFrontend, Return, ScriptedEngine
+from vllm_devclient.testing import Frontend, Hang, Return, ScriptedEngine
 
 from .offload_fake import FakeServer
 from .test_offload_check import EXPECT, _probes
@@ -102,11 +102,11 @@ def test_the_cli_turns_the_reset_under_load_on(monkeypatch: pytest.MonkeyPatch) 
 # ---------------------------------------------------------------- ServerIO against a real frontend
 
 
-@pytest.fixture(scope="module")
-def frontend() -> Iterator[PythonFrontend]:
-    engine = ScriptedEngine(token_ids=(19, 26), max_model_len=2048)
-    with PythonFrontend(engine=engine, max_model_len=2048) as fe:
-        yield fe
+@pytest.fixture
+def frontend(offload_python: Frontend) -> Iterator[Frontend]:
+    """The session's Python offload frontend (gpu_tests/tests/conftest.py), its engine reset after."""
+    yield offload_python
+    offload_python.engine.reset()
 
 
 def _probes_n(n: int, length: int = 24) -> list[Probe]:
@@ -129,7 +129,7 @@ def _held(engine: ScriptedEngine, count: int, deadline: float = 20.0) -> int:
 
 @pytest.mark.parametrize(("concurrency", "n", "expect"), [(None, 256, 256), (64, 96, 64)])
 def test_the_check_holds_as_many_requests_in_flight_as_it_is_asked(
-    frontend: PythonFrontend, concurrency: int | None, n: int, expect: int
+    frontend: Frontend, concurrency: int | None, n: int, expect: int
 ) -> None:
     """256 at once is more than the client's own pool of 100: the check widens the pool to the load."""
     engine = frontend.engine
@@ -152,7 +152,7 @@ def test_the_check_holds_as_many_requests_in_flight_as_it_is_asked(
 
 
 def test_server_io_fires_full_resets_while_the_load_runs_and_records_each_answer(
-    frontend: PythonFrontend,
+    frontend: Frontend,
 ) -> None:
     engine = frontend.engine
     assert engine is not None

@@ -9,7 +9,7 @@ server and against the real Python and Rust frontends over a scripted engine who
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -34,7 +34,7 @@ from gpu_tests.offload_check.resets import (
 from gpu_tests.offload_check.server_io import ServerIO
 from gpu_tests.offload_check.settings import CheckSettings
 from vllm_devclient.kv_events import AllBlocksCleared
-from vllm_devclient.testing import Frontend, PythonFrontend, Raise, Return, RustFrontend, ScriptedEngine
+from vllm_devclient.testing import Frontend, Raise, Return
 
 from .offload_fake import FakeServer
 from .test_offload_check import _probes
@@ -305,12 +305,10 @@ def test_an_earlier_resets_late_event_never_confirms_the_next_reset() -> None:
     assert watcher.account.cleared == 1  # the earlier reset's, seen before this one was sent
 
 
-@pytest.fixture(scope="module", params=["rust", "python"])
-def frontend(request: pytest.FixtureRequest) -> Iterator[Frontend]:
-    engine = ScriptedEngine(token_ids=(19, 26), max_model_len=2048)
-    cls = RustFrontend if request.param == "rust" else PythonFrontend
-    with cls(engine=engine, max_model_len=2048) as fe:
-        yield fe
+@pytest.fixture
+def frontend(offload_frontend: Frontend) -> Frontend:
+    """Each of the session's offload frontends (gpu_tests/tests/conftest.py)."""
+    return offload_frontend
 
 
 def test_server_io_reports_a_refused_full_reset_and_a_confirmed_one(frontend: Frontend) -> None:
