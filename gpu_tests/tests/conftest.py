@@ -25,14 +25,6 @@ def _httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_DEVCLIENT_TRANSPORT", "httpx")
 
 
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Retries sleep for real; keep the suite quick without changing the policy's shape.
-    from vllm_devclient.operations import RetryPolicy
-
-    monkeypatch.setattr(RetryPolicy, "delay", lambda self, retry: 0.001)
-
-
 def _offload_frontend(kind: type[Frontend]) -> Iterator[Frontend]:
     # GSM8K prompts need a long context; the scripted answer is the label's digits "18".
     with kind(engine=ScriptedEngine(token_ids=(19, 26), max_model_len=2048)) as fe:
