@@ -47,6 +47,7 @@ from tools.fixtures.releases import RELEASES, version_tuple
 from tools.fixtures.store import FORMAT
 from vllm_devclient import operations, polling
 from vllm_devclient._sync import _support as sync_support
+from vllm_devclient.operations import bounds, effects, failures, route_call
 from vllm_devclient.testing.contract import ScenarioRun
 from vllm_devclient.testing.scenarios import SCENARIOS, get_scenario
 from vllm_devclient.transports import httpx_adapter
@@ -132,9 +133,10 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
     fake_time = types.SimpleNamespace(**{**vars(time), "monotonic": clock.monotonic, "sleep": clock.sleep})
     # The SDK modules' view of time only (the operations' clock, the sync client's sleep, the transport's
     # deadline check); asyncio.sleep is looked up at call time by the async driver.
-    for module in (operations, polling, sync_support, httpx_adapter):
-        if hasattr(module, "time"):
-            monkeypatch.setattr(module, "time", fake_time)
+    # Every module named must read the clock (setattr raises otherwise): a module that moves is found here,
+    # not by a replay that waits out a real deadline.
+    for module in (bounds, effects, failures, route_call, polling, sync_support, httpx_adapter):
+        monkeypatch.setattr(module, "time", fake_time)
     monkeypatch.setattr(asyncio, "sleep", clock.async_sleep)
     monkeypatch.setattr(operations.RetryPolicy, "delay", lambda self, retry: 0.001)
     yield clock
