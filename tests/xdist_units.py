@@ -22,11 +22,14 @@ from typing import Any
 GROUPS: dict[str, tuple[str, ...]] = {
     # The fault suite's timed tests, and the CPU burner that would load the machine under them.
     "timing": ("contract_tests/test_faults_*.py", "tests/test_kv_events_load.py"),
-    # The pool of extra frontends (the frontend_pool mark) and the one pass over every scenario.
+    # The pool of extra frontends (the frontend_pool mark) and the one pass over every scenario. In one unit
+    # the files run in collection order: test_drift re-records before test_rl_frameworks_run loads a LoRA
+    # adapter on the shared extras frontends (their LoRA id counter is part of the recordings).
     "frontend_pool": (
         "contract_tests/test_drift.py",
         "contract_tests/test_parity.py",
         "contract_tests/test_raw_responses.py",
+        "contract_tests/test_rl_frameworks_run.py",
         "contract_tests/test_scenarios.py",
     ),
     # The offload frontends (offload_python, offload_rust: gpu_tests/tests/conftest.py).

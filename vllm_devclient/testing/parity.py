@@ -26,6 +26,7 @@ from .contract import (
     run_scenario,
     summarize_outcome,
 )
+from .contract.outcome import type_name
 from .pool import FRONTENDS, KV_EVENTS_CONFIG, FrontendPool
 from .scenarios import SCENARIOS
 
@@ -292,7 +293,7 @@ def _side(run: ScenarioRun, label: str, model: str | None, *, check: bool) -> Si
     projection = (
         expect.project(run.outcome, sc.compared_paths())
         if expect is not None
-        else {"type": type(run.outcome).__name__}
+        else {"type": type_name(run.outcome)}
     )
     return Side(
         label=label,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine_protocol import EngineCall
-from .outcome import jsonable, resolve, short
+from .outcome import jsonable, resolve, short, type_name
 
 __all__ = [
     "Check",
@@ -45,7 +45,7 @@ class Expect:
 
     def problems(self, outcome: Any) -> list[str]:
         """Why `outcome` (a result, or the raised exception) does not meet this expectation."""
-        got = type(outcome).__name__
+        got = type_name(outcome)
         out: list[str] = []
         if self.error != isinstance(outcome, BaseException) or got != self.type:
             what = "raise" if self.error else "return"
@@ -78,7 +78,7 @@ class Expect:
             except (AttributeError, KeyError, IndexError, TypeError, ValueError):
                 values[path] = "<missing>"
         kind = "error" if isinstance(outcome, BaseException) else "result"
-        return {"kind": kind, "type": type(outcome).__name__, "fields": values}
+        return {"kind": kind, "type": type_name(outcome), "fields": values}
 
 
 def returns(value: Any) -> Expect:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ...transports.base import WireResponse
 from ...transports.stacks import is_http_response
 
 __all__ = ["body_data", "jsonable", "resolve", "short", "summarize_outcome"]
@@ -80,7 +81,7 @@ def summarize_outcome(outcome: Any) -> dict[str, Any]:
             a: jsonable(getattr(outcome, a)) for a in _ERROR_ATTRS if getattr(outcome, a, None) is not None
         }
         return {"raised": type(outcome).__name__, **attrs}
-    return {"returned": type(outcome).__name__, "value": jsonable(outcome)}
+    return {"returned": type_name(outcome), "value": jsonable(outcome)}
 
 
 def short(outcome: Any, limit: int = 300) -> str:
@@ -90,3 +91,9 @@ def short(outcome: Any, limit: int = 300) -> str:
     else:
         text = f"{type(outcome).__name__} {json.dumps(jsonable(outcome), sort_keys=True)}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def type_name(outcome: Any) -> str:
+    """The outcome's type as scenarios name it: a raw HTTP response is a `Response`, whichever stack carried
+    it (httpx, httpx2 or the SDK's own `WireResponse`: the scenario asks for the answer, not the stack)."""
+    return "Response" if isinstance(outcome, WireResponse) else type(outcome).__name__
