@@ -34,6 +34,7 @@ from .base import (
     cut_off,
 )
 from .h11_wire import READ_SIZE, AnswerReader, request_bytes
+from .idle import IdleConnections
 from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["AsyncioPool"]
@@ -96,11 +97,10 @@ class AsyncioPool:
         tls: TLSConfig | None = None,
     ) -> None:
         self._max = max_connections
-        self._expiry = keepalive_expiry
         self._tls = tls or TLSConfig.of()
         self._ssl: ssl.SSLContext | None = None  # made at the first https connection
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle: IdleConnections[_Connection] = IdleConnections(max_connections, keepalive_expiry)
         self._slots = asyncio.Semaphore(max_connections)
 
     # ---- the pool ----------------------------------------------------------------------------------------
@@ -113,29 +113,13 @@ class AsyncioPool:
             self._slots = asyncio.Semaphore(self._max)
 
     def _drop_idle(self) -> None:
-        pools, self._idle = self._idle, {}
-        for idle in pools.values():
-            for conn in idle:
-                conn.close()
+        self._idle.close_all()
 
     def _checkout(self, origin: Origin) -> _Connection | None:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()
-            if conn.usable(now, self._expiry):
-                return conn
-            conn.close()
-        return None
+        return self._idle.checkout(origin)
 
     def _checkin(self, origin: Origin, conn: _Connection) -> None:
-        conn.idle_since = time.monotonic()
-        conn.fresh = False
-        idle = self._idle.setdefault(origin, [])
-        if len(idle) < self._max:
-            idle.append(conn)
-        else:
-            conn.close()
+        self._idle.checkin(origin, conn)
 
     async def aclose(self) -> None:
         self._drop_idle()

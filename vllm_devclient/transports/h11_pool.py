@@ -33,6 +33,7 @@ from .base import (
     cut_off,
 )
 from .h11_wire import READ_SIZE, AnswerReader, request_bytes
+from .idle import IdleConnections
 from .tls import TLSConfig, TLSFailure, handshake_failure, tls_connect_failure, unanswered_note
 
 __all__ = ["H11Pool"]
@@ -86,42 +87,24 @@ class H11Pool:
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
         tls: TLSConfig | None = None,
     ) -> None:
-        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle: IdleConnections[_Connection] = IdleConnections(max_idle, keepalive_expiry)
         self._lock = threading.Lock()
-        self._max_idle = max_idle
-        self._expiry = keepalive_expiry
         self._tls = tls or TLSConfig.of()
         self._ssl: ssl.SSLContext | None = None  # made at the first https connection
 
     # ---- the pool ----------------------------------------------------------------------------------------
 
     def _checkout(self, origin: Origin) -> _Connection | None:
-        now = time.monotonic()
         with self._lock:
-            idle = self._idle.get(origin)
-            while idle:
-                conn = idle.pop()
-                if conn.usable(now, self._expiry):
-                    return conn
-                conn.close()
-        return None
+            return self._idle.checkout(origin)
 
     def _checkin(self, origin: Origin, conn: _Connection) -> None:
-        conn.idle_since = time.monotonic()
-        conn.fresh = False
         with self._lock:
-            idle = self._idle.setdefault(origin, [])
-            if len(idle) < self._max_idle:
-                idle.append(conn)
-                return
-        conn.close()
+            self._idle.checkin(origin, conn)
 
     def close(self) -> None:
         with self._lock:
-            pools, self._idle = self._idle, {}
-        for idle in pools.values():
-            for conn in idle:
-                conn.close()
+            self._idle.close_all()
 
     def _connect(self, origin: Origin, connect_timeout: float | None, deadline: float | None) -> _Connection:
         try:
