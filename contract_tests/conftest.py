@@ -85,16 +85,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _needed(items: list[pytest.Item]) -> list[tuple[str, Setup]]:
-    """One (frontend, setup) per test that needs an extra frontend; dead-engine ones are single use."""
+    """One (frontend, setup) per test that needs an extra frontend; dead-engine ones are single use. With a
+    harness test in the session, the tests that reuse its runs (`harness_run`) need none of their own."""
     needed: list[tuple[str, Setup]] = []
-    harness = False
-    for item in items:
-        marker = item.get_closest_marker("frontend_pool")
-        if marker is None:
-            continue
-        if marker.kwargs.get("harness"):
-            harness = True  # the one pass over every scenario (harness_runs), shared by its tests
-            continue
+    users = [(item, m) for item in items if (m := item.get_closest_marker("frontend_pool")) is not None]
+    harness = any(m.kwargs.get("harness") for _, m in users)
+    for item, marker in users:
+        if marker.kwargs.get("harness") or (harness and marker.kwargs.get("harness_run")):
+            continue  # the one pass over every scenario (harness_runs) is counted once, below
         # A test that names its setups (`frontend_pool(setups=("extras",))`) gets them on both frontends.
         needed += [(fe, setup) for setup in marker.kwargs.get("setups", ()) for fe in ("python", "rust")]
         params = getattr(item, "callspec", None)
@@ -118,8 +116,13 @@ def frontend_pool(request: pytest.FixtureRequest) -> Iterator[FrontendPool]:
         yield pool
 
 
+_HARNESS_KEY = pytest.StashKey[dict[tuple[str, str], ScenarioRun]]()
+
+
 @pytest.fixture(scope="session")
-def harness_runs(python_frontend: Any, rust_frontend: Any, frontend_pool: FrontendPool) -> list[ScenarioRun]:
+def harness_runs(
+    request: pytest.FixtureRequest, python_frontend: Any, rust_frontend: Any, frontend_pool: FrontendPool
+) -> list[ScenarioRun]:
     """Every scenario once on each real frontend (sync client): what the parity report and the drift check
     are built from, so the suite runs them once."""
     frontend_pool.adopt("python", "default", python_frontend)
@@ -127,7 +130,17 @@ def harness_runs(python_frontend: Any, rust_frontend: Any, frontend_pool: Fronte
     runs = collect_runs(frontend_pool)
     for fe in (python_frontend, rust_frontend):
         fe.engine.reset()
+    request.config.stash[_HARNESS_KEY] = {(run.scenario.name, run.frontend): run for run in runs}
     return runs
+
+
+@pytest.fixture
+def harness_run(request: pytest.FixtureRequest) -> Callable[[Scenario, str], ScenarioRun | None]:
+    """The sync client's run of a scenario on a frontend from `harness_runs`, when the session made them
+    already (test_drift.py and test_parity.py come first): the very run a test of its own would make
+    (run_scenario on the same frontend), so test_scenarios.py's sync tests check that one."""
+    made = request.config.stash.get(_HARNESS_KEY, {})
+    return lambda scenario, frontend: made.get((scenario.name, frontend))
 
 
 @pytest.fixture(scope="session", autouse=True)

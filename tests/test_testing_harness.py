@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -161,6 +162,32 @@ def test_hang_keeps_request_open_until_client_timeout(frontend: Frontend, engine
     assert engine.hung_calls == 1
     # The frontend is still usable; the script moved on to its sticky last action.
     assert httpx.get(f"{frontend.base_url}/is_sleeping", timeout=5).json() == {"is_sleeping": True}
+
+
+class _BusyOnIsPaused(ScriptedEngine):
+    """Holds its thread 0.5 s in each is_scheduler_paused call (GET /is_paused), as a starved machine holds
+    it: the messages sent meanwhile queue up."""
+
+    def _utility(self, client_index: int, call_id: int, method: str, args: list[Any]) -> None:
+        if method == "is_scheduler_paused":
+            time.sleep(0.5)
+        super()._utility(client_index, call_id, method, args)
+
+
+def test_a_reset_releases_the_calls_hung_before_it_never_the_one_after(tiny_model_dir: Path) -> None:
+    """A reset's release waits for the engine's thread; a call sent after the reset may reach the thread
+    first (a loaded machine): it must stay hung, not be failed by the earlier reset."""
+    engine = _BusyOnIsPaused()
+    with RustFrontend(model_dir=tiny_model_dir, engine=engine) as fe:
+        busy = threading.Thread(target=lambda: httpx.get(f"{fe.base_url}/is_paused", timeout=10))
+        busy.start()
+        engine.wait_for_call("is_scheduler_paused", deadline=5)
+        engine.reset()
+        engine.script("is_sleeping", Hang())
+        with pytest.raises(httpx.ReadTimeout):  # a 500 "released by ScriptedEngine" without the ordering
+            httpx.get(f"{fe.base_url}/is_sleeping", timeout=1.5)
+        assert engine.hung_calls == 1
+        busy.join(10)
 
 
 def test_delay(frontend: Frontend, engine: ScriptedEngine) -> None:

@@ -239,21 +239,27 @@ class EngineTransport:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
+                    # What the caller asked before this message was sent comes first (a reset() releases
+                    # the calls hung before it, never the one that follows it).
+                    self._run_commands()
                     try:
                         self._handle(frames)
                     except Exception as exc:  # one bad message must not kill the engine
                         with self._lock:
                             self.errors.append(f"{type(exc).__name__}: {exc} (frames: {frames!r:.200})")
-            while True:
-                try:
-                    cmd = self._commands.get_nowait()
-                except queue.Empty:
-                    break
-                cmd()
+            self._run_commands()
             now = time.monotonic()
             while self._pending and self._pending[0].due <= now:
                 item = heapq.heappop(self._pending)
                 self._send(item.client_index, item.payload)
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            cmd()
 
 
 def _close_fds(*fds: int) -> None:
