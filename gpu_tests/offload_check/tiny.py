@@ -289,7 +289,7 @@ def _write_weights(config: Any, out: Path, *, seed: int, std: float) -> dict[str
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     params = 0
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
@@ -348,7 +348,7 @@ def build_tiny_model(
     }
     if weights:
         manifest.update(_write_weights(config, out, seed=seed, std=std))
-    GenerationConfig(  # type: ignore[no-untyped-call]
+    GenerationConfig(
         bos_token_id=kwargs["bos_token_id"],
         eos_token_id=kwargs["eos_token_id"],
         pad_token_id=kwargs["pad_token_id"],
