@@ -6,17 +6,11 @@ test_vllm_weight_sync.py); every call the engine makes on its client is vLLM's o
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("vllm.distributed.weight_transfer")
-
-from cpu_trainer import CpuNCCLTrainer
-from vllm.distributed.weight_transfer import ModuleSource
-from vllm.distributed.weight_transfer.nccl_engine import (
-    NCCLTrainerInitInfo,
-)
+from cpu_trainer import cpu_nccl_trainer
 
 from vllm_devclient import AsyncFleet, Fleet, FleetError, WeightSync, WorldSizeMismatchError
 from vllm_devclient.testing.engine_actions import Raise, Return
@@ -24,7 +18,16 @@ from vllm_devclient.testing.frontends import Frontend
 from vllm_devclient.testing.misbehaving import MisbehavingServer
 from vllm_devclient.testing.misbehaving_behaviours import Answer
 
-pytestmark = pytest.mark.frontend
+if TYPE_CHECKING:
+    from vllm.distributed.weight_transfer import ModuleSource
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
+# vLLM is imported by the tests, not at collection (seconds, on every pytest-xdist worker); find_spec of the
+# top-level name imports nothing.
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
+    pytest.mark.frontend,
+]
 
 
 @pytest.fixture
@@ -43,6 +46,8 @@ def _rpcs(fe: Frontend) -> list[tuple[str, Any]]:
 
 
 def _info(world_size: int) -> NCCLTrainerInitInfo:
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
     return NCCLTrainerInitInfo(rank=0, master_address="127.0.0.1", master_port=29612, world_size=world_size)
 
 
@@ -52,7 +57,7 @@ def test_each_server_gets_its_own_rank_offset(kind: str, three: list[Frontend], 
     fleet: Fleet | AsyncFleet = Fleet(urls) if kind == "sync" else AsyncFleet(urls)
     sync = WeightSync(fleet)
     try:
-        engine = CpuNCCLTrainer.trainer_init(_info(1 + 3), client=sync, source=source)
+        engine = cpu_nccl_trainer().trainer_init(_info(1 + 3), client=sync, source=source)
         engine.send_weights()
     finally:
         sync.close()
@@ -76,7 +81,7 @@ def test_a_trainer_planned_for_fewer_servers_is_refused_before_anything_is_sent(
     three: list[Frontend], source: ModuleSource
 ) -> None:
     with Fleet([fe.base_url for fe in three]) as fleet, pytest.raises(WorldSizeMismatchError) as caught:
-        CpuNCCLTrainer.trainer_init(_info(1 + 2), client=WeightSync(fleet), source=source)
+        cpu_nccl_trainer().trainer_init(_info(1 + 2), client=WeightSync(fleet), source=source)
     err = caught.value
     assert err.planned == 3 and err.world_sizes == {fe.base_url: 1 for fe in three}
     assert "world_size=4" in str(err)
@@ -88,7 +93,7 @@ def test_a_server_that_gives_no_world_size_is_named(three: list[Frontend], sourc
         odd.script("/get_world_size", Answer(500, json={"error": {"message": "no executor"}}))
         urls = [three[0].base_url, odd.base_url, three[1].base_url]
         with Fleet(urls, max_retries=0) as fleet, pytest.raises(WorldSizeMismatchError) as caught:
-            CpuNCCLTrainer.trainer_init(_info(4), client=WeightSync(fleet), source=source)
+            cpu_nccl_trainer().trainer_init(_info(4), client=WeightSync(fleet), source=source)
         assert [r.path for r in odd.requests] == ["/get_world_size"]
     err = caught.value
     assert list(err.unanswered) == [odd.base_url] and odd.base_url in str(err)
@@ -101,7 +106,7 @@ def test_an_init_failing_on_one_server_is_shut_down_on_the_others(
 ) -> None:
     three[2].engine.script("collective_rpc", [Raise("NCCL rendezvous failed"), Return([None])])
     with Fleet([fe.base_url for fe in three]) as fleet, pytest.raises(FleetError) as caught:
-        CpuNCCLTrainer.trainer_init(_info(4), client=WeightSync(fleet), source=source)
+        cpu_nccl_trainer().trainer_init(_info(4), client=WeightSync(fleet), source=source)
     err = caught.value
     assert err.operation == "init_weight_transfer_engine" and list(err.errors) == [three[2].base_url]
     rollback = err.result.rollback

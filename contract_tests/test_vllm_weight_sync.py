@@ -10,39 +10,31 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
+import importlib.util
 import pickle
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("vllm.distributed.weight_transfer")
-
-import torch
-from cpu_trainer import CpuNCCLTrainer
-from torch.multiprocessing.reductions import rebuild_cuda_tensor
-from vllm.distributed.weight_transfer import (
-    HTTPVLLMWeightSyncClient,
-    ModuleSource,
-    TrainerWeightTransferEngine,
-    VLLMWeightSyncClient,
-    ipc_engine,
-)
-from vllm.distributed.weight_transfer.base import WeightSource
-from vllm.distributed.weight_transfer.ipc_engine import (
-    IPCTrainerInitInfo,
-    IPCTrainerWeightTransferEngine,
-    IPCWeightTransferUpdateInfo,
-)
-from vllm.distributed.weight_transfer.nccl_engine import (
-    NCCLTrainerInitInfo,
-)
+from cpu_trainer import cpu_nccl_trainer
 
 from vllm_devclient import DevClient, EngineCallError, Fleet, FleetError, WeightSync
 from vllm_devclient.testing.engine_actions import Raise, Return
 from vllm_devclient.testing.frontends import Frontend
 
-pytestmark = pytest.mark.frontend
+if TYPE_CHECKING:
+    import torch
+    from vllm.distributed.weight_transfer import ModuleSource, VLLMWeightSyncClient
+    from vllm.distributed.weight_transfer.base import WeightSource
+    from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerWeightTransferEngine
+
+# vLLM and torch are imported by the tests, not at collection (seconds, on every pytest-xdist worker);
+# find_spec of the top-level name imports nothing.
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
+    pytest.mark.frontend,
+]
 
 GPU_UUID = "GPU-00000000-0000-0000-0000-00000000cafe"
 
@@ -50,6 +42,8 @@ GPU_UUID = "GPU-00000000-0000-0000-0000-00000000cafe"
 def cpu_reduce_tensor(tensor: torch.Tensor) -> tuple[Any, tuple[Any, ...]]:
     """`reduce_tensor` of a CUDA tensor, shaped alike for a CPU one: (rebuild function, its arguments: the
     tensor's type, size, stride, offset, storage type, dtype, device, handle bytes, ref counter ...)."""
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
     storage = tensor.untyped_storage()
     handle = f"cuda-ipc:{tensor.data_ptr():x}".encode()
     return rebuild_cuda_tensor, (
@@ -58,23 +52,34 @@ def cpu_reduce_tensor(tensor: torch.Tensor) -> tuple[Any, tuple[Any, ...]]:
     )  # fmt: skip
 
 
-class CpuIPCTrainer(IPCTrainerWeightTransferEngine):
-    """vLLM's IPC trainer engine without CUDA: built by its own `trainer_init`; only the device is faked."""
+@functools.cache
+def cpu_ipc_trainer() -> type[IPCTrainerWeightTransferEngine]:
+    """The engine class, made on first use (as cpu_trainer.py's NCCL one: collection imports no vLLM)."""
+    from vllm.distributed.weight_transfer import TrainerWeightTransferEngine
+    from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerWeightTransferEngine
 
-    def __init__(self, **kwargs: Any) -> None:
-        packed = kwargs.pop("packed", False)
-        size = kwargs.pop("packed_buffer_size_bytes")
-        TrainerWeightTransferEngine.__init__(self, **kwargs)
-        self.packed, self.packed_buffer_size_bytes = packed, size
-        self.device_index, self.gpu_uuid = 0, GPU_UUID
+    class CpuIPCTrainer(IPCTrainerWeightTransferEngine):
+        """vLLM's IPC trainer engine without CUDA: built by its own `trainer_init`; only the device is
+        faked."""
 
-    @staticmethod
-    def _post_send_sync() -> None:
-        pass  # torch.cuda.ipc_collect()
+        def __init__(self, **kwargs: Any) -> None:
+            packed = kwargs.pop("packed", False)
+            size = kwargs.pop("packed_buffer_size_bytes")
+            TrainerWeightTransferEngine.__init__(self, **kwargs)
+            self.packed, self.packed_buffer_size_bytes = packed, size
+            self.device_index, self.gpu_uuid = 0, GPU_UUID
+
+        @staticmethod
+        def _post_send_sync() -> None:
+            pass  # torch.cuda.ipc_collect()
+
+    return CpuIPCTrainer
 
 
 @pytest.fixture(autouse=True)
 def _cpu_ipc(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm.distributed.weight_transfer import ipc_engine
+
     monkeypatch.setattr(ipc_engine, "reduce_tensor", cpu_reduce_tensor)
     # What the server needs to read ipc_handles_pickled; the test reads the batch back the same way.
     monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
@@ -93,7 +98,9 @@ def _rpcs(fe: Frontend) -> list[tuple[str, Any]]:
 
 
 def _ipc_round(client: VLLMWeightSyncClient, source: WeightSource) -> None:
-    engine = CpuIPCTrainer.trainer_init(IPCTrainerInitInfo(rank=0), client=client, source=source)
+    from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo
+
+    engine = cpu_ipc_trainer().trainer_init(IPCTrainerInitInfo(rank=0), client=client, source=source)
     engine.send_weights()
 
 
@@ -102,6 +109,9 @@ def test_ipc_engine_over_devclient_sends_what_vllms_http_client_sends(
 ) -> None:
     """The same round through vLLM's HTTPVLLMWeightSyncClient and through WeightSync(DevClient): the
     engine receives the same steps and the same batch, byte for byte, IPC handles pickled."""
+    from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient, VLLMWeightSyncClient
+    from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
+
     _ipc_round(HTTPVLLMWeightSyncClient(frontend.base_url), source)
     theirs = _rpcs(frontend)
     frontend.engine.clear_calls()
@@ -127,9 +137,11 @@ def test_ipc_engine_over_devclient_sends_what_vllms_http_client_sends(
 
 
 def test_nccl_engine_over_devclient(frontend: Frontend, source: ModuleSource) -> None:
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
     info = NCCLTrainerInitInfo(rank=0, master_address="127.0.0.1", master_port=29512, world_size=2)
     with DevClient(frontend.base_url) as client:
-        engine = CpuNCCLTrainer.trainer_init(info, client=WeightSync(client), source=source)
+        engine = cpu_nccl_trainer().trainer_init(info, client=WeightSync(client), source=source)
         engine.send_weights()
         engine.send_weights()  # unchanged metadata: vLLM sends an empty update info the second time
     steps = _rpcs(frontend)
@@ -154,6 +166,8 @@ def both(python_frontend: Frontend, rust_frontend: Frontend, reset_engines: None
 def test_ipc_engine_over_a_fleet_of_both_frontends(
     both: Fleet, python_frontend: Frontend, rust_frontend: Frontend, source: ModuleSource
 ) -> None:
+    from vllm.distributed.weight_transfer import VLLMWeightSyncClient
+
     sync = WeightSync(both)
     assert isinstance(sync, VLLMWeightSyncClient)
     _ipc_round(sync, source)
@@ -216,6 +230,7 @@ def test_a_failed_batch_on_one_client_is_finished_and_raised_typed(
 def test_the_pickled_batch_is_vllms_own(source: ModuleSource) -> None:
     """The body update_weights sends for an IPC batch is what vLLM's HTTP client would send for it."""
     from vllm.distributed.weight_transfer.clients import _json_safe_update_payload
+    from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
 
     from vllm_devclient.routes import endpoint
 

@@ -5,18 +5,23 @@ their new blocks) and KV tensors the test writes as a forward would. What it wri
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from gpu_tests.offload_check.probe_files import ProbeFiles
 
-from gpu_tests.kv_proof.digests import POISON_BYTE, Proof  # noqa: E402
-from gpu_tests.offload_check.probe_files import ProbeFiles  # noqa: E402
+if TYPE_CHECKING:
+    from gpu_tests.kv_proof.digests import Proof
+
+# torch (and the instrument, which imports it) is imported by the tests, not at collection (seconds, on every
+# pytest-xdist worker); find_spec imports nothing.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 B = 4
 PAGE = 32
@@ -47,6 +52,10 @@ class Engine:
     kv: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        import torch
+
+        from gpu_tests.kv_proof.digests import Proof
+
         self.kv = {name: torch.zeros((BLOCKS, PAGE), dtype=torch.int8) for name in ("l0", "l1")}
         groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0", "l1"])]
         if self.recurrent:
@@ -60,12 +69,16 @@ class Engine:
 
     def write(self, block: int, prompt: list[int], end: int, variant: int = 0) -> None:
         """What a forward leaves in a block that holds ``prompt[:end]``'s last block."""
+        import torch
+
         gen = torch.Generator().manual_seed(hash((tuple(prompt[:end]), variant)) % 2**31)
         for name in ("l0", "l1"):
             self.kv[name][block] = torch.randint(-100, 100, (PAGE,), generator=gen, dtype=torch.int8)
 
     def state(self, block: int, prompt: list[int], end: int) -> None:
         """What a forward leaves in a recurrent block: the state after ``prompt[:end]``."""
+        import torch
+
         gen = torch.Generator().manual_seed(hash(("state", tuple(prompt[:end]))) % 2**31)
         self.kv["m0"][0][block] = torch.randint(-100, 100, (PAGE // 2,), generator=gen, dtype=torch.int16)
 
@@ -175,6 +188,10 @@ def test_a_state_served_inside_a_block_is_checked_before_the_step_computes_over_
 
 def test_groups_that_share_memory_each_keep_their_regions(tmp_path: Path) -> None:
     """A hybrid model's groups own different blocks of the same tensors: every group digests its layers."""
+    import torch
+
+    from gpu_tests.kv_proof.digests import Proof
+
     shared = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
     groups = [
         SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["full.0"]),
@@ -220,6 +237,10 @@ def _first_step(proof: Proof, rid: str, blocks: list[int], cached: int) -> None:
 def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Path) -> None:
     """vLLM 0.20-0.22's FLASH_ATTN lays every K block before every V block: a block is a row in each half.
     Read as one block-major region, a block's row would be two other blocks' K."""
+    import torch
+
+    from gpu_tests.kv_proof.digests import Proof
+
     kv = torch.zeros((2, BLOCKS, PAGE // 2), dtype=torch.int8)
     groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
     config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
@@ -241,6 +262,10 @@ def test_a_k_v_outermost_layer_is_read_as_a_k_region_and_a_v_region(tmp_path: Pa
 def test_a_padded_page_is_digested_without_its_padding(tmp_path: Path) -> None:
     """Before vLLM 0.26 an attention spec has no unpadded size: the padding (bytes no kernel writes) must not
     enter the digest, or a block copied whole but for its padding would read as corrupt."""
+    import torch
+
+    from gpu_tests.kv_proof.digests import Proof
+
     kv = torch.zeros((BLOCKS, PAGE), dtype=torch.int8)
     groups = [SimpleNamespace(kv_cache_spec=PaddedSpec(), layer_names=["l0"])]
     config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
@@ -273,6 +298,10 @@ def _read_back(tmp_path: Path, kv: Any, block: Any, outside: Any) -> tuple[Proof
     """A layer whose KV is ``kv`` (``block(b)``: block b's logical elements): a computation into blocks 1
     and 2, a whole copy of them into 5 and 6 (then ``outside()`` writes the memory around the layer's
     elements), and a copy into 9 and 10 with one element of 10 changed."""
+    import torch
+
+    from gpu_tests.kv_proof.digests import Proof
+
     groups = [SimpleNamespace(kv_cache_spec=AttentionSpec(), layer_names=["l0"])]
     config = SimpleNamespace(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
     proof = Proof(config, {"l0": SimpleNamespace(kv_cache=kv)}, tmp_path)
@@ -298,6 +327,10 @@ def test_a_layer_whose_block_is_not_one_dense_page_is_read_through_its_own_view(
     K/V over block-major, padded memory, and may count several kernel blocks a block. Read as pages, each
     would digest other layers' bytes or padding: each is read through the layer's own view, so another layer's
     writes change nothing, and a changed element of its own shows."""
+    import torch
+
+    from gpu_tests.kv_proof.digests import POISON_BYTE
+
     heads, tokens, dim, layers = 2, B, PAGE // (2 * B * 2), 3
     nhd = torch.zeros((BLOCKS, layers, 2, tokens, heads, dim), dtype=torch.int8)
     hnd = torch.zeros((BLOCKS, heads, layers, 2, tokens, dim), dtype=torch.int8)
@@ -340,6 +373,10 @@ def test_a_layer_whose_block_is_not_one_dense_page_is_read_through_its_own_view(
 
 
 def test_block_major_layouts_stay_raw_rows_and_a_shape_without_blocks_is_refused(tmp_path: Path) -> None:
+    import torch
+
+    from gpu_tests.kv_proof.digests import Proof
+
     heads, tokens, dim = 2, B, PAGE // (2 * B * 2)
 
     def proof_of(kv: Any) -> Proof:
@@ -447,8 +484,11 @@ def test_a_load_that_lands_after_the_forward_reading_it_is_caught_by_the_bytes(
     import sys
     from types import ModuleType
 
+    import torch
+
     from gpu_tests.kv_proof import defects
     from gpu_tests.kv_proof.catalogue import MUTATIONS, applicable
+    from gpu_tests.kv_proof.digests import POISON_BYTE
 
     engine = Engine(tmp_path)
     layers = ("l0", "l1")

@@ -8,21 +8,33 @@ no tokens, ``block_size=0``; self-describing CPU stores the chunk's tokens), enc
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
+from types import ModuleType
 from typing import Any
 
 import msgspec
 import pytest
 
-kv_events = pytest.importorskip("vllm.distributed.kv_events")
+from gpu_tests.offload_check.events import GroupEventAccount
+from vllm_devclient.kv_events import decode_payload
 
-from gpu_tests.offload_check.events import GroupEventAccount  # noqa: E402
-from vllm_devclient.kv_events import decode_payload  # noqa: E402
+# vLLM is imported by the first event a test builds, not at collection (seconds, on every pytest-xdist
+# worker); find_spec of the top-level name imports nothing.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
 
 BLOCK = 16
 
 
+def kv_events() -> ModuleType:
+    """vllm.distributed.kv_events (imported once: sys.modules keeps it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch's at import: importorskip hid them too
+        return importlib.import_module("vllm.distributed.kv_events")
+
+
 def gpu_store(group: int, kind: str, hashes: list[int], parent: int | None = None) -> Any:
-    return kv_events.BlockStored(
+    return kv_events().BlockStored(
         block_hashes=hashes,
         parent_block_hash=parent,
         token_ids=list(range(BLOCK * len(hashes))),
@@ -37,7 +49,7 @@ def gpu_store(group: int, kind: str, hashes: list[int], parent: int | None = Non
 
 def cpu_store(hashes: list[int], group: int | None) -> Any:
     """A CPU-tier store with no tokens and ``block_size=0``."""
-    return kv_events.BlockStored(
+    return kv_events().BlockStored(
         block_hashes=hashes,
         parent_block_hash=None,
         token_ids=[],
@@ -55,7 +67,7 @@ def cpu_placeholder(group: int, chunk_hash: int) -> Any:
 
 
 def cpu_self_describing(group: int, kind: str, hashes: list[int], tokens: int | None = None) -> Any:
-    return kv_events.BlockStored(
+    return kv_events().BlockStored(
         block_hashes=hashes,
         parent_block_hash=None,
         token_ids=list(range(BLOCK * len(hashes) if tokens is None else tokens)),
@@ -69,28 +81,30 @@ def cpu_self_describing(group: int, kind: str, hashes: list[int], tokens: int | 
 
 
 def removed(medium: str, group: int, hashes: list[int]) -> Any:
-    return kv_events.BlockRemoved(block_hashes=hashes, medium=medium, group_idx=group)
+    return kv_events().BlockRemoved(block_hashes=hashes, medium=medium, group_idx=group)
 
 
 def over_the_wire(events: list[Any]) -> list[Any]:
     """vLLM's batch -> msgpack bytes -> this package's decoder."""
-    payload = msgspec.msgpack.encode(kv_events.KVEventBatch(ts=1.0, events=events))
+    payload = msgspec.msgpack.encode(kv_events().KVEventBatch(ts=1.0, events=events))
     return decode_payload(payload).events
 
 
-# A hybrid layout like a tiny Nemotron-H or Gemma 4: two full-attention groups and a non-attention group.
-GPU = [
-    gpu_store(0, "mamba", [1, 2]),
-    gpu_store(1, "full_attention", [11, 12]),
-    gpu_store(2, "full_attention", [21, 22]),
-]
+def gpu() -> list[Any]:
+    """A hybrid layout like a tiny Nemotron-H or Gemma 4: two full-attention groups and a non-attention
+    group (made by each test: building vLLM's events imports vLLM)."""
+    return [
+        gpu_store(0, "mamba", [1, 2]),
+        gpu_store(1, "full_attention", [11, 12]),
+        gpu_store(2, "full_attention", [21, 22]),
+    ]
 
 
 @pytest.mark.parametrize("wire", [False, True], ids=["vllm-objects", "decoded"])
 def test_cpu_stores_must_cover_every_full_attention_group(wire: bool) -> None:
     feed = over_the_wire if wire else (lambda events: events)
     account = GroupEventAccount()
-    account.add(feed([*GPU, cpu_placeholder(0, 2), cpu_placeholder(1, 12)]))
+    account.add(feed([*gpu(), cpu_placeholder(0, 2), cpu_placeholder(1, 12)]))
     assert account.gpu_full_attention_groups() == [1, 2]
     assert account.missing_cpu_groups() == [2]  # "some CPU store" is not enough
     account.add(feed([cpu_placeholder(2, 22)]))
@@ -124,7 +138,7 @@ def test_self_describing_payloads_full_attention_carry_tokens_others_stay_placeh
     account.add(
         over_the_wire(
             [
-                *GPU,
+                *gpu(),
                 cpu_self_describing(1, "full_attention", [11, 12]),  # 2 hashes x 16 tokens
                 cpu_placeholder(0, 2),  # the mamba group keeps the placeholder
             ]
@@ -143,7 +157,7 @@ def test_self_describing_payloads_full_attention_carry_tokens_others_stay_placeh
 
 def test_without_self_describing_every_cpu_store_must_be_a_placeholder() -> None:
     account = GroupEventAccount(self_describing=False)
-    account.add([*GPU, cpu_self_describing(1, "full_attention", [11, 12])])
+    account.add([*gpu(), cpu_self_describing(1, "full_attention", [11, 12])])
     (problem,) = account.summary().payload_problems
     assert "expected placeholder" in problem
 
@@ -157,7 +171,7 @@ def cpu_ungrouped(hashes: list[int]) -> Any:
 def test_ungrouped_cpu_stores_of_an_older_release_follow_their_own_rule(wire: bool) -> None:
     feed = over_the_wire if wire else (lambda events: events)
     account = GroupEventAccount(self_describing=True)
-    account.add(feed([*GPU, cpu_ungrouped([2, 12, 22]), cpu_ungrouped([1])]))
+    account.add(feed([*gpu(), cpu_ungrouped([2, 12, 22]), cpu_ungrouped([1])]))
     summary = account.summary()
     # Which group an ungrouped store holds cannot be told: no group is called missing, and it says so.
     assert summary.ungrouped_cpu_blocks == 4 and summary.missing_cpu_groups == []
@@ -167,7 +181,7 @@ def test_ungrouped_cpu_stores_of_an_older_release_follow_their_own_rule(wire: bo
     assert "ungrouped" in problem and "hashes=0" in problem
     # Without ungrouped stores the coverage check stands.
     grouped = GroupEventAccount()
-    grouped.add(feed([*GPU, cpu_placeholder(1, 12)]))
+    grouped.add(feed([*gpu(), cpu_placeholder(1, 12)]))
     assert grouped.summary().ungrouped_cpu_blocks == 0 and grouped.missing_cpu_groups() == [2]
 
 
@@ -176,7 +190,7 @@ def test_repeated_hashes_are_reference_counted() -> None:
     account = GroupEventAccount(self_describing=True)
     account.add(
         [
-            *GPU,
+            *gpu(),
             cpu_self_describing(1, "full_attention", [11, 12]),
             cpu_self_describing(1, "full_attention", [12, 13]),
         ]
@@ -200,10 +214,10 @@ def test_repeated_hashes_are_reference_counted() -> None:
 
 def test_a_full_reset_shows_as_all_blocks_cleared_or_removes() -> None:
     account = GroupEventAccount()
-    account.add(over_the_wire([*GPU, cpu_placeholder(1, 12)]))
+    account.add(over_the_wire([*gpu(), cpu_placeholder(1, 12)]))
     account.mark("before")
     assert account.since("before").cleared == 0
-    account.add(over_the_wire([kv_events.AllBlocksCleared()]))
+    account.add(over_the_wire([kv_events().AllBlocksCleared()]))
     delta = account.since("before")
     assert delta.cleared == 1 and delta.removed("GPU") == 0
     # The GPU pool is empty after the clear; the CPU tier's entries stay.
@@ -231,11 +245,11 @@ def test_reload_proven_notes_what_ungrouped_cpu_stores_leave_unchecked() -> None
         "reload": MetricsDelta(seconds=1, external_prefix_cache_hits=64),
     }
     older = GroupEventAccount()
-    older.add([*GPU, cpu_ungrouped([12, 22])])
+    older.add([*gpu(), cpu_ungrouped([12, 22])])
     result = reload_proven(settings, windows, 2, older.summary())
     assert result.passed and "per-group CPU stores not checked: 2 CPU blocks" in result.message
     # A grouped stream that misses a full-attention group still fails.
     newer = GroupEventAccount()
-    newer.add([*GPU, cpu_placeholder(1, 12)])
+    newer.add([*gpu(), cpu_placeholder(1, 12)])
     result = reload_proven(settings, windows, 1, newer.summary())
     assert not result.passed and "no CPU store for full-attention group(s) [2]" in result.message
