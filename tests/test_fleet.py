@@ -209,6 +209,19 @@ async def test_a_failed_fleet_update_finishes_without_its_version_where_it_start
     assert len(notes) == 1 and "finishing the failed update" in notes[0]
 
 
+async def test_sleeping_wakes_the_targets_that_slept_when_another_could_not_and_runs_no_block() -> None:
+    rec = Recorder({("node1.test", "/sleep"): httpx.Response(400, json={"error": "sleep mode is off"})})
+    async with fleet_over(rec) as fleet:
+        with pytest.raises(FleetError) as raised:
+            async with fleet.sleeping(wait=False):
+                pytest.fail("the block ran though a target could not sleep")
+    result = raised.value.result
+    woken = sorted(host for host, path in rec.seen if path == "/wake_up")
+    assert woken == ["node0.test", "node2.test", "node3.test"]
+    assert list(result.failed) == [URLS[1]] and result.rollback is not None
+    assert sorted(result.rollback.ok) == [URLS[0], URLS[2], URLS[3]]
+
+
 async def test_pause_without_rollback_or_without_failure_resumes_nothing() -> None:
     rec = Recorder({("node1.test", "/pause"): httpx.Response(404)})
     async with fleet_over(rec, raise_on_error=False) as fleet:

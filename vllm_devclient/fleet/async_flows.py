@@ -45,6 +45,23 @@ class _AsyncFleetFlows:
             **options: Unpack[RequestOptions],
         ) -> FleetResult[StatusResult]: ...
 
+    async def _all_or_none(
+        self,
+        fn: Callable[[AsyncDevClient], Awaitable[T]],
+        operation: str,
+        undo: Callable[[AsyncDevClient], Awaitable[object]],
+        undo_operation: str,
+    ) -> FleetResult[T]:
+        """`fn` on every target; where it failed on some, `undo` on those where it went through, then
+        FleetError (its result carries the undo as its rollback)."""
+        done = await self._gather(fn, self.urls, operation)
+        if done.failed:
+            if done.ok:
+                rollback = await self._gather(undo, list(done.ok), undo_operation)
+                done = FleetResult(done.values(), operation=operation, rollback=rollback)
+            raise FleetError(done)
+        return done
+
     @asynccontextmanager
     async def paused(
         self, mode: PauseMode = "keep", *, clear_cache: bool | None = None, wait: bool = True
@@ -89,14 +106,12 @@ class _AsyncFleetFlows:
             wait: wait until every target says it sleeps before entering, and is awake after waking.
             reset_connector: False keeps each KV connector's tier (vLLM 0.34); None: the server's default.
         """
-        slept = await self._gather(
-            lambda c: c.sleep(level, mode=mode, reset_connector=reset_connector), self.urls, "sleep"
+        await self._all_or_none(
+            lambda c: c.sleep(level, mode=mode, reset_connector=reset_connector),
+            "sleep",
+            lambda c: c.wake_up(),
+            "wake_up",
         )
-        if slept.failed:
-            if slept.ok:
-                undo = await self._gather(lambda c: c.wake_up(), list(slept.ok), "wake_up")
-                slept = FleetResult(slept.values(), operation="sleep", rollback=undo)
-            raise FleetError(slept)
         try:
             if wait:
                 (
@@ -124,14 +139,12 @@ class _AsyncFleetFlows:
             mode: how the drain treats requests in flight: wait (they finish first), abort or keep.
             deadline: seconds the wait for the prepared state may take on each target.
         """
-        started = await self._gather(lambda c: c.checkpoint_prepare(mode), self.urls, "checkpoint_prepare")
-        if started.failed:
-            if started.ok:
-                undo = await self._gather(
-                    lambda c: c.checkpoint_restore(), list(started.ok), "checkpoint_restore"
-                )
-                started = FleetResult(started.values(), operation="checkpoint_prepare", rollback=undo)
-            raise FleetError(started)
+        await self._all_or_none(
+            lambda c: c.checkpoint_prepare(mode),
+            "checkpoint_prepare",
+            lambda c: c.checkpoint_restore(),
+            "checkpoint_restore",
+        )
         try:
             prepared = await self._gather(
                 lambda c: c.wait_until_checkpoint_prepared(deadline=deadline),
@@ -160,14 +173,12 @@ class _AsyncFleetFlows:
             reset_connector: what putting them back to sleep sends (False keeps the offloaded KV tier,
                 vLLM 0.34; None: the server's default).
         """
-        woke = await self._gather(lambda c: c.wake_up(WEIGHTS), self.urls, "wake_up")
-        if woke.failed:
-            if woke.ok:
-                undo = await self._gather(
-                    lambda c: _sleep_again(c, level, reset_connector), list(woke.ok), "sleep"
-                )
-                woke = FleetResult(woke.values(), operation="wake_up", rollback=undo)
-            raise FleetError(woke)
+        await self._all_or_none(
+            lambda c: c.wake_up(WEIGHTS),
+            "wake_up",
+            lambda c: _sleep_again(c, level, reset_connector),
+            "sleep",
+        )
         try:
             yield self
         finally:
