@@ -10,6 +10,7 @@ fail instead, with the install instructions: CI must not skip them silently.
 from __future__ import annotations
 
 import gc
+import importlib.util
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,17 @@ def _timed_modules_run_on_a_frozen_heap(request: pytest.FixtureRequest) -> Itera
         yield
     finally:
         gc.unfreeze()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`pytest.mark.needs("vllm")`: skipped where the module is not installed. Told by `find_spec` of the
+    top-level name, which imports nothing: every pytest-xdist worker collects the whole suite, and vLLM with
+    torch costs seconds to import, so only the tests that run import them."""
+    for item in items:
+        missing = [name for mark in item.iter_markers("needs") for name in mark.args if not _installed(name)]
+        if missing:
+            item.add_marker(pytest.mark.skip(reason=f"{', '.join(missing)} is not installed"))
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None

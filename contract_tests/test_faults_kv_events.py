@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -23,9 +22,7 @@ def vkv() -> ModuleType:
     """vllm.distributed.kv_events (imports torch: several seconds, once per module)."""
     if importlib.util.find_spec("vllm") is None:
         pytest.fail("vllm is not installed: run `make setup`")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return importlib.import_module("vllm.distributed.kv_events")
+    return importlib.import_module("vllm.distributed.kv_events")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ test_vllm_weight_sync.py); every call the engine makes on its client is vLLM's o
 
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,12 +21,7 @@ if TYPE_CHECKING:
     from vllm.distributed.weight_transfer import ModuleSource
     from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-# vLLM is imported by the tests, not at collection (seconds, on every pytest-xdist worker); find_spec of the
-# top-level name imports nothing.
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
-    pytest.mark.frontend,
-]
+pytestmark = [pytest.mark.needs("vllm"), pytest.mark.frontend]
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
-import importlib.util
 import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -29,12 +28,7 @@ if TYPE_CHECKING:
     from vllm.distributed.weight_transfer.base import WeightSource
     from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerWeightTransferEngine
 
-# vLLM and torch are imported by the tests, not at collection (seconds, on every pytest-xdist worker);
-# find_spec of the top-level name imports nothing.
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
-    pytest.mark.frontend,
-]
+pytestmark = [pytest.mark.needs("vllm"), pytest.mark.frontend]
 
 GPU_UUID = "GPU-00000000-0000-0000-0000-00000000cafe"
 

@@ -20,9 +20,7 @@ from vllm_devclient.testing.misbehaving import MisbehavingServer
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "weight_sync_compare.py"
 
-# The script imports vLLM: loaded by a fixture, not at collection (seconds, on every pytest-xdist worker);
-# find_spec of the top-level name imports nothing.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+pytestmark = pytest.mark.needs("vllm")
 
 
 def _load() -> ModuleType:

@@ -6,7 +6,6 @@ import asyncio
 import importlib
 import importlib.util
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -37,9 +36,7 @@ def vkv() -> ModuleType:
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vllm is not installed")
     # A broken install (a missing dependency of vllm) fails here instead of skipping silently.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch's, at import time
-        return importlib.import_module("vllm.distributed.kv_events")
+    return importlib.import_module("vllm.distributed.kv_events")
 
 
 def wait_until_bindable(*ports: int) -> None:

@@ -5,7 +5,6 @@ their new blocks) and KV tensors the test writes as a forward would. What it wri
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +18,7 @@ from gpu_tests.offload_check.probe_files import ProbeFiles
 if TYPE_CHECKING:
     from gpu_tests.kv_proof.digests import Proof
 
-# torch (and the instrument, which imports it) is imported by the tests, not at collection (seconds, on every
-# pytest-xdist worker); find_spec imports nothing.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+pytestmark = pytest.mark.needs("torch")
 
 B = 4
 PAGE = 32

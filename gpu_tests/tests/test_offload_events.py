@@ -9,7 +9,6 @@ no tokens, ``block_size=0``; self-describing CPU stores the chunk's tokens), enc
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from types import ModuleType
 from typing import Any
 
@@ -19,18 +18,14 @@ import pytest
 from gpu_tests.offload_check.events import GroupEventAccount
 from vllm_devclient.kv_events import decode_payload
 
-# vLLM is imported by the first event a test builds, not at collection (seconds, on every pytest-xdist
-# worker); find_spec of the top-level name imports nothing.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+pytestmark = pytest.mark.needs("vllm")
 
 BLOCK = 16
 
 
 def kv_events() -> ModuleType:
     """vllm.distributed.kv_events (imported once: sys.modules keeps it)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch's at import: importorskip hid them too
-        return importlib.import_module("vllm.distributed.kv_events")
+    return importlib.import_module("vllm.distributed.kv_events")
 
 
 def gpu_store(group: int, kind: str, hashes: list[int], parent: int | None = None) -> Any:
