@@ -28,7 +28,7 @@ generate: setup  ## write again everything derived from the route records and th
 	$(PY) scripts/generate.py
 
 typecheck: setup  ## mypy --strict
-	$(BESIDE) $(VENV)/bin/mypy
+	$(VENV)/bin/mypy
 
 # On pytest-xdist workers, a test file (or a group of files sharing a costly fixture) to each at a time:
 # tests/xdist_units.py. Many tests wait on servers and deadlines, so 3 workers suit a 2-core machine;
@@ -41,19 +41,13 @@ pytest: setup  ## every test suite (unit, replay, contract, the GPU suite's CPU 
 # The sdist and the wheel: build, twine check --strict, metadata, [all] without test packages, and the
 # command in a core-only install (scripts/check_dist.py says what each check needs).
 dist-check: setup  ## build the sdist and wheel and check them
-	$(BESIDE) $(PY) scripts/check_dist.py
+	$(PY) scripts/check_dist.py
 
 # The same, then the sdist's own tests in a fresh venv without vLLM (a few minutes; not part of `make test`).
 sdist-test: setup  ## dist-check, then the sdist's own tests in a fresh venv (minutes)
 	$(PY) scripts/check_dist.py --sdist-tests
 
-# `make test` runs the typecheck and dist-check beside pytest, niced (BESIDE): they take the CPU time the
-# workers leave while they wait on servers and deadlines, not the tests' own (on 2 cores 278 -> 254 s for the
-# three); each one's output is printed whole when it ends.
-BESIDE ?=
-
-test: lint  ## what CI runs: lint, then typecheck, pytest and dist-check side by side
-	$(MAKE) --no-print-directory --jobs=3 --output-sync=target typecheck pytest dist-check BESIDE="nice -n 10"
+test: lint typecheck pytest dist-check  ## what CI runs: lint, typecheck, pytest, dist-check
 
 # Every benchmark; the numbers go to benchmarks/results.json (committed: machine, date, every row with its
 # baseline and ratio), and the docs' speed figures are written again from them.
